@@ -1,0 +1,28 @@
+#pragma once
+// The one project exception: a failure the user must hear about. It is caught once, in main,
+// which prints what() and exits non-zero. Expected outcomes (a tracee that has exited) are
+// return values, not exceptions.
+#include <cerrno>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+namespace probecost {
+
+class Error : public std::runtime_error {
+ public:
+  explicit Error(const std::string& what) : std::runtime_error(what) {}
+
+  // what: ": " strerror(errno)
+  static Error from_errno(const std::string& what, int err = errno) {
+    return Error(what + ": " + std::strerror(err));
+  }
+};
+
+// Bad input from the user (unknown mechanism, malformed rate, missing symbol): exit code 2.
+class UsageError : public Error {
+ public:
+  explicit UsageError(const std::string& what) : Error(what) {}
+};
+
+}  // namespace probecost

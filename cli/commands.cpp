@@ -1,0 +1,169 @@
+#include "cli/commands.hpp"
+
+#include <limits.h>
+#include <unistd.h>
+
+#include <boost/program_options.hpp>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "breakpoint/error.hpp"
+#include "compare/compare.hpp"
+#include "compare/report.hpp"
+
+namespace po = boost::program_options;
+
+namespace probecost::cli {
+
+namespace {
+
+po::variables_map parse(const std::vector<std::string>& args, const po::options_description& desc,
+                        const std::string& cmd) {
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(args).options(desc).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw UsageError(std::string(e.what()) + " (see 'probecost " + cmd + " --help')");
+  }
+  return vm;
+}
+
+std::vector<double> parse_rates(const std::vector<std::string>& texts) {
+  std::vector<double> rates;
+  for (const auto& t : texts) rates.push_back(parse_rate(t));
+  return rates;
+}
+
+std::vector<std::string> split_commas(const std::vector<std::string>& in) {
+  std::vector<std::string> out;
+  for (const auto& s : in) {
+    std::stringstream ss(s);
+    for (std::string part; std::getline(ss, part, ',');) {
+      if (!part.empty()) out.push_back(part);
+    }
+  }
+  return out;
+}
+
+// probecost-inferior is installed next to probecost.
+std::string default_inferior() {
+  char self[PATH_MAX];
+  ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n <= 0) return "probecost-inferior";
+  std::string path(self, n);
+  return path.substr(0, path.rfind('/') + 1) + "probecost-inferior";
+}
+
+// Writes through -o FILE or to stdout.
+template <typename F>
+void emit(const std::string& file, F&& write) {
+  if (file.empty() || file == "-") return write(std::cout);
+  std::ofstream out(file);
+  if (!out) throw Error::from_errno("cannot write " + file);
+  write(out);
+}
+
+void progress_line(int done, int total, const std::string& what) {
+  std::fprintf(stderr, "\r\033[K[%d/%d] %s", done, total, what.c_str());
+  if (done == total) std::fprintf(stderr, "\r\033[K");
+  std::fflush(stderr);
+}
+
+}  // namespace
+
+int compare_command(const std::vector<std::string>& args) {
+  CompareConfig cfg;
+  std::vector<std::string> mechanisms, rates;
+  std::string placement, format, output, iterations;
+  po::options_description desc(
+      "probecost compare [options]\n\n"
+      "Runs probecost-inferior under each mechanism, --repeat times each, and reports the cost\n"
+      "per hit (minus the baseline), in ns, TSC cycles and CPU time (tracee + tracer), and the\n"
+      "CPU share at each --rate.\n\n"
+      "mechanisms: baseline, marker-off, marker, int3-signal, int3-ptrace\n\noptions");
+  desc.add_options()("help,h", "this help")(
+      "mechanisms,m", po::value(&mechanisms)->multitoken(),
+      "mechanisms to run (comma-separated or repeated; default all); baseline always runs")(
+      "iterations,n", po::value(&iterations),
+      "iterations per thread (default: per mechanism, 5M cheap .. 20k ptrace)")(
+      "repeat,r", po::value(&cfg.repeat)->default_value(5), "runs of each mechanism")(
+      "threads,t", po::value(&cfg.threads)->default_value(1), "inferior threads hitting the site")(
+      "work,w", po::value(&cfg.work)->default_value("empty"),
+      "work per iteration: empty or memcpy:BYTES")(
+      "rate", po::value(&rates)->multitoken(),
+      "event rate(s) to extrapolate to, e.g. 750k, 1.2M (repeatable; default 750000)")(
+      "placement", po::value(&placement)->default_value("same-cpu"),
+      "where tracer and tracee run: same-cpu, split or free")(
+      "format,f", po::value(&format)->default_value("text"), "text, json or csv")(
+      "output,o", po::value(&output), "write the report to FILE")(
+      "inferior", po::value(&cfg.inferior), "path of probecost-inferior")(
+      "verbose,v", "also system calls and stops per hit, CPU split");
+  auto vm = parse(args, desc, "compare");
+  if (vm.count("help")) {
+    std::cout << desc << "\n";
+    return 0;
+  }
+  if (!mechanisms.empty()) cfg.mechanisms = split_commas(mechanisms);
+  if (!rates.empty()) cfg.rates = parse_rates(split_commas(rates));
+  if (vm.count("iterations")) {
+    char* end = nullptr;
+    unsigned long long n = std::strtoull(iterations.c_str(), &end, 10);
+    if (iterations.empty() || *end || n == 0 || iterations[0] == '-') {
+      throw UsageError("bad --iterations '" + iterations + "': want a whole number > 0");
+    }
+    cfg.iterations = n;
+  }
+  if (cfg.repeat == 0) throw UsageError("--repeat must be at least 1");
+  if (cfg.threads == 0) throw UsageError("--threads must be at least 1");
+  if (cfg.work != "empty" && cfg.work.rfind("memcpy:", 0) != 0) {
+    throw UsageError("bad --work '" + cfg.work + "': want empty or memcpy:BYTES");
+  }
+  cfg.placement = parse_placement(placement);
+  Format f = parse_format(format);
+  select_mechanisms(cfg.mechanisms);  // unknown names fail here, before anything runs
+  if (cfg.inferior.empty()) cfg.inferior = default_inferior();
+  if (::access(cfg.inferior.c_str(), X_OK) != 0) {
+    throw UsageError("the inferior '" + cfg.inferior +
+                     "' is missing or not executable (build it, or pass --inferior PATH)");
+  }
+
+  bool show_progress = ::isatty(STDERR_FILENO);
+  CompareResult result = run_compare(cfg, show_progress ? progress_line : nullptr);
+  emit(output, [&](std::ostream& out) { write_report(out, result, f, vm.count("verbose") > 0); });
+  if (!result.trustworthy()) {
+    std::cerr << "probecost compare: some figures are not to be trusted (see WARNING)\n";
+    return 1;
+  }
+  return 0;
+}
+
+int overhead_command(const std::vector<std::string>& args) {
+  std::string cost, format, output;
+  std::vector<std::string> rates;
+  po::options_description desc(
+      "probecost overhead --cost TIME [--rate RATE ...]\n\n"
+      "CPU share = rate x cost per event; slowdown = 1 + share; saturation = 1 / cost.\n"
+      "Example: probecost overhead --cost 2.01us --rate 750k   (the 2006 int3 figure)\n\noptions");
+  desc.add_options()("help,h", "this help")("cost,c", po::value(&cost),
+                                            "cost per event: 220ns, 2.01us, 1ms")(
+      "rate", po::value(&rates)->multitoken(), "event rate(s): 750k, 1.2M (default 750000)")(
+      "format,f", po::value(&format)->default_value("text"), "text, json or csv")(
+      "output,o", po::value(&output), "write to FILE");
+  auto vm = parse(args, desc, "overhead");
+  if (vm.count("help")) {
+    std::cout << desc << "\n";
+    return 0;
+  }
+  if (cost.empty()) throw UsageError("--cost is required, e.g. --cost 2.01us");
+  double cost_ns = parse_duration_ns(cost);
+  std::vector<double> r = rates.empty() ? std::vector<double>{750'000}
+                                        : parse_rates(split_commas(rates));
+  Format f = parse_format(format);
+  emit(output, [&](std::ostream& out) { write_extrapolation(out, cost_ns, r, f); });
+  return 0;
+}
+
+}  // namespace probecost::cli

@@ -1,0 +1,104 @@
+#include "compare/compare.hpp"
+
+#include <algorithm>
+
+namespace probecost {
+
+bool CompareResult::trustworthy() const {
+  return std::all_of(mechanisms.begin(), mechanisms.end(),
+                     [](const MechanismResult& m) { return m.problem.empty(); });
+}
+
+namespace {
+
+std::vector<double> field(const std::vector<Sample>& samples, double Sample::*f) {
+  std::vector<double> v;
+  for (const auto& s : samples) v.push_back(s.*f);
+  return v;
+}
+
+std::vector<double> minus(std::vector<double> v, double base) {
+  for (auto& x : v) x -= base;
+  return v;
+}
+
+void summarize_mechanism(MechanismResult& r, const MechanismResult& baseline,
+                         const std::vector<double>& rates) {
+  const auto& s = r.samples;
+  double events = static_cast<double>(r.iterations) * s.front().threads;
+  r.expected_hits = r.iterations * s.front().threads;
+  r.hits = s.front().hits;
+  for (const auto& x : s) {
+    if (!x.problem.empty() && r.problem.empty()) r.problem = x.problem;
+    if (x.hits != r.hits && r.problem.empty()) r.problem = "hit counts differ between runs";
+  }
+  r.ns_per_iter = summarize(field(s, &Sample::ns_per_iter));
+  r.per_hit_ns = summarize(minus(field(s, &Sample::ns_per_iter), baseline.ns_per_iter.median));
+  r.per_hit_cycles = summarize(minus(field(s, &Sample::cycles_per_iter),
+                                     summarize(field(baseline.samples, &Sample::cycles_per_iter)).median));
+  r.cpu_ns_per_hit = summarize(minus(field(s, &Sample::cpu_ns_per_iter),
+                                     summarize(field(baseline.samples, &Sample::cpu_ns_per_iter)).median));
+  r.tracee_cpu_ns_per_hit = summarize(field(s, &Sample::tracee_cpu_ns)).median / events;
+  r.tracer_cpu_ns_per_hit = summarize(field(s, &Sample::tracer_cpu_ns)).median / events;
+  std::vector<double> syscalls, stops;
+  for (const auto& x : s) {
+    syscalls.push_back(static_cast<double>(x.tracer_syscalls) / events);
+    stops.push_back(static_cast<double>(x.tracer_stops) / events);
+  }
+  r.syscalls_per_hit = summarize(syscalls).median;
+  r.stops_per_hit = summarize(stops).median;
+  for (double rate : rates) r.extrapolation.push_back(extrapolate(r.cpu_ns_per_hit.median, rate));
+}
+
+}  // namespace
+
+CompareResult run_compare(const CompareConfig& cfg,
+                          const std::function<void(int, int, const std::string&)>& progress) {
+  CompareResult result;
+  result.config = cfg;
+  result.machine = describe_machine();
+  result.cpus = plan_cpus(cfg.placement, result.machine.cpus);
+  std::vector<Mechanism> mechs = select_mechanisms(cfg.mechanisms);
+
+  RunConfig run;
+  run.inferior = cfg.inferior;
+  run.iterations = cfg.iterations;
+  run.threads = cfg.threads;
+  run.work = cfg.work;
+  run.cpus = result.cpus;
+
+  for (const auto& m : mechs) {
+    MechanismResult r;
+    r.mechanism = m;
+    r.iterations = cfg.iterations ? cfg.iterations : m.default_iterations;
+    result.mechanisms.push_back(r);
+  }
+  // Round-robin over the repetitions: a slow drift of the machine (another tenant, frequency)
+  // spreads over every mechanism instead of landing on one.
+  int total = static_cast<int>(cfg.repeat * mechs.size()), done = 0;
+  for (unsigned rep = 0; rep < cfg.repeat; ++rep) {
+    for (auto& r : result.mechanisms) {
+      if (progress) {
+        progress(done, total,
+                 r.mechanism.name + " run " + std::to_string(rep + 1) + "/" +
+                     std::to_string(cfg.repeat));
+      }
+      r.samples.push_back(run_once(r.mechanism, run));
+      ++done;
+    }
+  }
+  if (progress) progress(total, total, "done");
+
+  MechanismResult& baseline = result.mechanisms.front();
+  baseline.ns_per_iter = summarize(field(baseline.samples, &Sample::ns_per_iter));
+  MechanismResult base_copy = baseline;
+  for (auto& r : result.mechanisms) summarize_mechanism(r, base_copy, cfg.rates);
+  auto marker = std::find_if(result.mechanisms.begin(), result.mechanisms.end(),
+                             [](const MechanismResult& r) { return r.mechanism.name == "marker"; });
+  if (marker != result.mechanisms.end() && marker->per_hit_ns.median > 0) {
+    for (auto& r : result.mechanisms) r.x_marker = r.per_hit_ns.median / marker->per_hit_ns.median;
+  }
+  return result;
+}
+
+}  // namespace probecost

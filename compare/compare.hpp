@@ -1,0 +1,56 @@
+#pragma once
+// `probecost compare`: every mechanism, repeated, against the baseline; then the model.
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "compare/machine.hpp"
+#include "compare/model.hpp"
+#include "compare/runner.hpp"
+#include "compare/stats.hpp"
+
+namespace probecost {
+
+struct CompareConfig {
+  std::vector<std::string> mechanisms = {"all"};
+  std::uint64_t iterations = 0;  // 0: each mechanism's default
+  unsigned repeat = 5;
+  unsigned threads = 1;
+  std::string work = "empty";
+  Placement placement = Placement::SameCpu;
+  std::vector<double> rates = {750'000};
+  std::string inferior;
+};
+
+struct MechanismResult {
+  Mechanism mechanism;
+  std::vector<Sample> samples;
+  std::uint64_t iterations = 0;
+  std::uint64_t hits = 0;  // per run; every run must agree
+  std::uint64_t expected_hits = 0;
+  Summary ns_per_iter;
+  Summary per_hit_ns;      // ns per iteration minus the baseline's median
+  Summary per_hit_cycles;
+  Summary cpu_ns_per_hit;  // (tracee + tracer CPU) per iteration minus the baseline's
+  double tracee_cpu_ns_per_hit = 0;  // medians, not baseline-corrected
+  double tracer_cpu_ns_per_hit = 0;
+  double syscalls_per_hit = 0;
+  double stops_per_hit = 0;
+  double x_marker = 0;  // per_hit_ns / marker's per_hit_ns; 0 when there is no marker row
+  std::vector<Extrapolation> extrapolation;
+  std::string problem;
+};
+
+struct CompareResult {
+  Machine machine;
+  CompareConfig config;
+  CpuPlan cpus;
+  std::vector<MechanismResult> mechanisms;
+  bool trustworthy() const;
+};
+
+// `progress(done, total, what)` is called before each run.
+CompareResult run_compare(const CompareConfig& cfg,
+                          const std::function<void(int, int, const std::string&)>& progress);
+
+}  // namespace probecost

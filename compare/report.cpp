@@ -1,0 +1,254 @@
+#include "compare/report.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "breakpoint/error.hpp"
+
+namespace probecost {
+
+Format parse_format(const std::string& text) {
+  if (text == "text") return Format::Text;
+  if (text == "json") return Format::Json;
+  if (text == "csv") return Format::Csv;
+  throw UsageError("bad format '" + text + "' (text, json or csv)");
+}
+
+namespace {
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+std::string pad(const std::string& s, std::size_t w, bool left = false) {
+  // Width in characters, counting a UTF-8 sequence as one.
+  std::size_t chars = 0;
+  for (unsigned char c : s) chars += (c & 0xC0) != 0x80;
+  std::string fill(chars < w ? w - chars : 0, ' ');
+  return left ? s + fill : fill + s;
+}
+
+std::string percent(double p) {
+  if (std::fabs(p) >= 100) return group_thousands(std::round(p)) + "%";
+  return fmt(std::fabs(p) >= 10 ? "%.1f%%" : "%.2f%%", p);
+}
+
+// Built by appending: GCC 12 warns wrongly (-Wrestrict, PR 105651) on "(" + std::string.
+std::string range_text(const Summary& s) {
+  std::string t = "(";
+  t.append(fmt("%.1f", s.min)).append(" .. ").append(fmt("%.1f", s.max)).append(")");
+  return t;
+}
+
+std::string rate_label(double rate) { return group_thousands(rate) + "/s"; }
+
+nlohmann::json summary_json(const Summary& s) {
+  return {{"median", s.median}, {"min", s.min}, {"max", s.max}};
+}
+
+nlohmann::json extrapolation_json(const Extrapolation& e) {
+  nlohmann::json j = {{"rate_per_s", e.rate_per_s},
+                      {"cpu_percent", e.cpu_percent},
+                      {"slowdown", e.slowdown}};
+  j["saturation_rate_per_s"] =
+      std::isfinite(e.saturation_rate_per_s) ? nlohmann::json(e.saturation_rate_per_s) : nullptr;
+  return j;
+}
+
+nlohmann::json to_json(const CompareResult& r) {
+  const auto& c = r.config;
+  nlohmann::json mechs = nlohmann::json::array();
+  for (const auto& m : r.mechanisms) {
+    nlohmann::json ex = nlohmann::json::array();
+    for (const auto& e : m.extrapolation) ex.push_back(extrapolation_json(e));
+    nlohmann::json runs = nlohmann::json::array();
+    for (const auto& s : m.samples) {
+      runs.push_back({{"ns_per_iteration", s.ns_per_iter},
+                      {"cycles_per_iteration", s.cycles_per_iter},
+                      {"tracee_cpu_ns", s.tracee_cpu_ns},
+                      {"tracer_cpu_ns", s.tracer_cpu_ns},
+                      {"hits", s.hits},
+                      {"tracee_cpus", s.tracee_cpus_seen}});
+    }
+    mechs.push_back({{"name", m.mechanism.name},
+                     {"description", m.mechanism.description},
+                     {"iterations", m.iterations},
+                     {"hits", m.hits},
+                     {"expected_hits", m.expected_hits},
+                     {"hits_exact", !m.mechanism.probing() || m.hits == m.expected_hits},
+                     {"ns_per_iteration", summary_json(m.ns_per_iter)},
+                     {"per_hit_ns", summary_json(m.per_hit_ns)},
+                     {"per_hit_cycles", summary_json(m.per_hit_cycles)},
+                     {"cpu_ns_per_hit", summary_json(m.cpu_ns_per_hit)},
+                     {"tracee_cpu_ns_per_hit", m.tracee_cpu_ns_per_hit},
+                     {"tracer_cpu_ns_per_hit", m.tracer_cpu_ns_per_hit},
+                     {"syscalls_per_hit", m.syscalls_per_hit},
+                     {"stops_per_hit", m.stops_per_hit},
+                     {"x_marker", m.x_marker > 0 ? nlohmann::json(m.x_marker) : nullptr},
+                     {"extrapolation", ex},
+                     {"problem", m.problem.empty() ? nullptr : nlohmann::json(m.problem)},
+                     {"runs", runs}});
+  }
+  return {{"machine",
+           {{"cpu_model", r.machine.cpu_model},
+            {"kernel", r.machine.kernel},
+            {"tsc_hz", r.machine.tsc_hz},
+            {"cpus", r.machine.cpus}}},
+          {"config",
+           {{"repeat", c.repeat},
+            {"threads", c.threads},
+            {"work", c.work},
+            {"iterations", c.iterations ? nlohmann::json(c.iterations) : "auto"},
+            {"placement", placement_name(c.placement)},
+            {"tracer_cpu", r.cpus.tracer_cpu},
+            {"tracee_cpu", r.cpus.tracee_cpu},
+            {"rates_per_s", c.rates}}},
+          {"mechanisms", mechs}};
+}
+
+void write_csv(std::ostream& out, const CompareResult& r) {
+  out << "mechanism,iterations,threads,hits,expected_hits,per_hit_ns_median,per_hit_ns_min,"
+         "per_hit_ns_max,per_hit_cycles_median,cpu_ns_per_hit_median,syscalls_per_hit,"
+         "rate_per_s,cpu_percent,slowdown,saturation_rate_per_s,placement,cpu_model\n";
+  for (const auto& m : r.mechanisms) {
+    for (const auto& e : m.extrapolation) {
+      out << m.mechanism.name << ',' << m.iterations << ',' << r.config.threads << ',' << m.hits
+          << ',' << m.expected_hits << ',' << m.per_hit_ns.median << ',' << m.per_hit_ns.min << ','
+          << m.per_hit_ns.max << ',' << m.per_hit_cycles.median << ',' << m.cpu_ns_per_hit.median
+          << ',' << m.syscalls_per_hit << ',' << e.rate_per_s << ',' << e.cpu_percent << ','
+          << e.slowdown << ','
+          << (std::isfinite(e.saturation_rate_per_s) ? fmt("%.0f", e.saturation_rate_per_s)
+                                                     : std::string("inf"))
+          << ',' << placement_name(r.config.placement) << ",\"" << r.machine.cpu_model << "\"\n";
+    }
+  }
+}
+
+// The closing line, in the style of the 2006 mail.
+void write_verdict(std::ostream& out, const CompareResult& r) {
+  const MechanismResult* marker = nullptr;
+  const MechanismResult* worst = nullptr;
+  for (const auto& m : r.mechanisms) {
+    if (m.mechanism.name == "marker") marker = &m;
+    if (m.mechanism.probing() && (!worst || m.cpu_ns_per_hit.median > worst->cpu_ns_per_hit.median))
+      worst = &m;
+  }
+  if (!worst || r.config.rates.empty()) return;
+  double rate = r.config.rates.front();
+  auto clause = [&](const MechanismResult& m) {
+    return m.mechanism.name + ": " + group_thousands(rate) + " events/s x " +
+           human_ns(m.cpu_ns_per_hit.median) + "/event = " +
+           percent(rate * m.cpu_ns_per_hit.median / 1e7) + " of a CPU";
+  };
+  out << "\nVerdict: " << clause(*worst);
+  if (marker && marker != worst) {
+    out << "; " << clause(*marker);
+    if (marker->cpu_ns_per_hit.median > 0) {
+      out << ". The breakpoint costs "
+          << group_thousands(std::round(worst->cpu_ns_per_hit.median /
+                                        marker->cpu_ns_per_hit.median))
+          << " times the marker";
+    }
+  }
+  out << ".\n";
+}
+
+void write_text(std::ostream& out, const CompareResult& r, bool verbose) {
+  const auto& c = r.config;
+  out << "probecost compare: " << r.mechanisms.size() << " mechanisms x " << c.repeat << " runs, "
+      << c.threads << (c.threads == 1 ? " thread" : " threads") << ", work " << c.work << "\n";
+  out << "machine:   " << r.machine.cpu_model << ", " << r.machine.kernel << ", TSC "
+      << fmt("%.3f", r.machine.tsc_hz / 1e9) << " GHz, " << r.machine.cpus << " CPUs\n";
+  out << "placement: " << placement_name(c.placement) << " (" << r.cpus.describe() << ")\n";
+  out << "cost per hit = (ns per iteration) - (baseline's median); CPU = tracee + tracer, from "
+         "the kernel's accounting\n\n";
+
+  std::string head = pad("mechanism", 12, true) + pad("iterations", 11) + pad("hits", 11) +
+                     pad("ns/hit", 10) + pad("(min .. max)", 21) + pad("cycles/hit", 11) +
+                     pad("CPU ns/hit", 11) + pad("xmarker", 9);
+  for (double rate : c.rates) head += pad("CPU%@" + rate_label(rate), 18) + pad("slowdown", 9);
+  if (verbose) head += pad("syscalls/hit", 13) + pad("stops/hit", 10);
+  out << head << "\n";
+  for (const auto& m : r.mechanisms) {
+    std::string row = pad(m.mechanism.name, 12, true) + pad(group_thousands(m.iterations), 11) +
+                      pad(group_thousands(m.hits), 11) + pad(fmt("%.1f", m.per_hit_ns.median), 10) +
+                      pad(range_text(m.per_hit_ns), 21) +
+                      pad(fmt("%.0f", m.per_hit_cycles.median), 11) +
+                      pad(fmt("%.1f", m.cpu_ns_per_hit.median), 11) +
+                      pad(m.x_marker > 0 ? fmt("%.1f", m.x_marker) : "-", 9);
+    for (const auto& e : m.extrapolation) {
+      row += pad(percent(e.cpu_percent), 18) + pad(fmt("%.3f", e.slowdown), 9);
+    }
+    if (verbose) row += pad(fmt("%.1f", m.syscalls_per_hit), 13) + pad(fmt("%.1f", m.stops_per_hit), 10);
+    out << row << "\n";
+  }
+  for (const auto& m : r.mechanisms) {
+    if (!m.problem.empty()) out << "\nWARNING " << m.mechanism.name << ": " << m.problem << "\n";
+  }
+  if (verbose) {
+    out << "\n";
+    for (const auto& m : r.mechanisms) {
+      out << m.mechanism.name << ": " << m.mechanism.description << "; tracee CPU "
+          << fmt("%.1f", m.tracee_cpu_ns_per_hit) << " ns/hit, tracer CPU "
+          << fmt("%.1f", m.tracer_cpu_ns_per_hit) << " ns/hit\n";
+    }
+  }
+  write_verdict(out, r);
+}
+
+}  // namespace
+
+std::string group_thousands(double v) {
+  std::string digits = fmt("%.0f", std::fabs(v));
+  std::string out;
+  for (std::size_t i = 0; i < digits.size(); ++i) {
+    if (i && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return (v < 0 ? "-" : "") + out;
+}
+
+std::string human_ns(double ns) {
+  if (std::fabs(ns) >= 1e6) return fmt("%.3g ms", ns / 1e6);
+  if (std::fabs(ns) >= 1e3) return fmt("%.3g \u00b5s", ns / 1e3);
+  return fmt("%.3g ns", ns);
+}
+
+void write_report(std::ostream& out, const CompareResult& r, Format f, bool verbose) {
+  switch (f) {
+    case Format::Text: return write_text(out, r, verbose);
+    case Format::Json: out << to_json(r).dump(2) << "\n"; return;
+    case Format::Csv: return write_csv(out, r);
+  }
+}
+
+void write_extrapolation(std::ostream& out, double cost_ns, const std::vector<double>& rates,
+                         Format f) {
+  if (f == Format::Json) {
+    nlohmann::json ex = nlohmann::json::array();
+    for (double rate : rates) ex.push_back(extrapolation_json(extrapolate(cost_ns, rate)));
+    out << nlohmann::json{{"cost_ns", cost_ns}, {"extrapolation", ex}}.dump(2) << "\n";
+    return;
+  }
+  if (f == Format::Csv) {
+    out << "cost_ns,rate_per_s,cpu_percent,slowdown,saturation_rate_per_s\n";
+    for (double rate : rates) {
+      auto e = extrapolate(cost_ns, rate);
+      out << cost_ns << ',' << rate << ',' << e.cpu_percent << ',' << e.slowdown << ','
+          << e.saturation_rate_per_s << "\n";
+    }
+    return;
+  }
+  for (double rate : rates) {
+    auto e = extrapolate(cost_ns, rate);
+    out << group_thousands(rate) << " events/s x " << human_ns(cost_ns) << "/event = "
+        << fmt("%.1f", e.cpu_percent) << "% of a CPU; the traced work takes "
+        << fmt("%.3f", e.slowdown) << "x as long; probes alone fill a CPU at "
+        << group_thousands(e.saturation_rate_per_s) << " events/s\n";
+  }
+}
+
+}  // namespace probecost

@@ -1,0 +1,22 @@
+#pragma once
+#include <ostream>
+#include <string>
+
+#include "compare/compare.hpp"
+
+namespace probecost {
+
+enum class Format { Text, Json, Csv };
+Format parse_format(const std::string& text);
+
+void write_report(std::ostream& out, const CompareResult& r, Format f, bool verbose);
+
+// `probecost overhead --cost C --rate R`: the extrapolation alone.
+void write_extrapolation(std::ostream& out, double cost_ns, const std::vector<double>& rates,
+                         Format f);
+
+// "1,234,567" style grouping, and a time in the unit that reads best (ns, µs, ms).
+std::string group_thousands(double v);
+std::string human_ns(double ns);
+
+}  // namespace probecost

@@ -1,0 +1,222 @@
+#include "compare/runner.hpp"
+
+#include <sched.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <ctime>
+#include <nlohmann/json.hpp>
+
+#include "breakpoint/error.hpp"
+#include "compare/stats.hpp"
+#include "tracer/process.hpp"
+#include "tracer/session.hpp"
+#include "tracer/symbols.hpp"
+#include "tracer/syscalls.hpp"
+
+namespace probecost {
+
+Placement parse_placement(const std::string& text) {
+  if (text == "same-cpu") return Placement::SameCpu;
+  if (text == "split") return Placement::Split;
+  if (text == "free") return Placement::Free;
+  throw UsageError("bad placement '" + text + "' (same-cpu, split or free)");
+}
+
+std::string placement_name(Placement p) {
+  switch (p) {
+    case Placement::SameCpu: return "same-cpu";
+    case Placement::Split: return "split";
+    case Placement::Free: return "free";
+  }
+  return "?";
+}
+
+std::string CpuPlan::describe() const {
+  auto cpu = [](int c) { return c < 0 ? std::string("any CPU") : "CPU " + std::to_string(c); };
+  return "tracer on " + cpu(tracer_cpu) + ", tracee on " + cpu(tracee_cpu);
+}
+
+CpuPlan plan_cpus(Placement p, int cpus) {
+  switch (p) {
+    case Placement::SameCpu: return {0, 0};
+    case Placement::Split:
+      if (cpus < 2) throw UsageError("placement split needs 2 CPUs; this machine has 1");
+      return {0, 1};
+    case Placement::Free: return {-1, -1};
+  }
+  return {};
+}
+
+namespace {
+
+double thread_cpu_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return ts.tv_sec * 1e9 + ts.tv_nsec;
+}
+
+// Pins the calling thread for its lifetime, then puts the old affinity back.
+class PinThread {
+ public:
+  explicit PinThread(int cpu) {
+    if (cpu < 0) return;
+    sched_getaffinity(0, sizeof old_, &old_);
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    if (sched_setaffinity(0, sizeof set, &set) < 0) throw Error::from_errno("pinning the tracer");
+    pinned_ = true;
+  }
+  ~PinThread() {
+    if (pinned_) sched_setaffinity(0, sizeof old_, &old_);
+  }
+
+ private:
+  cpu_set_t old_{};
+  bool pinned_ = false;
+};
+
+// An anonymous file for the inferior's stdout: read back whole after it exits, never blocks.
+class CaptureFile {
+ public:
+  CaptureFile() : fd_(memfd_create("probecost-inferior-report", MFD_CLOEXEC)) {
+    if (fd_ < 0) throw Error::from_errno("memfd_create");
+  }
+  ~CaptureFile() { ::close(fd_); }
+  int fd() const { return fd_; }
+  std::string contents() const {
+    std::string out;
+    char buf[65536];
+    ssize_t n;
+    off_t off = 0;
+    while ((n = ::pread(fd_, buf, sizeof buf, off)) > 0) {
+      out.append(buf, n);
+      off += n;
+    }
+    return out;
+  }
+
+ private:
+  int fd_;
+};
+
+std::string describe_end(int status) { return WaitStatus(status).describe(); }
+
+void fill_from_report(const std::string& text, const Mechanism& m, Sample& s) {
+  nlohmann::json r;
+  try {
+    r = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error("the inferior's report is not JSON (" + std::string(e.what()) + "): " + text);
+  }
+  std::vector<double> ns, cycles;
+  std::uint64_t traps = 0, records = 0;
+  for (const auto& t : r.at("threads")) {
+    double n = static_cast<double>(s.iterations);
+    ns.push_back(t.at("ns").get<double>() / n);
+    cycles.push_back(t.at("cycles").get<double>() / n);
+    s.tracee_cpu_ns += t.at("cpu_ns").get<double>();
+    s.site_calls += t.at("calls").get<std::uint64_t>();
+    traps += t.at("traps").get<std::uint64_t>();
+    s.tracee_cpus_seen.push_back(t.at("cpu").get<int>());
+    if (t.contains("marker")) {
+      records += t["marker"].at("written").get<std::uint64_t>();
+      if (!t["marker"].at("valid").get<bool>()) {
+        s.marker_valid = false;
+        s.problem = "marker records wrong: " + t["marker"].at("problem").get<std::string>();
+      }
+    }
+  }
+  s.ns_per_iter = summarize(ns).median;
+  s.cycles_per_iter = summarize(cycles).median;
+  switch (m.hits) {
+    case HitSource::SiteCalls: s.hits = s.site_calls; break;
+    case HitSource::MarkerRecords: s.hits = records; break;
+    case HitSource::SignalTraps: s.hits = traps; break;
+    case HitSource::TracerHits: break;  // filled by the tracer
+  }
+}
+
+std::vector<std::string> inferior_argv(const Mechanism& m, const RunConfig& cfg,
+                                       std::uint64_t iterations) {
+  std::vector<std::string> argv = {cfg.inferior};
+  argv.insert(argv.end(), m.inferior_args.begin(), m.inferior_args.end());
+  for (const std::string& a : {std::string("--iterations"), std::to_string(iterations),
+                               std::string("--threads"), std::to_string(cfg.threads),
+                               std::string("--work"), cfg.work}) {
+    argv.push_back(a);
+  }
+  return argv;
+}
+
+void run_untraced(const LaunchSpec& spec, Sample&) {
+  pid_t pid = spawn(spec, false);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) throw Error::from_errno("waitpid on the inferior");
+    if (stop_requested()) ::kill(pid, SIGKILL);
+  }
+  if (!WaitStatus(status).exited() || WaitStatus(status).exit_code() != 0) {
+    throw Error("the inferior " + describe_end(status));
+  }
+}
+
+void run_traced(const Mechanism& m, const LaunchSpec& spec, const RunConfig& cfg, Sample& s) {
+  PinThread pin(cfg.cpus.tracer_cpu);
+  auto proc = TracedProcess::launch(spec);
+  // Stopped at exec: the executable is mapped (at its ASLR base), main() has not run.
+  ProcessSymbols symbols(proc->pid());
+  Symbol sym = symbols.resolve(m.probe_symbol);
+  proc->sites().add(sym.address, sym.name).enable();
+  auto step_over = make_step_over(m.step_over);
+  Session session(*proc, *step_over);
+
+  sys::Counters before = sys::counters();
+  double cpu0 = thread_cpu_ns();
+  Session::End end = session.run();
+  s.tracer_cpu_ns = thread_cpu_ns() - cpu0;
+  s.tracer_syscalls = sys::counters().total() - before.total();
+  s.tracer_stops = session.stats().stops;
+  s.hits = session.stats().hits;
+  if (end == Session::End::Interrupted) throw Error("interrupted");
+  const auto& status = proc->end();
+  if (!status || !status->exited() || status->exit_code() != 0) {
+    throw Error("the traced inferior " + (status ? status->describe() : std::string("vanished")));
+  }
+}
+
+}  // namespace
+
+Sample run_once(const Mechanism& m, const RunConfig& cfg) {
+  Sample s;
+  s.iterations = cfg.iterations ? cfg.iterations : m.default_iterations;
+  s.threads = cfg.threads;
+  CaptureFile out;
+  LaunchSpec spec;
+  spec.argv = inferior_argv(m, cfg, s.iterations);
+  spec.stdout_fd = out.fd();
+  spec.cpu = cfg.cpus.tracee_cpu;
+  if (m.traced()) {
+    run_traced(m, spec, cfg, s);
+  } else {
+    run_untraced(spec, s);
+  }
+  fill_from_report(out.contents(), m, s);
+  double events = static_cast<double>(s.iterations) * s.threads;
+  s.cpu_ns_per_iter = (s.tracee_cpu_ns + s.tracer_cpu_ns) / events;
+  std::uint64_t expected = s.iterations * s.threads;
+  if (m.probing() && s.hits != expected && s.problem.empty()) {
+    s.problem = "counted " + std::to_string(s.hits) + " hits, expected " + std::to_string(expected);
+  }
+  if (s.site_calls != expected && s.problem.empty()) {
+    s.problem = "the inferior made " + std::to_string(s.site_calls) + " site calls, expected " +
+                std::to_string(expected);
+  }
+  return s;
+}
+
+}  // namespace probecost

@@ -1,0 +1,37 @@
+#include "inferior/sites.hpp"
+
+#include "inferior/marker.hpp"
+
+// noipa: besides not inlining, GCC must not look inside (an empty-looking site would have its
+// calls removed) nor fold identical sites into one address (-fipa-icf), which would put the
+// tracer's int3 into the baseline too.
+#if defined(__clang__)
+#define PROBECOST_SITE extern "C" __attribute__((noinline, used))
+#else
+#define PROBECOST_SITE extern "C" __attribute__((noipa, used))
+#endif
+
+namespace probecost::inferior {
+__thread std::uint64_t t_site_calls = 0;
+}
+using probecost::inferior::t_site_calls;
+
+PROBECOST_SITE void probecost_site_plain(std::uint64_t arg) {
+  ++t_site_calls;
+  asm volatile("" ::"r"(arg));
+}
+
+PROBECOST_SITE void probecost_site_probe(std::uint64_t arg) {
+  ++t_site_calls;
+  asm volatile("" ::"r"(arg));
+}
+
+PROBECOST_SITE void probecost_site_marker(std::uint64_t arg) {
+  ++t_site_calls;
+  PROBECOST_MARKER(probecost::inferior::kSiteEventId, arg);
+}
+
+PROBECOST_SITE void probecost_site_int3(std::uint64_t arg) {
+  ++t_site_calls;
+  asm volatile("int3" ::"r"(arg));
+}

@@ -1,0 +1,21 @@
+#pragma once
+// The probe sites of the inferior: one non-inlined extern "C" function per kind, so the tracer
+// finds each by its ELF symbol and every mechanism pays the same call.
+#include <cstdint>
+
+extern "C" {
+// Identical bodies: count the call. `probe` is where a tracer puts its int3; `plain` is the
+// baseline's site (the same code, never touched).
+void probecost_site_plain(std::uint64_t arg);
+void probecost_site_probe(std::uint64_t arg);
+// Carries PROBECOST_MARKER(kSiteEventId, arg): enabled or not at run time.
+void probecost_site_marker(std::uint64_t arg);
+// Carries a compiled-in int3: the 2006 measurement (with an in-process SIGTRAP handler).
+void probecost_site_int3(std::uint64_t arg);
+}
+
+namespace probecost::inferior {
+inline constexpr std::uint32_t kSiteEventId = 1;
+// Calls to any site by this thread: the inferior's own hit counter.
+extern __thread std::uint64_t t_site_calls;
+}  // namespace probecost::inferior

@@ -1,0 +1,235 @@
+// probecost-inferior: the workload `probecost compare` measures. Each of T threads calls one
+// probe site N times (with optional work per iteration), timing its own loop with the TSC,
+// CLOCK_MONOTONIC and its thread CPU clock, and counting its own hits. The report is one JSON
+// document on stdout.
+#include <sched.h>
+#include <signal.h>
+#include <unistd.h>
+#include <x86intrin.h>
+
+#include <barrier>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "inferior/marker.hpp"
+#include "inferior/sites.hpp"
+
+namespace {
+
+using probecost::inferior::t_site_calls;
+using Site = void (*)(std::uint64_t);
+
+struct Options {
+  std::string site = "plain";
+  bool marker_on = false;
+  bool sigtrap_handler = false;
+  std::uint64_t iterations = 1'000'000;
+  unsigned threads = 1;
+  std::size_t work_bytes = 0;  // 0: empty work
+  std::size_t marker_capacity = probecost::marker::kDefaultCapacity;
+};
+
+struct ThreadResult {
+  pid_t tid = 0;
+  int cpu = -1;
+  std::uint64_t ns = 0, cycles = 0, cpu_ns = 0;
+  std::uint64_t calls = 0, traps = 0;
+  std::uint64_t marker_written = 0, marker_overwritten = 0;
+  bool marker_valid = true;
+  std::string marker_problem;
+};
+
+__thread std::uint64_t t_traps = 0;
+void on_sigtrap(int) { ++t_traps; }  // the empty handler of the 2006 test, plus a count
+
+[[noreturn]] void usage_error(const std::string& msg) {
+  std::fprintf(stderr, "probecost-inferior: %s\n", msg.c_str());
+  std::exit(2);
+}
+
+std::uint64_t parse_count(const char* s, const char* what) {
+  char* end = nullptr;
+  errno = 0;
+  unsigned long long v = std::strtoull(s, &end, 10);
+  if (errno || end == s || *end || v == 0 || s[0] == '-') {
+    usage_error(std::string("bad ") + what + " '" + s + "': want a whole number > 0");
+  }
+  return v;
+}
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&]() -> const char* {
+      if (i + 1 >= argc) usage_error("option " + a + " needs a value");
+      return argv[++i];
+    };
+    if (a == "--site") {
+      o.site = value();
+    } else if (a == "--marker") {
+      std::string v = value();
+      if (v != "on" && v != "off") usage_error("--marker takes on or off");
+      o.marker_on = v == "on";
+    } else if (a == "--sigtrap-handler") {
+      o.sigtrap_handler = true;
+    } else if (a == "--iterations") {
+      o.iterations = parse_count(value(), "iteration count");
+    } else if (a == "--threads") {
+      o.threads = static_cast<unsigned>(parse_count(value(), "thread count"));
+    } else if (a == "--marker-capacity") {
+      o.marker_capacity = parse_count(value(), "marker capacity");
+    } else if (a == "--work") {
+      std::string v = value();
+      if (v == "empty") {
+        o.work_bytes = 0;
+      } else if (v.rfind("memcpy:", 0) == 0) {
+        o.work_bytes = parse_count(v.c_str() + 7, "memcpy size");
+      } else {
+        usage_error("bad --work '" + v + "': want empty or memcpy:BYTES");
+      }
+    } else {
+      usage_error("unknown option '" + a + "'");
+    }
+  }
+  return o;
+}
+
+Site site_by_name(const std::string& name) {
+  if (name == "plain") return probecost_site_plain;
+  if (name == "probe") return probecost_site_probe;
+  if (name == "marker") return probecost_site_marker;
+  if (name == "int3") return probecost_site_int3;
+  usage_error("unknown site '" + name + "' (plain, probe, marker, int3)");
+}
+
+std::uint64_t now_ns(clockid_t clock) {
+  timespec ts;
+  clock_gettime(clock, &ts);
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ull + ts.tv_nsec;
+}
+
+std::uint64_t tsc() {
+  _mm_lfence();  // no earlier instruction still in flight when we read the counter
+  std::uint64_t t = __rdtsc();
+  _mm_lfence();
+  return t;
+}
+
+// The loop, instantiated per work kind so the empty loop has no work branch in it.
+template <bool kWork>
+void loop(Site site, std::uint64_t n, std::size_t bytes, char* dst, const char* src) {
+  for (std::uint64_t i = 0; i < n; ++i) {
+    if constexpr (kWork) {
+      std::memcpy(dst, src, bytes);
+      asm volatile("" ::"r"(dst) : "memory");
+    }
+    site(i);
+  }
+}
+
+void check_marker(const Options& o, ThreadResult& r) {
+  auto v = probecost::marker::view();
+  r.marker_written = v.written;
+  r.marker_overwritten = v.overwritten;
+  auto fail = [&](const std::string& why) {
+    r.marker_valid = false;
+    if (r.marker_problem.empty()) r.marker_problem = why;
+  };
+  if (v.written != o.iterations) fail("written != iterations");
+  std::uint64_t expect_arg = v.overwritten;  // oldest surviving record
+  std::uint64_t last_tsc = 0;
+  for (const auto& rec : v.records) {
+    if (rec.id != probecost::inferior::kSiteEventId) fail("wrong event id");
+    if (rec.arg != expect_arg++) fail("argument out of sequence");
+    if (rec.tsc < last_tsc) fail("timestamp went backwards");
+    last_tsc = rec.tsc;
+  }
+}
+
+void run_thread(const Options& o, Site site, std::barrier<>& start, ThreadResult& r) {
+  r.tid = gettid();
+  std::vector<char> src(o.work_bytes + 1, 'x'), dst(o.work_bytes + 1, 0);
+  if (o.marker_on) probecost::marker::thread_init(o.marker_capacity);
+  start.arrive_and_wait();
+
+  std::uint64_t cpu0 = now_ns(CLOCK_THREAD_CPUTIME_ID);
+  std::uint64_t ns0 = now_ns(CLOCK_MONOTONIC);
+  std::uint64_t c0 = tsc();
+  if (o.work_bytes) {
+    loop<true>(site, o.iterations, o.work_bytes, dst.data(), src.data());
+  } else {
+    loop<false>(site, o.iterations, 0, nullptr, nullptr);
+  }
+  std::uint64_t c1 = tsc();
+  std::uint64_t ns1 = now_ns(CLOCK_MONOTONIC);
+  std::uint64_t cpu1 = now_ns(CLOCK_THREAD_CPUTIME_ID);
+
+  r.ns = ns1 - ns0;
+  r.cycles = c1 - c0;
+  r.cpu_ns = cpu1 - cpu0;
+  r.calls = t_site_calls;
+  r.traps = t_traps;
+  r.cpu = sched_getcpu();
+  if (o.marker_on) {
+    check_marker(o, r);
+    probecost::marker::thread_release();
+  }
+}
+
+nlohmann::json report(const Options& o, const std::vector<ThreadResult>& results) {
+  nlohmann::json threads = nlohmann::json::array();
+  for (const auto& r : results) {
+    nlohmann::json t = {{"tid", r.tid},           {"cpu", r.cpu},     {"ns", r.ns},
+                        {"cycles", r.cycles},     {"cpu_ns", r.cpu_ns}, {"calls", r.calls},
+                        {"traps", r.traps}};
+    if (o.marker_on) {
+      t["marker"] = {{"written", r.marker_written},
+                     {"overwritten", r.marker_overwritten},
+                     {"valid", r.marker_valid},
+                     {"problem", r.marker_problem}};
+    }
+    threads.push_back(t);
+  }
+  return {{"pid", getpid()},
+          {"site", o.site},
+          {"symbol", "probecost_site_" + o.site},
+          {"marker", o.marker_on},
+          {"sigtrap_handler", o.sigtrap_handler},
+          {"iterations", o.iterations},
+          {"threads", threads},
+          {"work_bytes", o.work_bytes}};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o = parse(argc, argv);
+  Site site = site_by_name(o.site);
+  if (o.sigtrap_handler) {
+    struct sigaction sa = {};
+    sa.sa_handler = on_sigtrap;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTRAP, &sa, nullptr);
+  }
+  probecost::marker::set_enabled(o.marker_on);
+
+  std::vector<ThreadResult> results(o.threads);
+  std::barrier<> start(static_cast<std::ptrdiff_t>(o.threads));
+  std::vector<std::thread> workers;
+  for (unsigned i = 1; i < o.threads; ++i) {
+    workers.emplace_back(run_thread, std::cref(o), site, std::ref(start), std::ref(results[i]));
+  }
+  run_thread(o, site, start, results[0]);
+  for (auto& w : workers) w.join();
+  std::cout << report(o, results).dump() << "\n";
+  return 0;
+}

@@ -1,0 +1,46 @@
+#include "tracer/memory.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <string>
+
+#include "breakpoint/error.hpp"
+#include "tracer/syscalls.hpp"
+
+namespace probecost {
+
+ProcMemory::ProcMemory(pid_t pid) : pid_(pid) { reopen(); }
+
+ProcMemory::~ProcMemory() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void ProcMemory::reopen() {
+  if (fd_ >= 0) ::close(fd_);
+  std::string path = "/proc/" + std::to_string(pid_) + "/mem";
+  fd_ = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd_ < 0) throw Error::from_errno("cannot open " + path);
+}
+
+void ProcMemory::read(RuntimeAddr at, std::span<std::uint8_t> out) {
+  ++sys::counters().memory;
+  ssize_t n = ::pread(fd_, out.data(), out.size(), static_cast<off_t>(at.value()));
+  if (n != static_cast<ssize_t>(out.size())) {
+    throw Error::from_errno("cannot read " + std::to_string(out.size()) + " bytes at " + at.hex() +
+                                " in process " + std::to_string(pid_),
+                            n < 0 ? errno : EIO);
+  }
+}
+
+void ProcMemory::write(RuntimeAddr at, std::span<const std::uint8_t> bytes) {
+  ++sys::counters().memory;
+  ssize_t n = ::pwrite(fd_, bytes.data(), bytes.size(), static_cast<off_t>(at.value()));
+  if (n != static_cast<ssize_t>(bytes.size())) {
+    throw Error::from_errno("cannot write " + std::to_string(bytes.size()) + " bytes at " +
+                                at.hex() + " in process " + std::to_string(pid_),
+                            n < 0 ? errno : EIO);
+  }
+}
+
+}  // namespace probecost

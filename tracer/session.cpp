@@ -1,0 +1,196 @@
+#include "tracer/session.hpp"
+
+#include <signal.h>
+#include <sys/ptrace.h>
+#include <sys/user.h>
+#include <sys/wait.h>
+
+#include <cstddef>
+
+#include "breakpoint/error.hpp"
+#include "tracer/syscalls.hpp"
+
+namespace probecost {
+
+std::atomic<bool>& stop_requested() {
+  static std::atomic<bool> flag{false};
+  return flag;
+}
+
+namespace {
+
+// The StoppedThread a step-over strategy works on: registers read once per stop.
+class Stopped final : public StoppedThread {
+ public:
+  Stopped(TracedProcess& proc, pid_t tid, SessionStats& stats)
+      : proc_(proc), tid_(tid), stats_(stats) {}
+
+  const user_regs_struct& regs() override {
+    if (!have_regs_) {
+      if (sys::ptrace_call(PTRACE_GETREGS, tid_, nullptr, &regs_) < 0) {
+        throw Error::from_errno("PTRACE_GETREGS thread " + std::to_string(tid_));
+      }
+      have_regs_ = true;
+    }
+    return regs_;
+  }
+
+  void set_pc(RuntimeAddr pc) override {
+    // POKEUSER of one word instead of SETREGS: same one system call, and nothing else of the
+    // register file is written back by accident.
+    if (sys::ptrace_call(PTRACE_POKEUSER, tid_,
+                         reinterpret_cast<void*>(offsetof(struct user, regs.rip)),
+                         reinterpret_cast<void*>(pc.value())) < 0) {
+      throw Error::from_errno("setting RIP of thread " + std::to_string(tid_));
+    }
+    regs_.rip = pc.value();
+  }
+
+  void single_step() override {
+    ThreadState& t = proc_.threads().at(tid_);
+    for (;;) {
+      if (sys::ptrace_call(PTRACE_SINGLESTEP, tid_, nullptr, nullptr) < 0) {
+        throw Error::from_errno("PTRACE_SINGLESTEP thread " + std::to_string(tid_));
+      }
+      int status = 0;
+      if (sys::wait_for(tid_, &status, __WALL) != tid_) {
+        throw Error::from_errno("waitpid during single-step of thread " + std::to_string(tid_));
+      }
+      ++stats_.stops;
+      WaitStatus ws(status);
+      if (ws.gone()) throw Error("thread " + std::to_string(tid_) + " ended while single-stepped");
+      if (ws.signal_stop() && ws.stop_signal() == SIGTRAP) break;
+      // A signal arrived before the step completed: keep it for the next resume (delivering it
+      // now would run the tracee's handler with our int3 byte removed), and step again.
+      if (ws.signal_stop() && !(ws.stop_signal() == SIGSTOP && t.expect_sigstop)) {
+        t.pending_signal = ws.stop_signal();
+      } else if (ws.stop_signal() == SIGSTOP) {
+        t.expect_sigstop = false;
+      }
+    }
+    have_regs_ = false;
+  }
+
+ private:
+  TracedProcess& proc_;
+  pid_t tid_;
+  SessionStats& stats_;
+  user_regs_struct regs_{};
+  bool have_regs_ = false;
+};
+
+}  // namespace
+
+bool Session::next_event(pid_t& tid, int& status) {
+  // Events queued while stopping all threads come first: the kernel already reported them.
+  for (auto& [id, t] : proc_.threads()) {
+    if (t.queued_status) {
+      tid = id;
+      status = *t.queued_status;
+      t.queued_status.reset();
+      return true;
+    }
+  }
+  for (;;) {
+    tid = sys::wait_for(-1, &status, __WALL);
+    if (tid >= 0) return true;
+    if (errno == EINTR) {
+      if (stop_requested()) return false;
+      continue;
+    }
+    if (errno == ECHILD) return false;
+    throw Error::from_errno("waitpid");
+  }
+}
+
+Session::End Session::run(const std::function<bool()>& stop_after_hit) {
+  // The launch/attach stop (and any others left from before) are resumed first.
+  for (auto& [tid, t] : proc_.threads()) {
+    if (t.stopped && !t.queued_status) proc_.resume(tid);
+  }
+  while (proc_.alive()) {
+    if (stop_requested()) return End::Interrupted;
+    pid_t tid;
+    int status;
+    if (!next_event(tid, status)) return stop_requested() ? End::Interrupted : End::ProcessEnded;
+    hit_happened_ = false;
+    dispatch(tid, WaitStatus(status));
+    if (hit_happened_ && stop_after_hit && stop_after_hit()) return End::Predicate;
+    auto it = proc_.threads().find(tid);
+    if (it != proc_.threads().end() && it->second.stopped) proc_.resume(tid);
+  }
+  return End::ProcessEnded;
+}
+
+void Session::dispatch(pid_t tid, WaitStatus ws) {
+  if (ws.gone()) {
+    proc_.thread_gone(tid, ws);
+    return;
+  }
+  ++stats_.stops;
+  // An unknown tid is a new thread whose first stop (its birth SIGSTOP) came before its
+  // parent's PTRACE_EVENT_CLONE: the kernel does not order the two reports.
+  auto [it, is_new] = proc_.threads().try_emplace(tid);
+  ThreadState& t = it->second;
+  if (is_new) t.expect_sigstop = true;
+  t.stopped = true;
+  if (ws.ptrace_event() != 0) return on_event(tid, ws.ptrace_event());
+  if (ws.syscall_stop()) return;
+  int sig = ws.stop_signal();
+  if (sig == SIGTRAP) return on_trap(tid);
+  if (sig == SIGSTOP && t.expect_sigstop) {
+    t.expect_sigstop = false;  // a new thread's first stop, or one we sent
+    return;
+  }
+  t.pending_signal = sig;  // meant for the tracee: deliver it
+  ++stats_.signals_passed;
+}
+
+void Session::on_event(pid_t tid, int event) {
+  if (event == PTRACE_EVENT_CLONE) {
+    unsigned long child = 0;
+    sys::ptrace_call(PTRACE_GETEVENTMSG, tid, nullptr, &child);
+    // The new thread starts with a SIGSTOP pending (PTRACE_O_TRACECLONE), swallowed when it
+    // is reported. If it was reported already, the thread is in the table and this is a no-op.
+    auto [it, is_new] = proc_.threads().try_emplace(static_cast<pid_t>(child));
+    if (is_new) it->second.expect_sigstop = true;
+  } else if (event == PTRACE_EVENT_EXEC) {
+    // The old address space, and our int3 bytes with it, is gone.
+    proc_.sites().forget_all();
+  }
+}
+
+void Session::on_trap(pid_t tid) {
+  ThreadState& t = proc_.threads().at(tid);
+  siginfo_t info;
+  if (sys::ptrace_call(PTRACE_GETSIGINFO, tid, nullptr, &info) < 0) {
+    throw Error::from_errno("PTRACE_GETSIGINFO thread " + std::to_string(tid));
+  }
+  if (classify_trap(info) == TrapCause::Breakpoint && on_breakpoint(tid, t)) return;
+  t.pending_signal = SIGTRAP;  // the program's own int3 or a SIGTRAP sent to it
+  ++stats_.signals_passed;
+}
+
+bool Session::on_breakpoint(pid_t tid, ThreadState& t) {
+  Stopped thread(proc_, tid, stats_);
+  RuntimeAddr at(thread.regs().rip - 1);
+  BreakpointSite* site = proc_.sites().find(at);
+  if (!site || !site->enabled()) {
+    // Our int3 removed after this thread hit it but before we saw the hit: rewind and go on.
+    if (proc_.memory().read_byte(at) == kInt3) return false;
+    thread.set_pc(at);
+    return true;
+  }
+  // The empty handler: count the hit.
+  ++site->hits;
+  ++t.hits;
+  ++stats_.hits;
+  hit_happened_ = true;
+  bool all_stop = step_over_.needs_all_stop() && proc_.threads().size() > 1;
+  if (all_stop) proc_.stop_all(tid);
+  step_over_.step(thread, *site);
+  if (all_stop) proc_.resume_stopped(tid);
+  return true;
+}
+
+}  // namespace probecost

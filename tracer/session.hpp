@@ -1,0 +1,49 @@
+#pragma once
+// The event loop of one traced process: wait for a stop, classify it, run the handler on a
+// breakpoint hit, step over, resume; pass every other signal on to the tracee.
+#include <sys/types.h>
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+
+#include "breakpoint/step_over.hpp"
+#include "tracer/process.hpp"
+
+namespace probecost {
+
+// Set from a signal handler (SIGINT/SIGTERM/SIGHUP in probecost itself): the loop ends at the
+// next event or as soon as waitpid returns EINTR.
+std::atomic<bool>& stop_requested();
+
+struct SessionStats {
+  std::uint64_t hits = 0;
+  std::uint64_t stops = 0;          // ptrace-stops handled (a classic hit is two)
+  std::uint64_t signals_passed = 0;  // signals delivered on to the tracee
+};
+
+class Session {
+ public:
+  enum class End { ProcessEnded, Interrupted, Predicate };
+
+  Session(TracedProcess& process, StepOver& step_over) : proc_(process), step_over_(step_over) {}
+
+  // Runs until the process ends, stop_requested() is set, or `stop_after_hit` returns true
+  // after a hit (the hitting thread is then left stopped, already past the site).
+  End run(const std::function<bool()>& stop_after_hit = nullptr);
+  const SessionStats& stats() const { return stats_; }
+
+ private:
+  void dispatch(pid_t tid, WaitStatus ws);
+  void on_event(pid_t tid, int event);
+  void on_trap(pid_t tid);
+  bool on_breakpoint(pid_t tid, ThreadState& t);
+  bool next_event(pid_t& tid, int& status);
+
+  TracedProcess& proc_;
+  StepOver& step_over_;
+  SessionStats stats_;
+  bool hit_happened_ = false;
+};
+
+}  // namespace probecost

@@ -1,0 +1,29 @@
+#include "tracer/syscalls.hpp"
+
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace probecost::sys {
+
+Counters& counters() {
+  static Counters c;
+  return c;
+}
+
+long ptrace_call(enum __ptrace_request request, pid_t tid, void* addr, void* data) {
+  ++counters().ptrace;
+  return ::ptrace(request, tid, addr, data);
+}
+
+pid_t wait_for(pid_t tid, int* status, int options) {
+  ++counters().wait;
+  return ::waitpid(tid, status, options);
+}
+
+int tgkill(pid_t tgid, pid_t tid, int sig) {
+  ++counters().other;
+  return static_cast<int>(::syscall(SYS_tgkill, tgid, tid, sig));
+}
+
+}  // namespace probecost::sys

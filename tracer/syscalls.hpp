@@ -1,0 +1,27 @@
+#pragma once
+// Every system call the tracer makes on a tracee goes through these wrappers, so that the
+// count per hit is a measured figure (see `probecost compare -v`), not a guess.
+#include <sys/ptrace.h>
+#include <sys/types.h>
+
+#include <cstdint>
+
+namespace probecost::sys {
+
+struct Counters {
+  std::uint64_t ptrace = 0;
+  std::uint64_t wait = 0;
+  std::uint64_t memory = 0;  // pread/pwrite on /proc/PID/mem
+  std::uint64_t other = 0;   // tgkill, ...
+  std::uint64_t total() const { return ptrace + wait + memory + other; }
+};
+
+Counters& counters();
+
+long ptrace_call(enum __ptrace_request request, pid_t tid, void* addr = nullptr,
+                 void* data = nullptr);
+// Wraps waitpid; retries nothing: EINTR is returned to the caller, which may be ending.
+pid_t wait_for(pid_t tid, int* status, int options);
+int tgkill(pid_t tgid, pid_t tid, int sig);
+
+}  // namespace probecost::sys

@@ -1,0 +1,43 @@
+#pragma once
+// A decoded waitpid() status. Nobody else in the project calls WIFSTOPPED and friends.
+#include <signal.h>
+
+#include <string>
+
+namespace probecost {
+
+class WaitStatus {
+ public:
+  explicit WaitStatus(int raw) : raw_(raw) {}
+  int raw() const { return raw_; }
+
+  bool exited() const;
+  bool killed() const;
+  bool gone() const { return exited() || killed(); }
+  int exit_code() const;
+  int term_signal() const;
+
+  bool stopped() const;
+  // With PTRACE_O_TRACESYSGOOD a syscall-stop reports SIGTRAP|0x80.
+  bool syscall_stop() const;
+  // PTRACE_EVENT_* for an event stop, 0 otherwise (bits 16..23 of the status).
+  int ptrace_event() const;
+  // A plain signal-delivery-stop (not an event, not a syscall-stop): stop_signal() is the signal.
+  bool signal_stop() const { return stopped() && !syscall_stop() && ptrace_event() == 0; }
+  int stop_signal() const;
+
+  std::string describe() const;
+
+ private:
+  int raw_;
+};
+
+// Why a thread reported SIGTRAP, from the siginfo the kernel attached (PTRACE_GETSIGINFO).
+enum class TrapCause {
+  Breakpoint,  // int3 (si_code SI_KERNEL on x86-64) or TRAP_BRKPT
+  SingleStep,  // EFLAGS.TF after PTRACE_SINGLESTEP: TRAP_TRACE
+  Other,       // a SIGTRAP somebody sent (kill/tgkill), or a hardware watchpoint
+};
+TrapCause classify_trap(const siginfo_t& info);
+
+}  // namespace probecost
