@@ -1,0 +1,117 @@
+// probecost as a user runs it: exit codes, messages, and the reports' content.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "run_capture.hpp"
+
+using probecost::test::Result;
+using probecost::test::run_command;
+
+namespace {
+
+Result run_probecost(std::vector<std::string> args) {
+  args.insert(args.begin(), PROBECOST_BIN);
+  return run_command(args);
+}
+
+void expect_usage_error(const std::vector<std::string>& args, const std::string& message) {
+  Result r = run_probecost(args);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find(message), std::string::npos) << "stderr was: " << r.err;
+  EXPECT_TRUE(r.out.empty()) << r.out;
+}
+
+}  // namespace
+
+TEST(CliErrors, UnknownMechanism) {
+  expect_usage_error({"compare", "-m", "kprobe"}, "unknown mechanism 'kprobe'");
+}
+TEST(CliErrors, BadRate) { expect_usage_error({"compare", "--rate", "12x"}, "bad rate '12x'"); }
+TEST(CliErrors, ZeroIterations) {
+  expect_usage_error({"compare", "--iterations", "0"}, "bad --iterations '0'");
+}
+TEST(CliErrors, InferiorMissing) {
+  expect_usage_error({"compare", "--inferior", "/no/such/inferior"},
+                     "'/no/such/inferior' is missing");
+}
+TEST(CliErrors, BadPlacementAndFormat) {
+  expect_usage_error({"compare", "--placement", "moon"}, "bad placement 'moon'");
+  expect_usage_error({"compare", "-f", "xml"}, "bad format 'xml'");
+}
+TEST(CliErrors, UnknownCommandAndOption) {
+  EXPECT_EQ(run_probecost({"frobnicate"}).exit_code, 2);
+  expect_usage_error({"compare", "--frob"}, "unrecognised option '--frob'");
+  expect_usage_error({"overhead"}, "--cost is required");
+}
+
+TEST(Overhead, The2006Arithmetic) {
+  Result r = run_probecost({"overhead", "--cost", "2.01us", "--rate", "749994"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("150.7% of a CPU"), std::string::npos) << r.out;
+  r = run_probecost({"overhead", "--cost", "220ns", "--rate", "749994", "-f", "json"});
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_NEAR(j["extrapolation"][0]["cpu_percent"].get<double>(), 16.5, 0.01);
+}
+
+TEST(Compare, JsonReportHasEveryMechanismWithExactHits) {
+  Result r = run_probecost({"compare", "-n", "3000", "-r", "2", "-f", "json", "--rate", "750k",
+                        "--rate", "1.2M"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  for (const char* key : {"cpu_model", "kernel", "tsc_hz", "cpus"}) {
+    EXPECT_TRUE(j["machine"].contains(key)) << key;
+  }
+  EXPECT_EQ(j["config"]["placement"], "same-cpu");
+  std::vector<std::string> names;
+  for (const auto& m : j["mechanisms"]) {
+    names.push_back(m["name"]);
+    EXPECT_EQ(m["hits"], 3000) << m["name"];
+    EXPECT_EQ(m["iterations"], 3000);
+    EXPECT_TRUE(m["hits_exact"].get<bool>());
+    EXPECT_TRUE(m["per_hit_ns"].contains("median"));
+    EXPECT_TRUE(m["per_hit_ns"].contains("min"));
+    EXPECT_TRUE(m["per_hit_ns"].contains("max"));
+    EXPECT_TRUE(m["per_hit_cycles"].contains("median"));
+    EXPECT_TRUE(m["cpu_ns_per_hit"].contains("median"));
+    ASSERT_EQ(m["extrapolation"].size(), 2u);
+    EXPECT_EQ(m["extrapolation"][1]["rate_per_s"], 1.2e6);
+    double cost = m["cpu_ns_per_hit"]["median"];
+    EXPECT_NEAR(m["extrapolation"][0]["cpu_percent"].get<double>(), 750000 * cost / 1e7, 1e-6);
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{"baseline", "marker-off", "marker", "int3-signal",
+                                             "int3-ptrace"}));
+}
+
+TEST(Compare, PtraceCountsEveryHitOfFourThreads) {
+  Result r = run_probecost({"compare", "-m", "int3-ptrace,int3-signal,marker", "-t", "4", "-n",
+                        "2000", "-r", "1", "-f", "json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["mechanisms"].size(), 4u);
+  for (const auto& m : j["mechanisms"]) EXPECT_EQ(m["hits"], 8000) << m["name"];
+}
+
+TEST(Compare, TextAndCsvReports) {
+  char path[] = "/tmp/probecost-test-XXXXXX";
+  int fd = ::mkstemp(path);
+  ASSERT_GE(fd, 0);
+  ::close(fd);
+  Result r = run_probecost({"compare", "-m", "marker", "-n", "2000", "-r", "1", "-f", "csv", "-o",
+                        path});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::ifstream in(path);
+  std::string header, row;
+  std::getline(in, header);
+  std::getline(in, row);
+  ::unlink(path);
+  EXPECT_EQ(header.rfind("mechanism,iterations,threads,hits", 0), 0u) << header;
+  EXPECT_EQ(row.rfind("baseline,2000,1,2000", 0), 0u) << row;
+
+  r = run_probecost({"compare", "-m", "marker", "-n", "2000", "-r", "1", "--placement", "free"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("placement: free"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Verdict:"), std::string::npos) << r.out;
+}

@@ -1,0 +1,176 @@
+// The tracer against tiny real tracees (PIE and non-PIE): exact hit counts, signals passed on,
+// output unchanged, original bytes back after detach, clear errors.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <array>
+
+#include "breakpoint/error.hpp"
+#include "run_capture.hpp"
+#include "tracer/process.hpp"
+#include "tracer/session.hpp"
+#include "tracer/symbols.hpp"
+
+using namespace probecost;
+using probecost::test::MemFile;
+
+namespace {
+
+constexpr const char* kSite = "probecost_test_site";
+
+std::vector<std::string> target_argv(const std::string& path, int iterations, int threads,
+                                     std::vector<std::string> extra = {}) {
+  std::vector<std::string> argv = {path, std::to_string(iterations), std::to_string(threads)};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  return argv;
+}
+
+std::string run_untraced(const std::vector<std::string>& argv) {
+  auto r = probecost::test::run_command(argv);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return r.out;
+}
+
+struct TracedRun {
+  std::string output;
+  std::uint64_t hits = 0;
+  std::uint64_t per_thread_sum = 0;
+  std::optional<WaitStatus> end;
+};
+
+TracedRun run_traced(const std::vector<std::string>& argv) {
+  MemFile out;
+  LaunchSpec spec;
+  spec.argv = argv;
+  spec.stdout_fd = out.fd;
+  auto proc = TracedProcess::launch(spec);
+  Symbol site = ProcessSymbols(proc->pid()).resolve(kSite);
+  proc->sites().add(site.address, site.name).enable();
+  SingleStepOver step;
+  Session session(*proc, step);
+  EXPECT_EQ(session.run(), Session::End::ProcessEnded);
+  TracedRun r;
+  r.hits = proc->sites().find(site.address) ? proc->sites().find(site.address)->hits : 0;
+  r.end = proc->end();
+  r.output = out.contents();
+  return r;
+}
+
+class TracerTest : public ::testing::TestWithParam<std::string> {};
+
+}  // namespace
+
+TEST_P(TracerTest, CountsEveryHitOneThread) {
+  auto argv = target_argv(GetParam(), 5000, 1);
+  TracedRun r = run_traced(argv);
+  EXPECT_EQ(r.hits, 5000u);
+  EXPECT_EQ(r.output, "calls=5000 signals=0\n");
+  ASSERT_TRUE(r.end && r.end->exited());
+  EXPECT_EQ(r.end->exit_code(), 0);
+}
+
+TEST_P(TracerTest, CountsEveryHitFourThreads) {
+  // The classic step-over removes the int3 while one thread steps: every other thread must be
+  // stopped meanwhile, or it runs through the site unseen and the count comes out short.
+  auto argv = target_argv(GetParam(), 3000, 4);
+  TracedRun r = run_traced(argv);
+  EXPECT_EQ(r.hits, 12000u);
+  EXPECT_EQ(r.output, "calls=12000 signals=0\n");
+}
+
+TEST_P(TracerTest, OutputIdenticalTracedAndUntraced) {
+  auto argv = target_argv(GetParam(), 1000, 2, {"--signals", "3"});
+  EXPECT_EQ(run_traced(argv).output, run_untraced(argv));
+}
+
+TEST_P(TracerTest, SignalsReachTheTracee) {
+  TracedRun r = run_traced(target_argv(GetParam(), 100, 1, {"--signals", "25"}));
+  EXPECT_EQ(r.output, "calls=100 signals=25\n");
+}
+
+TEST_P(TracerTest, DetachRestoresBytesAndTheProcessRunsOn) {
+  int in[2];
+  ASSERT_EQ(::pipe2(in, O_CLOEXEC), 0);
+  MemFile out;
+  LaunchSpec spec;
+  spec.argv = target_argv(GetParam(), 2000, 2, {"--pause"});
+  spec.stdin_fd = in[0];
+  spec.stdout_fd = out.fd;
+  auto proc = TracedProcess::launch(spec);
+  pid_t pid = proc->pid();
+  ::close(in[0]);
+  Symbol site = ProcessSymbols(pid).resolve(kSite);
+  std::array<std::uint8_t, 16> before{}, after{};
+  proc->memory().read(site.address, before);
+  proc->sites().add(site.address).enable();
+
+  SingleStepOver step;
+  Session session(*proc, step);
+  auto end = session.run([&] { return session.stats().hits == 4000; });
+  ASSERT_EQ(end, Session::End::Predicate);
+  proc->detach();
+  EXPECT_FALSE(proc->alive());
+
+  ProcMemory(pid).read(site.address, after);
+  EXPECT_EQ(before, after) << "original bytes must be back after detach";
+  // The second round runs untraced: the process must be intact and count on correctly.
+  ASSERT_EQ(::write(in[1], "go\n", 3), 3);
+  ::close(in[1]);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << WaitStatus(status).describe();
+  EXPECT_EQ(out.contents(), "phase1 calls=4000\ncalls=8000 signals=0\n");
+}
+
+TEST_P(TracerTest, DestroyingTheOwnerKillsALaunchedProcess) {
+  pid_t pid;
+  {
+    LaunchSpec spec;
+    spec.argv = target_argv(GetParam(), 1, 1, {"--pause"});  // would wait for stdin forever
+    int in[2];
+    ASSERT_EQ(::pipe2(in, O_CLOEXEC), 0);
+    spec.stdin_fd = in[0];
+    auto proc = TracedProcess::launch(spec);
+    pid = proc->pid();
+    ::close(in[0]);
+    ::close(in[1]);
+  }
+  EXPECT_EQ(::kill(pid, 0), -1);
+  EXPECT_EQ(errno, ESRCH) << "the process must be killed and reaped";
+}
+
+INSTANTIATE_TEST_SUITE_P(PieAndNonPie, TracerTest,
+                         ::testing::Values(std::string(LOOP_TARGET_PIE),
+                                           std::string(LOOP_TARGET_NOPIE)),
+                         [](const auto& info) {
+                           return std::string(info.param).find("nopie") != std::string::npos
+                                      ? "NonPie"
+                                      : "Pie";
+                         });
+
+TEST(TracerErrors, LaunchingAMissingProgramSaysWhy) {
+  LaunchSpec spec;
+  spec.argv = {"/no/such/program"};
+  try {
+    TracedProcess::launch(spec);
+    FAIL() << "launch should have thrown";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("/no/such/program"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("No such file"), std::string::npos) << e.what();
+  }
+}
+
+TEST(TracerErrors, UnknownSymbolNamesSymbolAndProcess) {
+  LaunchSpec spec;
+  spec.argv = target_argv(LOOP_TARGET_PIE, 1, 1);
+  auto proc = TracedProcess::launch(spec);
+  try {
+    ProcessSymbols(proc->pid()).resolve("no_such_function");
+    FAIL() << "resolve should have thrown";
+  } catch (const UsageError& e) {
+    std::string what = e.what();
+    EXPECT_NE(what.find("no_such_function"), std::string::npos) << what;
+    EXPECT_NE(what.find(std::to_string(proc->pid())), std::string::npos) << what;
+  }
+}
