@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "inferior/marker.hpp"
+#include "inferior/sanitizer_options.hpp"
 #include "inferior/sites.hpp"
 
 namespace {

@@ -16,6 +16,8 @@
 #include <thread>
 #include <vector>
 
+#include "inferior/sanitizer_options.hpp"
+
 namespace {
 std::atomic<std::uint64_t> g_calls{0};
 volatile sig_atomic_t g_signals = 0;
