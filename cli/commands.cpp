@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "breakpoint/error.hpp"
+#include "compare/bench.hpp"
 #include "compare/compare.hpp"
 #include "compare/report.hpp"
 
@@ -57,6 +58,15 @@ std::string default_inferior() {
   return path.substr(0, path.rfind('/') + 1) + "probecost-inferior";
 }
 
+std::string find_inferior(std::string path) {
+  if (path.empty()) path = default_inferior();
+  if (::access(path.c_str(), X_OK) != 0) {
+    throw UsageError("the inferior '" + path +
+                     "' is missing or not executable (build it, or pass --inferior PATH)");
+  }
+  return path;
+}
+
 // Writes through -o FILE or to stdout.
 template <typename F>
 void emit(const std::string& file, F&& write) {
@@ -83,7 +93,8 @@ int compare_command(const std::vector<std::string>& args) {
       "Runs probecost-inferior under each mechanism, --repeat times each, and reports the cost\n"
       "per hit (minus the baseline), in ns, TSC cycles and CPU time (tracee + tracer), and the\n"
       "CPU share at each --rate.\n\n"
-      "mechanisms: baseline, marker-off, marker, int3-signal, int3-ptrace\n\noptions");
+      "mechanisms: baseline, marker-off, marker, int3-signal, int3-ptrace, int3-ptrace-fast,\n"
+      "ptrace-floor\n\noptions");
   desc.add_options()("help,h", "this help")(
       "mechanisms,m", po::value(&mechanisms)->multitoken(),
       "mechanisms to run (comma-separated or repeated; default all); baseline always runs")(
@@ -100,6 +111,8 @@ int compare_command(const std::vector<std::string>& args) {
       "format,f", po::value(&format)->default_value("text"), "text, json or csv")(
       "output,o", po::value(&output), "write the report to FILE")(
       "inferior", po::value(&cfg.inferior), "path of probecost-inferior")(
+      "step-over", po::value(&cfg.step_over)->default_value("auto"),
+      "int3-ptrace-fast's strategy: singlestep, emulate, outline or auto")(
       "verbose,v", "also system calls and stops per hit, CPU split");
   auto vm = parse(args, desc, "compare");
   if (vm.count("help")) {
@@ -122,13 +135,14 @@ int compare_command(const std::vector<std::string>& args) {
     throw UsageError("bad --work '" + cfg.work + "': want empty or memcpy:BYTES");
   }
   cfg.placement = parse_placement(placement);
+  if (cfg.step_over != "auto" && cfg.step_over != "emulate" && cfg.step_over != "outline" &&
+      cfg.step_over != "singlestep") {
+    throw UsageError("unknown step-over strategy '" + cfg.step_over +
+                     "' (singlestep, emulate, outline or auto)");
+  }
   Format f = parse_format(format);
   select_mechanisms(cfg.mechanisms);  // unknown names fail here, before anything runs
-  if (cfg.inferior.empty()) cfg.inferior = default_inferior();
-  if (::access(cfg.inferior.c_str(), X_OK) != 0) {
-    throw UsageError("the inferior '" + cfg.inferior +
-                     "' is missing or not executable (build it, or pass --inferior PATH)");
-  }
+  cfg.inferior = find_inferior(cfg.inferior);
 
   bool show_progress = ::isatty(STDERR_FILENO);
   CompareResult result = run_compare(cfg, show_progress ? progress_line : nullptr);
@@ -138,6 +152,55 @@ int compare_command(const std::vector<std::string>& args) {
     return 1;
   }
   return 0;
+}
+
+int bench_command(const std::vector<std::string>& args) {
+  if (args.empty() || args[0] != "step-over") {
+    throw UsageError("which benchmark? 'probecost bench step-over' is the one there is");
+  }
+  BenchConfig cfg;
+  std::vector<std::string> kinds, strategies;
+  std::string placement, format, output, inferior;
+  po::options_description desc(
+      "probecost bench step-over [options]\n\n"
+      "Traces probe sites whose first instruction is each kind (nop, push, ret, RIP-relative\n"
+      "load, jcc, ...) with each step-over strategy, and prints ns per hit (minus the same\n"
+      "site untraced), ptrace-stops and tracer system calls per hit, and whether the program's\n"
+      "result was the same as untraced.\n\noptions");
+  desc.add_options()("help,h", "this help")(
+      "kinds,k", po::value(&kinds)->multitoken(), "instruction kinds (default all)")(
+      "strategies,s", po::value(&strategies)->multitoken(),
+      "strategies (default singlestep,emulate,outline,auto)")(
+      "iterations,n", po::value(&cfg.iterations)->default_value(20000), "hits per thread")(
+      "threads,t", po::value(&cfg.threads)->default_value(1), "inferior threads")(
+      "repeat,r", po::value(&cfg.repeat)->default_value(3), "runs of each")(
+      "placement", po::value(&placement)->default_value("same-cpu"), "same-cpu, split or free")(
+      "format,f", po::value(&format)->default_value("text"), "text, json or csv")(
+      "output,o", po::value(&output), "write to FILE")(
+      "inferior", po::value(&cfg.inferior), "path of probecost-inferior");
+  std::vector<std::string> rest(args.begin() + 1, args.end());
+  auto vm = parse(rest, desc, "bench step-over");
+  if (vm.count("help")) {
+    std::cout << desc << "\n";
+    return 0;
+  }
+  if (!kinds.empty()) cfg.kinds = split_commas(kinds);
+  if (!strategies.empty()) cfg.strategies = split_commas(strategies);
+  for (const auto& s : cfg.strategies) {
+    if (s != "singlestep" && s != "emulate" && s != "outline" && s != "auto") {
+      throw UsageError("unknown step-over strategy '" + s + "' (singlestep, emulate, outline or auto)");
+    }
+  }
+  if (cfg.iterations == 0 || cfg.threads == 0 || cfg.repeat == 0) {
+    throw UsageError("--iterations, --threads and --repeat must be at least 1");
+  }
+  cfg.placement = parse_placement(placement);
+  Format f = parse_format(format);
+  cfg.inferior = find_inferior(cfg.inferior);
+  BenchResult result =
+      run_step_over_bench(cfg, ::isatty(STDERR_FILENO) ? progress_line : nullptr);
+  emit(output, [&](std::ostream& out) { write_bench(out, result, f); });
+  return result.all_correct() ? 0 : 1;
 }
 
 int overhead_command(const std::vector<std::string>& args) {

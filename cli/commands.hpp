@@ -7,5 +7,6 @@ namespace probecost::cli {
 // Each returns the process exit code; bad usage throws UsageError (exit 2).
 int compare_command(const std::vector<std::string>& args);
 int overhead_command(const std::vector<std::string>& args);
+int bench_command(const std::vector<std::string>& args);
 
 }  // namespace probecost::cli

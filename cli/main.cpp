@@ -32,7 +32,9 @@ void usage(std::ostream& out) {
   out << "usage: probecost COMMAND [options]\n\n"
          "commands:\n"
          "  compare    measure the cost per hit of each instrumentation mechanism\n"
-         "  overhead   CPU share of a given cost per event at given event rates\n\n"
+         "  overhead   CPU share of a given cost per event at given event rates\n"
+         "  bench step-over\n"
+         "             every step-over strategy on every kind of first instruction\n\n"
          "'probecost COMMAND --help' for the options of one command.\n";
 }
 
@@ -57,6 +59,7 @@ int main(int argc, char** argv) {
   try {
     if (cmd == "compare") return probecost::cli::compare_command(args);
     if (cmd == "overhead") return probecost::cli::overhead_command(args);
+    if (cmd == "bench") return probecost::cli::bench_command(args);
     std::cerr << "probecost: unknown command '" << cmd << "'\n";
     usage(std::cerr);
     return 2;

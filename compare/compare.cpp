@@ -28,6 +28,7 @@ void summarize_mechanism(MechanismResult& r, const MechanismResult& baseline,
   double events = static_cast<double>(r.iterations) * s.front().threads;
   r.expected_hits = r.iterations * s.front().threads;
   r.hits = s.front().hits;
+  r.step_over_plan = s.front().step_over_plan;
   for (const auto& x : s) {
     if (!x.problem.empty() && r.problem.empty()) r.problem = x.problem;
     if (x.hits != r.hits && r.problem.empty()) r.problem = "hit counts differ between runs";
@@ -66,6 +67,7 @@ CompareResult run_compare(const CompareConfig& cfg,
   run.threads = cfg.threads;
   run.work = cfg.work;
   run.cpus = result.cpus;
+  run.step_over = cfg.step_over;
 
   for (const auto& m : mechs) {
     MechanismResult r;

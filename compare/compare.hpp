@@ -20,6 +20,7 @@ struct CompareConfig {
   Placement placement = Placement::SameCpu;
   std::vector<double> rates = {750'000};
   std::string inferior;
+  std::string step_over;  // for int3-ptrace-fast; empty: auto
 };
 
 struct MechanismResult {
@@ -36,6 +37,7 @@ struct MechanismResult {
   double tracer_cpu_ns_per_hit = 0;
   double syscalls_per_hit = 0;
   double stops_per_hit = 0;
+  std::string step_over_plan;
   double x_marker = 0;  // per_hit_ns / marker's per_hit_ns; 0 when there is no marker row
   std::vector<Extrapolation> extrapolation;
   std::string problem;

@@ -19,6 +19,12 @@ const std::vector<Mechanism>& all_mechanisms() {
       {"int3-ptrace",
        "int3 inserted by the ptrace tracer, empty handler, classic single-step step-over",
        {"--site", "probe"}, HitSource::TracerHits, "probecost_site_probe", "singlestep", 20'000},
+      {"int3-ptrace-fast",
+       "int3 inserted by the ptrace tracer, empty handler, one stop per hit (emulate or outline)",
+       {"--site", "probe"}, HitSource::TracerHits, "probecost_site_probe", "auto", 50'000},
+      {"ptrace-floor",
+       "int3 compiled into the site; the tracer only waits and resumes: what ptrace itself costs",
+       {"--site", "int3"}, HitSource::TracerHits, "", "floor", 50'000},
   };
   return all;
 }

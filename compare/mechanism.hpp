@@ -19,13 +19,15 @@ struct Mechanism {
   std::vector<std::string> inferior_args;
   HitSource hits;
   std::string probe_symbol;  // traced mechanisms: where the tracer inserts int3
-  std::string step_over;     // traced mechanisms: the strategy
+  std::string step_over;     // traced mechanisms: the strategy; "floor": no breakpoint, the
+                             // tracer only resumes a compiled-in int3
   // Iterations when --iterations is not given: enough for a stable figure, few enough that
   // the whole default run stays well under a minute (int3-ptrace is ~10^4 times the marker).
   std::uint64_t default_iterations;
 
   bool traced() const { return hits == HitSource::TracerHits; }
   bool probing() const { return hits != HitSource::SiteCalls; }
+  bool floor() const { return step_over == "floor"; }
 };
 
 const std::vector<Mechanism>& all_mechanisms();

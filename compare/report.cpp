@@ -87,6 +87,8 @@ nlohmann::json to_json(const CompareResult& r) {
                      {"tracer_cpu_ns_per_hit", m.tracer_cpu_ns_per_hit},
                      {"syscalls_per_hit", m.syscalls_per_hit},
                      {"stops_per_hit", m.stops_per_hit},
+                     {"step_over", m.step_over_plan.empty() ? nullptr
+                                                            : nlohmann::json(m.step_over_plan)},
                      {"x_marker", m.x_marker > 0 ? nlohmann::json(m.x_marker) : nullptr},
                      {"extrapolation", ex},
                      {"problem", m.problem.empty() ? nullptr : nlohmann::json(m.problem)},
@@ -166,16 +168,16 @@ void write_text(std::ostream& out, const CompareResult& r, bool verbose) {
   out << "cost per hit = (ns per iteration) - (baseline's median); CPU = tracee + tracer, from "
          "the kernel's accounting\n\n";
 
-  std::string head = pad("mechanism", 12, true) + pad("iterations", 11) + pad("hits", 11) +
-                     pad("ns/hit", 10) + pad("(min .. max)", 21) + pad("cycles/hit", 11) +
+  std::string head = pad("mechanism", 17, true) + pad("iterations", 11) + pad("hits", 11) +
+                     pad("ns/hit", 10) + pad("(min .. max)", 23) + pad("cycles/hit", 11) +
                      pad("CPU ns/hit", 11) + pad("xmarker", 9);
   for (double rate : c.rates) head += pad("CPU%@" + rate_label(rate), 18) + pad("slowdown", 9);
   if (verbose) head += pad("syscalls/hit", 13) + pad("stops/hit", 10);
   out << head << "\n";
   for (const auto& m : r.mechanisms) {
-    std::string row = pad(m.mechanism.name, 12, true) + pad(group_thousands(m.iterations), 11) +
+    std::string row = pad(m.mechanism.name, 17, true) + pad(group_thousands(m.iterations), 11) +
                       pad(group_thousands(m.hits), 11) + pad(fmt("%.1f", m.per_hit_ns.median), 10) +
-                      pad(range_text(m.per_hit_ns), 21) +
+                      pad(range_text(m.per_hit_ns), 23) +
                       pad(fmt("%.0f", m.per_hit_cycles.median), 11) +
                       pad(fmt("%.1f", m.cpu_ns_per_hit.median), 11) +
                       pad(m.x_marker > 0 ? fmt("%.1f", m.x_marker) : "-", 9);
@@ -193,7 +195,8 @@ void write_text(std::ostream& out, const CompareResult& r, bool verbose) {
     for (const auto& m : r.mechanisms) {
       out << m.mechanism.name << ": " << m.mechanism.description << "; tracee CPU "
           << fmt("%.1f", m.tracee_cpu_ns_per_hit) << " ns/hit, tracer CPU "
-          << fmt("%.1f", m.tracer_cpu_ns_per_hit) << " ns/hit\n";
+          << fmt("%.1f", m.tracer_cpu_ns_per_hit) << " ns/hit"
+          << (m.step_over_plan.empty() ? "" : "; step-over: " + m.step_over_plan) << "\n";
     }
   }
   write_verdict(out, r);

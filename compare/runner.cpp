@@ -131,6 +131,8 @@ void fill_from_report(const std::string& text, const Mechanism& m, Sample& s) {
       }
     }
   }
+  s.checksum = r.value("checksum", std::uint64_t{0});
+  s.slot = r.value("slot", std::uint64_t{0});
   s.ns_per_iter = summarize(ns).median;
   s.cycles_per_iter = summarize(cycles).median;
   switch (m.hits) {
@@ -165,15 +167,30 @@ void run_untraced(const LaunchSpec& spec, Sample&) {
   }
 }
 
+std::string strategy_for(const Mechanism& m, const RunConfig& cfg) {
+  // int3-ptrace stays the classic reference whatever --step-over says.
+  return (m.step_over == "auto" && !cfg.step_over.empty()) ? cfg.step_over : m.step_over;
+}
+
 void run_traced(const Mechanism& m, const LaunchSpec& spec, const RunConfig& cfg, Sample& s) {
   PinThread pin(cfg.cpus.tracer_cpu);
   auto proc = TracedProcess::launch(spec);
-  // Stopped at exec: the executable is mapped (at its ASLR base), main() has not run.
-  ProcessSymbols symbols(proc->pid());
-  Symbol sym = symbols.resolve(m.probe_symbol);
-  proc->sites().add(sym.address, sym.name).enable();
-  auto step_over = make_step_over(m.step_over);
-  Session session(*proc, *step_over);
+  TracedProcess& p = *proc;
+  std::unique_ptr<StepOver> step_over;
+  if (m.floor()) {
+    step_over = std::make_unique<SingleStepOver>();  // never used: there is no site
+  } else {
+    // Stopped at exec: the executable is mapped (at its ASLR base), main() has not run.
+    Symbol sym = ProcessSymbols(p.pid()).resolve(m.probe_symbol);
+    step_over = make_step_over(strategy_for(m, cfg), p.memory(),
+                               [&p](RuntimeAddr near) { return p.map_scratch(near); });
+    BreakpointSite& site = p.sites().add(sym.address, sym.name);
+    site.enable();
+    step_over->prepare(site);
+    s.step_over_plan = step_over->describe(site);
+  }
+  Session session(p, *step_over);
+  session.set_floor_mode(m.floor());
 
   sys::Counters before = sys::counters();
   double cpu0 = thread_cpu_ns();
@@ -183,7 +200,7 @@ void run_traced(const Mechanism& m, const LaunchSpec& spec, const RunConfig& cfg
   s.tracer_stops = session.stats().stops;
   s.hits = session.stats().hits;
   if (end == Session::End::Interrupted) throw Error("interrupted");
-  const auto& status = proc->end();
+  const auto& status = p.end();
   if (!status || !status->exited() || status->exit_code() != 0) {
     throw Error("the traced inferior " + (status ? status->describe() : std::string("vanished")));
   }

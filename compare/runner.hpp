@@ -30,6 +30,7 @@ struct RunConfig {
   unsigned threads = 1;
   std::string work = "empty";
   CpuPlan cpus;
+  std::string step_over;  // non-empty: overrides the strategy of fast mechanisms ("auto")
 };
 
 struct Sample {
@@ -47,6 +48,9 @@ struct Sample {
   bool marker_valid = true;
   std::string problem;              // non-empty: the run is not to be trusted, and why
   std::vector<int> tracee_cpus_seen;
+  std::string step_over_plan;       // how the site was stepped over, and why
+  std::uint64_t checksum = 0;       // the kind sites' result (see inferior/kinds.S)
+  std::uint64_t slot = 0;
 };
 
 Sample run_once(const Mechanism& m, const RunConfig& cfg);

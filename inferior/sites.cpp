@@ -1,5 +1,7 @@
 #include "inferior/sites.hpp"
 
+#include <string_view>
+
 #include "inferior/marker.hpp"
 
 // noipa: besides not inlining, GCC must not look inside (an empty-looking site would have its
@@ -35,3 +37,29 @@ PROBECOST_SITE void probecost_site_int3(std::uint64_t arg) {
   ++t_site_calls;
   asm volatile("int3" ::"r"(arg));
 }
+
+#define KIND(k) extern "C" void probecost_call_##k(std::uint64_t);
+#define KINDS(X)                                                                        \
+  X(nop) X(nop5) X(endbr64) X(push) X(pop) X(mov) X(sub) X(lea) X(lea_rip) X(load_rip) \
+  X(store_rip) X(jmp32) X(jmp8) X(call) X(jcc_taken) X(jcc_not_taken) X(ret)
+KINDS(KIND)
+#undef KIND
+
+namespace probecost::inferior {
+
+const char* const* kind_names() {
+#define NAME(k) #k,
+  static const char* const names[] = {KINDS(NAME) nullptr};
+#undef NAME
+  return names;
+}
+
+void (*kind_entry(const char* name))(std::uint64_t) {
+#define ENTRY(k) \
+  if (std::string_view(name) == #k) return probecost_call_##k;
+  KINDS(ENTRY)
+#undef ENTRY
+  return nullptr;
+}
+
+}  // namespace probecost::inferior

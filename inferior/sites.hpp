@@ -12,9 +12,16 @@ void probecost_site_probe(std::uint64_t arg);
 void probecost_site_marker(std::uint64_t arg);
 // Carries a compiled-in int3: the 2006 measurement (with an in-process SIGTRAP handler).
 void probecost_site_int3(std::uint64_t arg);
+
+// Sites whose first instruction is one chosen kind (kinds.S); see kind_names().
+extern std::uint64_t probecost_kinds_checksum;
+extern std::uint64_t probecost_kinds_slot;
 }
 
 namespace probecost::inferior {
+// The instruction kinds of kinds.S, and the C-callable entry of each (null if unknown).
+const char* const* kind_names();
+void (*kind_entry(const char* name))(std::uint64_t);
 inline constexpr std::uint32_t kSiteEventId = 1;
 // Calls to any site by this thread: the inferior's own hit counter.
 extern __thread std::uint64_t t_site_calls;

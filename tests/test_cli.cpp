@@ -82,15 +82,15 @@ TEST(Compare, JsonReportHasEveryMechanismWithExactHits) {
     EXPECT_NEAR(m["extrapolation"][0]["cpu_percent"].get<double>(), 750000 * cost / 1e7, 1e-6);
   }
   EXPECT_EQ(names, (std::vector<std::string>{"baseline", "marker-off", "marker", "int3-signal",
-                                             "int3-ptrace"}));
+                                             "int3-ptrace", "int3-ptrace-fast", "ptrace-floor"}));
 }
 
 TEST(Compare, PtraceCountsEveryHitOfFourThreads) {
-  Result r = run_probecost({"compare", "-m", "int3-ptrace,int3-signal,marker", "-t", "4", "-n",
-                        "2000", "-r", "1", "-f", "json"});
+  Result r = run_probecost({"compare", "-m", "int3-ptrace,int3-signal,marker,int3-ptrace-fast",
+                            "-m", "ptrace-floor", "-t", "4", "-n", "2000", "-r", "1", "-f", "json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto j = nlohmann::json::parse(r.out);
-  ASSERT_EQ(j["mechanisms"].size(), 4u);
+  ASSERT_EQ(j["mechanisms"].size(), 6u);
   for (const auto& m : j["mechanisms"]) EXPECT_EQ(m["hits"], 8000) << m["name"];
 }
 
@@ -114,4 +114,18 @@ TEST(Compare, TextAndCsvReports) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("placement: free"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("Verdict:"), std::string::npos) << r.out;
+}
+
+TEST(Bench, StepOverRunsAndReportsSameResults) {
+  Result r = run_probecost({"bench", "step-over", "-k", "push,call,load_rip", "-n", "300", "-r",
+                            "1", "-f", "json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["rows"].size(), 12u);
+  for (const auto& row : j["rows"]) {
+    EXPECT_TRUE(row["same_result"].get<bool>()) << row.dump();
+    EXPECT_EQ(row["hits"], 300) << row.dump();
+  }
+  expect_usage_error({"bench", "step-over", "-s", "teleport"}, "unknown step-over strategy");
+  expect_usage_error({"bench", "step-over", "-k", "hlt"}, "unknown instruction kind 'hlt'");
 }

@@ -3,7 +3,9 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/ptrace.h>
+#include <sys/syscall.h>
 #include <sys/user.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -12,6 +14,9 @@
 #include <cstring>
 
 #include "breakpoint/error.hpp"
+#include "breakpoint/outline.hpp"
+#include "tracer/inject.hpp"
+#include "tracer/maps.hpp"
 #include "tracer/syscalls.hpp"
 
 namespace probecost {
@@ -251,6 +256,28 @@ void TracedProcess::detach() {
   }
   threads_.clear();
   detached_ = true;
+}
+
+RuntimeAddr TracedProcess::map_scratch(RuntimeAddr near) {
+  pid_t tid = 0;
+  for (auto& [id, t] : threads_) {
+    if (t.stopped && !t.queued_status) tid = id;
+  }
+  if (!tid) throw Error("mapping a scratch page needs a stopped thread");
+  // Within +-2 GiB of `near` (less a margin), so that a relocated RIP-relative operand and a
+  // 5-byte jmp back both reach. MAP_FIXED_NOREPLACE: never clobber an existing mapping.
+  constexpr std::uint64_t kReach = (1ull << 31) - (1ull << 20);
+  auto hint = free_range_near(read_maps(pid_), near, kPageSize, kReach);
+  long flags = MAP_PRIVATE | MAP_ANONYMOUS | (hint ? MAP_FIXED_NOREPLACE : 0);
+  long addr = inject_syscall(tid, memory_, SYS_mmap,
+                             {static_cast<long>(hint ? hint->value() : 0),
+                              static_cast<long>(kPageSize), PROT_READ | PROT_EXEC, flags, -1, 0});
+  if (addr < 0 && addr > -4096) {
+    throw Error::from_errno("mmap of a scratch page in process " + std::to_string(pid_),
+                            static_cast<int>(-addr));
+  }
+  scratch_pages_.push_back(RuntimeAddr(static_cast<std::uint64_t>(addr)));
+  return scratch_pages_.back();
 }
 
 void TracedProcess::kill() {

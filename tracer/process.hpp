@@ -62,6 +62,10 @@ class TracedProcess {
   // Resumes the threads stop_all() stopped that have nothing queued.
   void resume_stopped(pid_t except = 0);
 
+  // Maps one executable scratch page in the tracee, as close to `near` as possible (an mmap
+  // injected into a stopped thread). The page stays until the process ends or unmap_scratch().
+  RuntimeAddr map_scratch(RuntimeAddr near);
+
   // Puts back every original byte, rewinds threads stopped on our int3, and detaches: the
   // process runs on untraced. Idempotent.
   void detach();
@@ -81,6 +85,7 @@ class TracedProcess {
   std::map<pid_t, ThreadState> threads_;
   std::optional<WaitStatus> end_;
   bool detached_ = false;
+  std::vector<RuntimeAddr> scratch_pages_;
 };
 
 }  // namespace probecost

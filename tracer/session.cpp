@@ -25,6 +25,18 @@ class Stopped final : public StoppedThread {
   Stopped(TracedProcess& proc, pid_t tid, SessionStats& stats)
       : proc_(proc), tid_(tid), stats_(stats) {}
 
+  RuntimeAddr pc() override {
+    if (!have_regs_ && !have_pc_) {
+      errno = 0;
+      long rip = sys::ptrace_call(PTRACE_PEEKUSER, tid_,
+                                  reinterpret_cast<void*>(offsetof(struct user, regs.rip)));
+      if (rip == -1 && errno) throw Error::from_errno("reading RIP of thread " + std::to_string(tid_));
+      regs_.rip = static_cast<unsigned long long>(rip);
+      have_pc_ = true;
+    }
+    return RuntimeAddr(regs_.rip);
+  }
+
   const user_regs_struct& regs() override {
     if (!have_regs_) {
       if (sys::ptrace_call(PTRACE_GETREGS, tid_, nullptr, &regs_) < 0) {
@@ -46,6 +58,13 @@ class Stopped final : public StoppedThread {
     regs_.rip = pc.value();
   }
 
+  void set_regs(const user_regs_struct& regs) override {
+    if (sys::ptrace_call(PTRACE_SETREGS, tid_, nullptr, const_cast<user_regs_struct*>(&regs)) < 0) {
+      throw Error::from_errno("PTRACE_SETREGS thread " + std::to_string(tid_));
+    }
+    regs_ = regs;
+  }
+
   void single_step() override {
     ThreadState& t = proc_.threads().at(tid_);
     for (;;) {
@@ -57,6 +76,7 @@ class Stopped final : public StoppedThread {
         throw Error::from_errno("waitpid during single-step of thread " + std::to_string(tid_));
       }
       ++stats_.stops;
+      have_pc_ = false;
       WaitStatus ws(status);
       if (ws.gone()) throw Error("thread " + std::to_string(tid_) + " ended while single-stepped");
       if (ws.signal_stop() && ws.stop_signal() == SIGTRAP) break;
@@ -77,6 +97,7 @@ class Stopped final : public StoppedThread {
   SessionStats& stats_;
   user_regs_struct regs_{};
   bool have_regs_ = false;
+  bool have_pc_ = false;
 };
 
 }  // namespace
@@ -162,18 +183,35 @@ void Session::on_event(pid_t tid, int event) {
 
 void Session::on_trap(pid_t tid) {
   ThreadState& t = proc_.threads().at(tid);
+  if (floor_mode_) {
+    // ptrace-floor: a compiled-in int3. Count it and let run() resume the thread; no register,
+    // siginfo or memory access: one stop, waitpid + PTRACE_CONT.
+    ++stats_.hits;
+    ++t.hits;
+    hit_happened_ = true;
+    return;
+  }
+  Stopped thread(proc_, tid, stats_);
+  // Fast classification: RIP one past a site whose int3 never leaves and whose displaced
+  // instruction is longer than a byte can only be that int3 (see trap_is_unambiguous), so
+  // PTRACE_GETSIGINFO is skipped.
+  RuntimeAddr pc = step_over_.pc_suffices() ? thread.pc() : RuntimeAddr(thread.regs().rip);
+  BreakpointSite* site = proc_.sites().find(pc - 1);
+  if (site && site->enabled() && step_over_.trap_is_unambiguous(*site)) {
+    on_hit(tid, t, thread, *site);
+    return;
+  }
   siginfo_t info;
   if (sys::ptrace_call(PTRACE_GETSIGINFO, tid, nullptr, &info) < 0) {
     throw Error::from_errno("PTRACE_GETSIGINFO thread " + std::to_string(tid));
   }
-  if (classify_trap(info) == TrapCause::Breakpoint && on_breakpoint(tid, t)) return;
+  if (classify_trap(info) == TrapCause::Breakpoint && on_breakpoint(tid, t, thread)) return;
   t.pending_signal = SIGTRAP;  // the program's own int3 or a SIGTRAP sent to it
   ++stats_.signals_passed;
 }
 
-bool Session::on_breakpoint(pid_t tid, ThreadState& t) {
-  Stopped thread(proc_, tid, stats_);
-  RuntimeAddr at(thread.regs().rip - 1);
+bool Session::on_breakpoint(pid_t tid, ThreadState& t, StoppedThread& thread) {
+  RuntimeAddr at = thread.pc() - 1;
   BreakpointSite* site = proc_.sites().find(at);
   if (!site || !site->enabled()) {
     // Our int3 removed after this thread hit it but before we saw the hit: rewind and go on.
@@ -181,16 +219,20 @@ bool Session::on_breakpoint(pid_t tid, ThreadState& t) {
     thread.set_pc(at);
     return true;
   }
+  on_hit(tid, t, thread, *site);
+  return true;
+}
+
+void Session::on_hit(pid_t tid, ThreadState& t, StoppedThread& thread, BreakpointSite& site) {
   // The empty handler: count the hit.
-  ++site->hits;
+  ++site.hits;
   ++t.hits;
   ++stats_.hits;
   hit_happened_ = true;
-  bool all_stop = step_over_.needs_all_stop() && proc_.threads().size() > 1;
+  bool all_stop = proc_.threads().size() > 1 && step_over_.needs_all_stop(site);
   if (all_stop) proc_.stop_all(tid);
-  step_over_.step(thread, *site);
+  step_over_.step(thread, site);
   if (all_stop) proc_.resume_stopped(tid);
-  return true;
 }
 
 }  // namespace probecost

@@ -32,18 +32,22 @@ class Session {
   // after a hit (the hitting thread is then left stopped, already past the site).
   End run(const std::function<bool()>& stop_after_hit = nullptr);
   const SessionStats& stats() const { return stats_; }
+  // The ptrace floor: every SIGTRAP is a compiled-in int3 to count and resume, nothing more.
+  void set_floor_mode(bool on) { floor_mode_ = on; }
 
  private:
   void dispatch(pid_t tid, WaitStatus ws);
   void on_event(pid_t tid, int event);
   void on_trap(pid_t tid);
-  bool on_breakpoint(pid_t tid, ThreadState& t);
+  bool on_breakpoint(pid_t tid, ThreadState& t, StoppedThread& thread);
+  void on_hit(pid_t tid, ThreadState& t, StoppedThread& thread, BreakpointSite& site);
   bool next_event(pid_t& tid, int& status);
 
   TracedProcess& proc_;
   StepOver& step_over_;
   SessionStats stats_;
   bool hit_happened_ = false;
+  bool floor_mode_ = false;
 };
 
 }  // namespace probecost

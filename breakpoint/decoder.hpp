@@ -1,0 +1,64 @@
+#pragma once
+// The x86-64 decoder (Zydis) behind the little the tracer needs: an instruction's length, what
+// kind of instruction it is for emulation, and where its RIP-relative displacement or relative
+// branch offset sits in its bytes for relocation.
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+
+#include "breakpoint/address.hpp"
+
+namespace probecost {
+
+// A general-purpose register, by its place in user_regs_struct (see reg_field()).
+enum class Gpr : std::int8_t {
+  None = -1, Rax, Rbx, Rcx, Rdx, Rsi, Rdi, Rbp, Rsp, R8, R9, R10, R11, R12, R13, R14, R15
+};
+
+struct Instruction {
+  enum class Kind {
+    Nop,       // any nop form, endbr64
+    Push,      // push r64
+    Pop,       // pop r64
+    MovRegReg, // mov r64, r64 / mov r32, r32 (zero-extends)
+    AddSubImm, // add/sub r64, imm
+    Lea,       // lea r64, [base + index*scale + disp] (base may be RIP)
+    JmpRel,    // jmp rel8/rel32
+    CallRel,   // call rel32
+    Jcc,       // jcc rel8/rel32
+    Ret,       // ret, ret imm16
+    Other,
+  };
+  RuntimeAddr address;
+  std::uint8_t length = 0;
+  std::array<std::uint8_t, 15> bytes{};
+  Kind kind = Kind::Other;
+  std::string text;  // AT&T-free Intel syntax, for verbose output
+
+  Gpr dst = Gpr::None, src = Gpr::None;  // registers (Push: src, Pop: dst, Lea: dst)
+  bool operand32 = false;                // MovRegReg/Lea with 32-bit registers
+  bool subtract = false;                 // AddSubImm
+  std::int64_t imm = 0;                  // AddSubImm immediate, Ret stack adjustment
+  // Lea's memory operand
+  Gpr base = Gpr::None, index = Gpr::None;
+  std::uint8_t scale = 0;
+  std::int64_t disp = 0;
+  bool rip_relative = false;  // any operand addressed relative to RIP
+  // Relative branches: the absolute target, and the condition (Jcc, as the low nibble of 0x7X)
+  RuntimeAddr target;
+  std::uint8_t condition = 0;
+  bool relative_branch = false;
+  // Where RIP-relative displacement / relative immediate live in `bytes` (0: none)
+  std::uint8_t disp_offset = 0, disp_size = 0;
+  std::uint8_t imm_offset = 0, imm_size = 0;
+  bool uses_segment_fs_gs = false;
+
+  RuntimeAddr next() const { return address + length; }
+};
+
+// Decodes the instruction at `bytes` (up to 15 of them), which sits at `at` in the tracee.
+std::optional<Instruction> decode(std::span<const std::uint8_t> bytes, RuntimeAddr at);
+
+}  // namespace probecost

@@ -1,0 +1,43 @@
+#pragma once
+// Executing a displaced instruction out of line: a copy of it, fixed up for its new address,
+// followed by a jump back to the instruction after the original, in a scratch page of the
+// tracee. A thread stopped on the int3 resumes in the copy: one stop per hit, no single-step,
+// and the int3 stays in place for every other thread.
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "breakpoint/decoder.hpp"
+#include "breakpoint/tracee_memory.hpp"
+
+namespace probecost {
+
+// Maps an executable page in the tracee, as close to `near` as it can; returns its address.
+using ScratchMapper = std::function<RuntimeAddr(RuntimeAddr near)>;
+
+inline constexpr std::size_t kPageSize = 4096;
+inline constexpr std::size_t kSlotSize = 32;  // 15-byte instruction + 14-byte absolute jump
+
+// The bytes of `in` relocated to run at `at`, followed by a jump back to in.next().
+// Empty with `why` set when the instruction cannot run elsewhere.
+std::vector<std::uint8_t> relocate(const Instruction& in, RuntimeAddr at, std::string& why);
+
+class Outliner {
+ public:
+  Outliner(TraceeMemory& memory, ScratchMapper mapper)
+      : memory_(&memory), mapper_(std::move(mapper)) {}
+  // Writes the relocated copy of `in` into a scratch slot; returns the slot, or nothing with
+  // `why` set.
+  std::optional<RuntimeAddr> place(const Instruction& in, std::string& why);
+  // The pages mapped so far (to unmap them, or to recognise a PC inside one).
+  const std::vector<RuntimeAddr>& pages() const { return pages_; }
+
+ private:
+  TraceeMemory* memory_;
+  ScratchMapper mapper_;
+  std::vector<RuntimeAddr> pages_;
+  std::size_t used_ = kPageSize;  // of the last page
+};
+
+}  // namespace probecost

@@ -1,0 +1,27 @@
+#pragma once
+// /proc/PID/maps, parsed.
+#include <sys/types.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "breakpoint/address.hpp"
+
+namespace probecost {
+
+struct Mapping {
+  RuntimeAddr start, end;
+  bool read = false, write = false, exec = false;
+  std::uint64_t offset = 0;
+  std::string path;
+  bool contains(RuntimeAddr a) const { return start <= a && a < end; }
+};
+
+std::vector<Mapping> read_maps(pid_t pid);
+// A free, page-aligned range of `size` bytes as close to `near` as possible and within
+// `reach` bytes of it; none if every range in reach is taken.
+std::optional<RuntimeAddr> free_range_near(const std::vector<Mapping>& maps, RuntimeAddr near,
+                                           std::uint64_t size, std::uint64_t reach);
+
+}  // namespace probecost
