@@ -107,7 +107,8 @@ int compare_command(const std::vector<std::string>& args) {
       "rate", po::value(&rates)->multitoken(),
       "event rate(s) to extrapolate to, e.g. 750k, 1.2M (repeatable; default 750000)")(
       "placement", po::value(&placement)->default_value("same-cpu"),
-      "where tracer and tracee run: same-cpu, split or free")(
+      "where tracer and tracee run: same-cpu (both on CPU 0), split (CPUs 0 and 1), free\n"
+      "(no pinning) or follow (tracer pinned where the tracee started, tracee free)")(
       "format,f", po::value(&format)->default_value("text"), "text, json or csv")(
       "output,o", po::value(&output), "write the report to FILE")(
       "inferior", po::value(&cfg.inferior), "path of probecost-inferior")(

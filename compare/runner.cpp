@@ -8,6 +8,9 @@
 
 #include <algorithm>
 #include <ctime>
+#include <fstream>
+#include <optional>
+#include <sstream>
 #include <nlohmann/json.hpp>
 
 #include "breakpoint/error.hpp"
@@ -23,7 +26,8 @@ Placement parse_placement(const std::string& text) {
   if (text == "same-cpu") return Placement::SameCpu;
   if (text == "split") return Placement::Split;
   if (text == "free") return Placement::Free;
-  throw UsageError("bad placement '" + text + "' (same-cpu, split or free)");
+  if (text == "follow") return Placement::Follow;
+  throw UsageError("bad placement '" + text + "' (same-cpu, split, free or follow)");
 }
 
 std::string placement_name(Placement p) {
@@ -31,12 +35,16 @@ std::string placement_name(Placement p) {
     case Placement::SameCpu: return "same-cpu";
     case Placement::Split: return "split";
     case Placement::Free: return "free";
+    case Placement::Follow: return "follow";
   }
   return "?";
 }
 
 std::string CpuPlan::describe() const {
-  auto cpu = [](int c) { return c < 0 ? std::string("any CPU") : "CPU " + std::to_string(c); };
+  auto cpu = [](int c) {
+    if (c == kFollowTracee) return std::string("the tracee's CPU at start");
+    return c < 0 ? std::string("any CPU") : "CPU " + std::to_string(c);
+  };
   return "tracer on " + cpu(tracer_cpu) + ", tracee on " + cpu(tracee_cpu);
 }
 
@@ -47,6 +55,7 @@ CpuPlan plan_cpus(Placement p, int cpus) {
       if (cpus < 2) throw UsageError("placement split needs 2 CPUs; this machine has 1");
       return {0, 1};
     case Placement::Free: return {-1, -1};
+    case Placement::Follow: return {kFollowTracee, -1};
   }
   return {};
 }
@@ -57,6 +66,17 @@ double thread_cpu_ns() {
   timespec ts;
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
   return ts.tv_sec * 1e9 + ts.tv_nsec;
+}
+
+// The CPU a process last ran on: field 39 of /proc/PID/stat.
+int last_cpu_of(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::istringstream fields(stat.substr(stat.rfind(')') + 2));  // after "pid (comm) "
+  std::string f;
+  for (int i = 3; i <= 39 && fields >> f; ++i) {
+  }
+  return std::stoi(f);
 }
 
 // Pins the calling thread for its lifetime, then puts the old affinity back.
@@ -173,8 +193,11 @@ std::string strategy_for(const Mechanism& m, const RunConfig& cfg) {
 }
 
 void run_traced(const Mechanism& m, const LaunchSpec& spec, const RunConfig& cfg, Sample& s) {
-  PinThread pin(cfg.cpus.tracer_cpu);
+  std::optional<PinThread> pin(std::in_place, cfg.cpus.tracer_cpu == kFollowTracee
+                                                  ? -1
+                                                  : cfg.cpus.tracer_cpu);
   auto proc = TracedProcess::launch(spec);
+  if (cfg.cpus.tracer_cpu == kFollowTracee) pin.emplace(last_cpu_of(proc->pid()));
   TracedProcess& p = *proc;
   std::unique_ptr<StepOver> step_over;
   if (m.floor()) {

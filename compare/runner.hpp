@@ -13,12 +13,15 @@ enum class Placement {
   SameCpu,  // tracer and tracee threads on one CPU: reproducible, no cross-CPU wake-ups
   Split,    // tracer on one CPU, tracee on another: every stop is a cross-CPU wake-up
   Free,     // no pinning: what a user gets by default
+  Follow,   // the tracee untouched; the tracer pins itself to the CPU the tracee is on
 };
 Placement parse_placement(const std::string& text);
 std::string placement_name(Placement p);
 
+inline constexpr int kFollowTracee = -2;  // tracer_cpu: wherever the tracee runs at start
+
 struct CpuPlan {
-  int tracer_cpu = -1;  // -1: not pinned
+  int tracer_cpu = -1;  // -1: not pinned; kFollowTracee
   int tracee_cpu = -1;
   std::string describe() const;
 };
