@@ -176,7 +176,7 @@ std::vector<std::string> inferior_argv(const Mechanism& m, const RunConfig& cfg,
 }
 
 void run_untraced(const LaunchSpec& spec, Sample&) {
-  pid_t pid = spawn(spec, false);
+  pid_t pid = spawn(spec);
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0) {
     if (errno != EINTR) throw Error::from_errno("waitpid on the inferior");

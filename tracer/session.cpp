@@ -17,6 +17,11 @@ std::atomic<bool>& stop_requested() {
   return flag;
 }
 
+std::atomic<bool>& tick_requested() {
+  static std::atomic<bool> flag{false};
+  return flag;
+}
+
 namespace {
 
 // The StoppedThread a step-over strategy works on: registers read once per stop.
@@ -81,12 +86,9 @@ class Stopped final : public StoppedThread {
       if (ws.gone()) throw Error("thread " + std::to_string(tid_) + " ended while single-stepped");
       if (ws.signal_stop() && ws.stop_signal() == SIGTRAP) break;
       // A signal arrived before the step completed: keep it for the next resume (delivering it
-      // now would run the tracee's handler with our int3 byte removed), and step again.
-      if (ws.signal_stop() && !(ws.stop_signal() == SIGSTOP && t.expect_sigstop)) {
-        t.pending_signal = ws.stop_signal();
-      } else if (ws.stop_signal() == SIGSTOP) {
-        t.expect_sigstop = false;
-      }
+      // now would run the tracee's handler with our int3 byte removed), and step again. An
+      // interrupt's PTRACE_EVENT_STOP carries nothing: step again.
+      if (ws.signal_stop()) t.pending_signal = ws.stop_signal();
     }
     have_regs_ = false;
   }
@@ -102,7 +104,8 @@ class Stopped final : public StoppedThread {
 
 }  // namespace
 
-bool Session::next_event(pid_t& tid, int& status) {
+bool Session::next_event(pid_t& tid, int& status, const std::function<bool()>& on_tick,
+                         bool& tick_end) {
   // Events queued while stopping all threads come first: the kernel already reported them.
   for (auto& [id, t] : proc_.threads()) {
     if (t.queued_status) {
@@ -113,10 +116,16 @@ bool Session::next_event(pid_t& tid, int& status) {
     }
   }
   for (;;) {
-    tid = sys::wait_for(-1, &status, __WALL);
+    // wait4, not waitpid: the leader's final report carries the process's CPU time.
+    tid = ::wait4(-1, &status, __WALL, &last_usage_);
+    ++sys::counters().wait;
     if (tid >= 0) return true;
     if (errno == EINTR) {
       if (stop_requested()) return false;
+      if (tick_requested().exchange(false) && on_tick && on_tick()) {
+        tick_end = true;
+        return false;
+      }
       continue;
     }
     if (errno == ECHILD) return false;
@@ -124,60 +133,93 @@ bool Session::next_event(pid_t& tid, int& status) {
   }
 }
 
-Session::End Session::run(const std::function<bool()>& stop_after_hit) {
+Session::End Session::run(const std::function<bool()>& stop_after_hit,
+                          const std::function<bool()>& on_tick) {
   // The launch/attach stop (and any others left from before) are resumed first.
   for (auto& [tid, t] : proc_.threads()) {
-    if (t.stopped && !t.queued_status) proc_.resume(tid);
+    if (t.stopped && !t.queued_status && !t.awaiting_parent) proc_.resume(tid);
   }
   while (proc_.alive()) {
     if (stop_requested()) return End::Interrupted;
     pid_t tid;
     int status;
-    if (!next_event(tid, status)) return stop_requested() ? End::Interrupted : End::ProcessEnded;
+    bool tick_end = false;
+    if (!next_event(tid, status, on_tick, tick_end)) {
+      if (tick_end) return End::Tick;
+      return stop_requested() ? End::Interrupted : End::ProcessEnded;
+    }
     hit_happened_ = false;
     dispatch(tid, WaitStatus(status));
+    if (!proc_.alive()) break;
     if (hit_happened_ && stop_after_hit && stop_after_hit()) return End::Predicate;
     auto it = proc_.threads().find(tid);
-    if (it != proc_.threads().end() && it->second.stopped) proc_.resume(tid);
+    if (it != proc_.threads().end() && it->second.stopped && !it->second.awaiting_parent) {
+      proc_.resume(tid);
+    }
   }
-  return End::ProcessEnded;
+  return proc_.end() ? End::ProcessEnded : End::Exec;
 }
+
+namespace {
+bool group_stop(WaitStatus ws) {
+  int s = ws.stop_signal();
+  return ws.ptrace_event() == PTRACE_EVENT_STOP &&
+         (s == SIGSTOP || s == SIGTSTP || s == SIGTTIN || s == SIGTTOU);
+}
+}  // namespace
 
 void Session::dispatch(pid_t tid, WaitStatus ws) {
   if (ws.gone()) {
-    proc_.thread_gone(tid, ws);
+    proc_.thread_gone(tid, ws, &last_usage_);
     return;
   }
   ++stats_.stops;
-  // An unknown tid is a new thread whose first stop (its birth SIGSTOP) came before its
-  // parent's PTRACE_EVENT_CLONE: the kernel does not order the two reports.
   auto [it, is_new] = proc_.threads().try_emplace(tid);
   ThreadState& t = it->second;
-  if (is_new) t.expect_sigstop = true;
   t.stopped = true;
+  if (is_new && proc_.is_foreign(tid)) {
+    // A fork child whose first stop came before its parent's PTRACE_EVENT_FORK (the kernel
+    // does not order the two): hold it until the parent's event says what it is.
+    t.awaiting_parent = true;
+    return;
+  }
+  if (group_stop(ws)) {
+    // The process is being stopped (SIGSTOP/SIGTSTP from a shell): stay stopped, as without
+    // a tracer, and be told of the SIGCONT. PTRACE_LISTEN, not PTRACE_CONT, does that.
+    proc_.listen(tid);
+    return;
+  }
   if (ws.ptrace_event() != 0) return on_event(tid, ws.ptrace_event());
   if (ws.syscall_stop()) return;
   int sig = ws.stop_signal();
   if (sig == SIGTRAP) return on_trap(tid);
-  if (sig == SIGSTOP && t.expect_sigstop) {
-    t.expect_sigstop = false;  // a new thread's first stop, or one we sent
-    return;
-  }
   t.pending_signal = sig;  // meant for the tracee: deliver it
   ++stats_.signals_passed;
 }
 
 void Session::on_event(pid_t tid, int event) {
-  if (event == PTRACE_EVENT_CLONE) {
-    unsigned long child = 0;
-    sys::ptrace_call(PTRACE_GETEVENTMSG, tid, nullptr, &child);
-    // The new thread starts with a SIGSTOP pending (PTRACE_O_TRACECLONE), swallowed when it
-    // is reported. If it was reported already, the thread is in the table and this is a no-op.
-    auto [it, is_new] = proc_.threads().try_emplace(static_cast<pid_t>(child));
-    if (is_new) it->second.expect_sigstop = true;
-  } else if (event == PTRACE_EVENT_EXEC) {
-    // The old address space, and our int3 bytes with it, is gone.
-    proc_.sites().forget_all();
+  unsigned long msg = 0;
+  switch (event) {
+    case PTRACE_EVENT_CLONE:
+      // The new thread is traced from birth and reports a PTRACE_EVENT_STOP of its own, before
+      // running any code; it is resumed then. Nothing to do here.
+      sys::ptrace_call(PTRACE_GETEVENTMSG, tid, nullptr, &msg);
+      proc_.threads().try_emplace(static_cast<pid_t>(msg));
+      return;
+    case PTRACE_EVENT_FORK:
+    case PTRACE_EVENT_VFORK:
+      sys::ptrace_call(PTRACE_GETEVENTMSG, tid, nullptr, &msg);
+      proc_.adopt_child(static_cast<pid_t>(msg), event == PTRACE_EVENT_VFORK);
+      return;
+    case PTRACE_EVENT_EXEC:
+      if (proc_.threads().at(tid).vfork_child) {
+        proc_.release_vfork_child(tid);  // it has its own address space now
+      } else {
+        proc_.exec_happened();  // the old address space, and our int3 bytes, are gone
+      }
+      return;
+    default:
+      return;  // PTRACE_EVENT_STOP (an interrupt, a new thread's first stop): just resume
   }
 }
 
@@ -225,6 +267,7 @@ bool Session::on_breakpoint(pid_t tid, ThreadState& t, StoppedThread& thread) {
 
 void Session::on_hit(pid_t tid, ThreadState& t, StoppedThread& thread, BreakpointSite& site) {
   // The empty handler: count the hit.
+  if (observer_) observer_(tid, thread, site);
   ++site.hits;
   ++t.hits;
   ++stats_.hits;

@@ -1,6 +1,7 @@
 #pragma once
 // The event loop of one traced process: wait for a stop, classify it, run the handler on a
 // breakpoint hit, step over, resume; pass every other signal on to the tracee.
+#include <sys/resource.h>
 #include <sys/types.h>
 
 #include <atomic>
@@ -15,6 +16,8 @@ namespace probecost {
 // Set from a signal handler (SIGINT/SIGTERM/SIGHUP in probecost itself): the loop ends at the
 // next event or as soon as waitpid returns EINTR.
 std::atomic<bool>& stop_requested();
+// Set from a timer's signal handler: run() calls its on_tick (progress, --duration).
+std::atomic<bool>& tick_requested();
 
 struct SessionStats {
   std::uint64_t hits = 0;
@@ -24,16 +27,22 @@ struct SessionStats {
 
 class Session {
  public:
-  enum class End { ProcessEnded, Interrupted, Predicate };
+  enum class End { ProcessEnded, Exec, Interrupted, Predicate, Tick };
 
   Session(TracedProcess& process, StepOver& step_over) : proc_(process), step_over_(step_over) {}
 
-  // Runs until the process ends, stop_requested() is set, or `stop_after_hit` returns true
-  // after a hit (the hitting thread is then left stopped, already past the site).
-  End run(const std::function<bool()>& stop_after_hit = nullptr);
+  // Runs until the process ends or execs, stop_requested() is set, `stop_after_hit` returns
+  // true after a hit (the hitting thread is then left stopped, already past the site), or,
+  // with tick_requested() set (a timer's signal), `on_tick` returns true.
+  End run(const std::function<bool()>& stop_after_hit = nullptr,
+          const std::function<bool()>& on_tick = nullptr);
   const SessionStats& stats() const { return stats_; }
   // The ptrace floor: every SIGTRAP is a compiled-in int3 to count and resume, nothing more.
   void set_floor_mode(bool on) { floor_mode_ = on; }
+  // Called on every hit with the thread stopped and its RIP still one past the int3 (stacks).
+  void set_hit_observer(std::function<void(pid_t, StoppedThread&, BreakpointSite&)> f) {
+    observer_ = std::move(f);
+  }
 
  private:
   void dispatch(pid_t tid, WaitStatus ws);
@@ -41,13 +50,15 @@ class Session {
   void on_trap(pid_t tid);
   bool on_breakpoint(pid_t tid, ThreadState& t, StoppedThread& thread);
   void on_hit(pid_t tid, ThreadState& t, StoppedThread& thread, BreakpointSite& site);
-  bool next_event(pid_t& tid, int& status);
+  bool next_event(pid_t& tid, int& status, const std::function<bool()>& on_tick, bool& tick_end);
 
   TracedProcess& proc_;
   StepOver& step_over_;
   SessionStats stats_;
   bool hit_happened_ = false;
   bool floor_mode_ = false;
+  std::function<void(pid_t, StoppedThread&, BreakpointSite&)> observer_;
+  rusage last_usage_{};
 };
 
 }  // namespace probecost
