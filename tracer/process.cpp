@@ -150,6 +150,13 @@ void check_attachable(pid_t pid) {
   }
 }
 
+double children_cpu_seconds() {
+  rusage ru;
+  ::getrusage(RUSAGE_CHILDREN, &ru);
+  return ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + ru.ru_stime.tv_sec +
+         ru.ru_stime.tv_usec / 1e6;
+}
+
 }  // namespace
 
 pid_t spawn(const LaunchSpec& spec) {
@@ -163,6 +170,7 @@ TracedProcess::TracedProcess(pid_t pid, bool launched)
     : pid_(pid), launched_(launched), memory_(pid), sites_(memory_) {}
 
 std::unique_ptr<TracedProcess> TracedProcess::launch(const LaunchSpec& spec) {
+  double children_cpu = children_cpu_seconds();
   int report;
   pid_t pid = fork_child(spec, true, report);
   int status = 0;
@@ -182,6 +190,7 @@ std::unique_ptr<TracedProcess> TracedProcess::launch(const LaunchSpec& spec) {
   // resumed below, and the exec report is read only once the exec has happened or failed.
   ::kill(pid, SIGCONT);
   std::unique_ptr<TracedProcess> proc(new TracedProcess(pid, true));
+  proc->children_cpu_at_launch_ = children_cpu;
   for (;;) {
     if (sys::wait_for(pid, &status, __WALL) != pid) throw Error::from_errno("waitpid after exec");
     WaitStatus ws(status);
@@ -263,14 +272,11 @@ double TracedProcess::cpu_seconds() const {
   return static_cast<double>(std::stoull(utime) + std::stoull(stime)) / sysconf(_SC_CLK_TCK);
 }
 
-void TracedProcess::thread_gone(pid_t tid, WaitStatus status, const rusage* usage) {
+void TracedProcess::thread_gone(pid_t tid, WaitStatus status) {
   threads_.erase(tid);
   if (tid != pid_) return;
   end_ = status;
-  if (usage) {
-    end_cpu_seconds_ = usage->ru_utime.tv_sec + usage->ru_utime.tv_usec / 1e6 +
-                       usage->ru_stime.tv_sec + usage->ru_stime.tv_usec / 1e6;
-  }
+  if (launched_) end_cpu_seconds_ = children_cpu_seconds() - children_cpu_at_launch_;
   sites_.forget_all();
   // Only vfork children (other processes) can outlive the leader's report.
   std::erase_if(threads_, [](const auto& kv) { return !kv.second.vfork_child; });
@@ -515,10 +521,9 @@ void TracedProcess::kill() {
   int status = 0;
   // Reap every thread: with __WALL each traced thread reports its own exit.
   while (!threads_.empty()) {
-    rusage ru;
-    pid_t r = ::wait4(-1, &status, __WALL, &ru);
+    pid_t r = ::waitpid(-1, &status, __WALL);
     if (r < 0) break;
-    if (WaitStatus(status).gone()) thread_gone(r, WaitStatus(status), &ru);
+    if (WaitStatus(status).gone()) thread_gone(r, WaitStatus(status));
   }
   if (!end_) end_ = WaitStatus(status);
 }

@@ -64,8 +64,9 @@ class TracedProcess {
   bool detached() const { return detached_; }
   // How the process ended (its thread-group leader's final status), once it has.
   const std::optional<WaitStatus>& end() const { return end_; }
-  // The CPU time the whole process has used so far (user + system), in seconds; for an ended
-  // process, what wait4 reported.
+  // The CPU time the whole process has used so far (user + system), in seconds: from
+  // /proc/PID/stat while it lives; for a launched process that ended, the growth of our
+  // RUSAGE_CHILDREN (exact, and what is left once the process is reaped).
   double cpu_seconds() const;
 
   // Runs the stopped process until its executable's entry point (AT_ENTRY), so that the
@@ -73,7 +74,7 @@ class TracedProcess {
   void run_to_entry();
 
   // Bookkeeping for the event loop.
-  void thread_gone(pid_t tid, WaitStatus status, const rusage* usage = nullptr);
+  void thread_gone(pid_t tid, WaitStatus status);
   void resume(pid_t tid);  // PTRACE_CONT, delivering the thread's pending signal
   void listen(pid_t tid);  // PTRACE_LISTEN: stays in group-stop, reports SIGCONT
   // Brings every running thread but `except` into a ptrace-stop with PTRACE_INTERRUPT. Events
@@ -117,6 +118,7 @@ class TracedProcess {
   std::map<pid_t, ThreadState> threads_;
   std::optional<WaitStatus> end_;
   std::optional<double> end_cpu_seconds_;
+  double children_cpu_at_launch_ = 0;
   bool detached_ = false;
   bool exec_ended_ = false;
   std::vector<RuntimeAddr> scratch_pages_;

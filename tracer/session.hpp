@@ -58,7 +58,6 @@ class Session {
   bool hit_happened_ = false;
   bool floor_mode_ = false;
   std::function<void(pid_t, StoppedThread&, BreakpointSite&)> observer_;
-  rusage last_usage_{};
 };
 
 }  // namespace probecost
