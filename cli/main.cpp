@@ -31,6 +31,7 @@ void install_stop_handlers() {
 void usage(std::ostream& out) {
   out << "usage: probecost COMMAND [options]\n\n"
          "commands:\n"
+         "  trace      int3 probes in a running process (-p PID) or a command, counted\n"
          "  compare    measure the cost per hit of each instrumentation mechanism\n"
          "  overhead   CPU share of a given cost per event at given event rates\n"
          "  bench step-over\n"
@@ -60,6 +61,7 @@ int main(int argc, char** argv) {
     if (cmd == "compare") return probecost::cli::compare_command(args);
     if (cmd == "overhead") return probecost::cli::overhead_command(args);
     if (cmd == "bench") return probecost::cli::bench_command(args);
+    if (cmd == "trace") return probecost::cli::trace_command(args);
     std::cerr << "probecost: unknown command '" << cmd << "'\n";
     usage(std::cerr);
     return 2;

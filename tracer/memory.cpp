@@ -25,7 +25,9 @@ void ProcMemory::reopen() {
 
 void ProcMemory::read(RuntimeAddr at, std::span<std::uint8_t> out) {
   ++sys::counters().memory;
-  ssize_t n = ::pread(fd_, out.data(), out.size(), static_cast<off_t>(at.value()));
+  ssize_t n;
+  do n = ::pread(fd_, out.data(), out.size(), static_cast<off_t>(at.value()));
+  while (n < 0 && errno == EINTR);
   if (n != static_cast<ssize_t>(out.size())) {
     throw Error::from_errno("cannot read " + std::to_string(out.size()) + " bytes at " + at.hex() +
                                 " in process " + std::to_string(pid_),
@@ -35,7 +37,9 @@ void ProcMemory::read(RuntimeAddr at, std::span<std::uint8_t> out) {
 
 void ProcMemory::write(RuntimeAddr at, std::span<const std::uint8_t> bytes) {
   ++sys::counters().memory;
-  ssize_t n = ::pwrite(fd_, bytes.data(), bytes.size(), static_cast<off_t>(at.value()));
+  ssize_t n;
+  do n = ::pwrite(fd_, bytes.data(), bytes.size(), static_cast<off_t>(at.value()));
+  while (n < 0 && errno == EINTR);
   if (n != static_cast<ssize_t>(bytes.size())) {
     throw Error::from_errno("cannot write " + std::to_string(bytes.size()) + " bytes at " +
                                 at.hex() + " in process " + std::to_string(pid_),

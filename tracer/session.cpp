@@ -118,7 +118,7 @@ bool Session::next_event(pid_t& tid, int& status, const std::function<bool()>& o
   for (;;) {
     // waitpid, not wait4 with an rusage: for every stop the kernel would sum the CPU time of
     // the whole thread group (measured: ~0.5 us a hit). See TracedProcess::cpu_seconds().
-    tid = sys::wait_for(-1, &status, __WALL);
+    tid = sys::wait_for(-1, &status, __WALL, true);
     if (tid >= 0) return true;
     if (errno == EINTR) {
       if (stop_requested()) return false;

@@ -1,10 +1,14 @@
 #include "tracer/symbols.hpp"
 
 #include <elfutils/libdwfl.h>
+#include <fnmatch.h>
 #include <gelf.h>
+#include <limits.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 
 #include "breakpoint/error.hpp"
 
@@ -20,65 +24,100 @@ const Dwfl_Callbacks kProcCallbacks = {
     .debuginfo_path = &debuginfo_path,
 };
 
+const char* base_name(const char* path) {
+  const char* slash = std::strrchr(path, '/');
+  return slash ? slash + 1 : path;
+}
+
 bool module_matches(const char* path, const std::string& wanted) {
   if (wanted.empty()) return true;
   if (!path) return false;
   if (wanted.find('/') != std::string::npos) return wanted == path;
-  const char* base = std::strrchr(path, '/');
-  return wanted == (base ? base + 1 : path);
+  return wanted == base_name(path);
 }
 
-struct FindArgs {
-  const std::string* name;
-  const std::string* module;
-  std::vector<Symbol>* out;
-};
-
-int find_in_module(Dwfl_Module* mod, void**, const char*, Dwarf_Addr, void* arg) {
-  auto* a = static_cast<FindArgs*>(arg);
+const char* module_path(Dwfl_Module* mod) {
   const char* path = nullptr;
-  dwfl_module_info(mod, nullptr, nullptr, nullptr, nullptr, nullptr, &path, nullptr);
-  if (!module_matches(path, *a->module)) return DWARF_CB_OK;
-  int n = dwfl_module_getsymtab(mod);
-  for (int i = 1; i < n; ++i) {
-    GElf_Sym sym;
-    GElf_Addr addr;
-    const char* name = dwfl_module_getsym_info(mod, i, &sym, &addr, nullptr, nullptr, nullptr);
-    if (!name || GELF_ST_TYPE(sym.st_info) != STT_FUNC || sym.st_shndx == SHN_UNDEF) continue;
-    if (*a->name != name) continue;
-    a->out->push_back(Symbol{path ? path : "?", name, RuntimeAddr(addr), sym.st_size});
-  }
-  return DWARF_CB_OK;
+  const char* name = dwfl_module_info(mod, nullptr, nullptr, nullptr, nullptr, nullptr, &path,
+                                      nullptr);
+  return path ? path : name;
+}
+
+// Calls `f(module, symbol, address)` for every defined function symbol of every module.
+void for_each_function(Dwfl* dwfl,
+                       const std::function<void(Dwfl_Module*, const char*, GElf_Sym&, GElf_Addr)>& f) {
+  auto visit = [](Dwfl_Module* mod, void**, const char*, Dwarf_Addr, void* arg) -> int {
+    auto& fn = *static_cast<const std::function<void(Dwfl_Module*, const char*, GElf_Sym&, GElf_Addr)>*>(arg);
+    int n = dwfl_module_getsymtab(mod);
+    for (int i = 1; i < n; ++i) {
+      GElf_Sym sym;
+      GElf_Addr addr;
+      const char* name = dwfl_module_getsym_info(mod, i, &sym, &addr, nullptr, nullptr, nullptr);
+      if (!name || !*name || GELF_ST_TYPE(sym.st_info) != STT_FUNC || sym.st_shndx == SHN_UNDEF)
+        continue;
+      fn(mod, name, sym, addr);
+    }
+    return DWARF_CB_OK;
+  };
+  dwfl_getmodules(dwfl, visit, const_cast<void*>(static_cast<const void*>(&f)), 0);
+}
+
+void dedupe(std::vector<Symbol>& v) {
+  // The same function can appear in .symtab and .dynsym of one module (and under aliases).
+  std::stable_sort(v.begin(), v.end(), [](const Symbol& a, const Symbol& b) {
+    return std::tie(a.module, a.address) < std::tie(b.module, b.address);
+  });
+  v.erase(std::unique(v.begin(), v.end(),
+                      [](const Symbol& a, const Symbol& b) {
+                        return a.address == b.address && a.name == b.name;
+                      }),
+          v.end());
 }
 
 }  // namespace
 
 ProcessSymbols::ProcessSymbols(pid_t pid) : pid_(pid) {
+  char exe[PATH_MAX];
+  std::string link = "/proc/" + std::to_string(pid) + "/exe";
+  ssize_t n = ::readlink(link.c_str(), exe, sizeof exe - 1);
+  if (n > 0) executable_.assign(exe, n);
+  report();
+}
+
+void ProcessSymbols::report() {
+  if (dwfl_) dwfl_end(dwfl_);
   dwfl_ = dwfl_begin(&kProcCallbacks);
   if (!dwfl_) throw Error(std::string("dwfl_begin: ") + dwfl_errmsg(-1));
   // Three outcomes (elfutils tests/vdsosyms.c): 0 ok, -1 a libdwfl error, >0 an errno.
-  int r = dwfl_linux_proc_report(dwfl_, pid);
+  int r = dwfl_linux_proc_report(dwfl_, pid_);
   if (r != 0) {
     std::string why = r < 0 ? dwfl_errmsg(-1) : std::strerror(r);
     dwfl_end(dwfl_);
-    throw Error("cannot read the modules of process " + std::to_string(pid) + ": " + why);
+    dwfl_ = nullptr;
+    throw Error("cannot read the modules of process " + std::to_string(pid_) + ": " + why);
   }
   dwfl_report_end(dwfl_, nullptr, nullptr);
 }
 
-ProcessSymbols::~ProcessSymbols() { dwfl_end(dwfl_); }
+void ProcessSymbols::refresh() { report(); }
+
+ProcessSymbols::~ProcessSymbols() {
+  if (dwfl_) dwfl_end(dwfl_);
+}
 
 std::vector<Symbol> ProcessSymbols::find(const std::string& name,
                                          const std::string& module) const {
   std::vector<Symbol> out;
-  FindArgs args{&name, &module, &out};
-  dwfl_getmodules(dwfl_, find_in_module, &args, 0);
-  // The same function can appear in .symtab and .dynsym of one module: keep one.
-  std::sort(out.begin(), out.end(),
-            [](const Symbol& a, const Symbol& b) { return a.address < b.address; });
-  out.erase(std::unique(out.begin(), out.end(),
-                        [](const Symbol& a, const Symbol& b) { return a.address == b.address; }),
-            out.end());
+  for_each_function(dwfl_, [&](Dwfl_Module* mod, const char* sym_name, GElf_Sym& sym,
+                               GElf_Addr addr) {
+    const char* path = module_path(mod);
+    if (name == sym_name && module_matches(path, module)) {
+      out.push_back(Symbol{path ? path : "?", sym_name, RuntimeAddr(addr), sym.st_size});
+    }
+  });
+  dedupe(out);
+  std::stable_partition(out.begin(), out.end(),
+                        [&](const Symbol& s) { return s.module == executable_; });
   return out;
 }
 
@@ -86,16 +125,96 @@ Symbol ProcessSymbols::resolve(const std::string& name, const std::string& modul
   auto found = find(name, module);
   std::string where = module.empty() ? "" : " in module '" + module + "'";
   if (found.empty()) {
+    std::string why;
+    if (module.empty() && !executable_.empty() && !has_symtab(executable_)) {
+      why = " (" + std::string(base_name(executable_.c_str())) +
+            " has no .symtab: it is stripped, so only its exported .dynsym symbols are known)";
+    }
     throw UsageError("no function symbol '" + name + "'" + where + " in process " +
-                     std::to_string(pid_));
+                     std::to_string(pid_) + why);
   }
+  // The executable first: a symbol it defines wins over libraries' (as the dynamic linker's
+  // lookup order would have it for the executable's own calls).
+  if (module.empty() && found.front().module == executable_) return found.front();
   if (found.size() > 1) {
     std::string list;
     for (const auto& s : found) list += "\n  " + s.address.hex() + " " + s.name + " in " + s.module;
     throw UsageError("symbol '" + name + "'" + where + " is ambiguous in process " +
-                     std::to_string(pid_) + ":" + list);
+                     std::to_string(pid_) + " (use MODULE:SYMBOL, or --all-matches):" + list);
   }
   return found.front();
+}
+
+std::vector<Symbol> ProcessSymbols::list(const std::string& pattern) const {
+  std::vector<Symbol> out;
+  for_each_function(dwfl_, [&](Dwfl_Module* mod, const char* name, GElf_Sym& sym, GElf_Addr addr) {
+    if (fnmatch(pattern.c_str(), name, 0) == 0) {
+      const char* path = module_path(mod);
+      out.push_back(Symbol{path ? path : "?", name, RuntimeAddr(addr), sym.st_size});
+    }
+  });
+  dedupe(out);
+  std::sort(out.begin(), out.end(), [](const Symbol& a, const Symbol& b) {
+    return std::tie(a.module, a.name) < std::tie(b.module, b.name);
+  });
+  return out;
+}
+
+std::optional<Symbol> ProcessSymbols::containing(RuntimeAddr at) const {
+  Dwfl_Module* mod = dwfl_addrmodule(dwfl_, at.value());
+  if (!mod) return std::nullopt;
+  GElf_Off offset = 0;
+  GElf_Sym sym;
+  const char* name = dwfl_module_addrinfo(mod, at.value(), &offset, &sym, nullptr, nullptr, nullptr);
+  if (!name || GELF_ST_TYPE(sym.st_info) != STT_FUNC) return std::nullopt;
+  if (sym.st_size && offset >= sym.st_size) return std::nullopt;
+  const char* path = module_path(mod);
+  return Symbol{path ? path : "?", name, at - static_cast<std::int64_t>(offset), sym.st_size};
+}
+
+std::string ProcessSymbols::describe(RuntimeAddr at) const {
+  Dwfl_Module* mod = dwfl_addrmodule(dwfl_, at.value());
+  if (!mod) return at.hex();
+  const char* path = module_path(mod);
+  std::string in = std::string(" in ") + (path ? base_name(path) : "?");
+  GElf_Off offset = 0;
+  GElf_Sym sym;
+  const char* name = dwfl_module_addrinfo(mod, at.value(), &offset, &sym, nullptr, nullptr, nullptr);
+  if (!name) return at.hex() + in;
+  char off[32] = "";
+  if (offset) std::snprintf(off, sizeof off, "+0x%llx", static_cast<unsigned long long>(offset));
+  return std::string(name) + off + in;
+}
+
+bool ProcessSymbols::has_symtab(const std::string& module) const {
+  bool found = false;
+  auto visit = [](Dwfl_Module* mod, void**, const char*, Dwarf_Addr, void* arg) -> int {
+    auto* a = static_cast<std::pair<const std::string*, bool*>*>(arg);
+    const char* path = module_path(mod);
+    if (!path || *a->first != path) return DWARF_CB_OK;
+    GElf_Addr bias;
+    Elf* elf = dwfl_module_getelf(mod, &bias);
+    for (Elf_Scn* scn = elf ? elf_nextscn(elf, nullptr) : nullptr; scn; scn = elf_nextscn(elf, scn)) {
+      GElf_Shdr shdr;
+      if (gelf_getshdr(scn, &shdr) && shdr.sh_type == SHT_SYMTAB) *a->second = true;
+    }
+    return DWARF_CB_ABORT;
+  };
+  std::pair<const std::string*, bool*> arg{&module, &found};
+  dwfl_getmodules(dwfl_, visit, &arg, 0);
+  return found;
+}
+
+std::vector<std::string> ProcessSymbols::modules() const {
+  std::vector<std::string> out;
+  auto visit = [](Dwfl_Module* mod, void**, const char*, Dwarf_Addr, void* arg) -> int {
+    const char* path = module_path(mod);
+    if (path) static_cast<std::vector<std::string>*>(arg)->push_back(path);
+    return DWARF_CB_OK;
+  };
+  dwfl_getmodules(dwfl_, visit, &out, 0);
+  std::stable_partition(out.begin(), out.end(), [&](const std::string& m) { return m == executable_; });
+  return out;
 }
 
 }  // namespace probecost

@@ -1,10 +1,12 @@
 #pragma once
 // ELF symbols of a live process through elfutils' libdwfl: dwfl_linux_proc_report reads
 // /proc/PID/maps, so every address it returns already includes the module's load bias (PIE
-// executables, shared libraries, ASLR).
+// executables, shared libraries, ASLR). Symbols come from .symtab where the file has one
+// (or its separate debug file), from .dynsym otherwise.
 #include <sys/types.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,15 +30,33 @@ class ProcessSymbols {
   ProcessSymbols(const ProcessSymbols&) = delete;
   ProcessSymbols& operator=(const ProcessSymbols&) = delete;
 
+  // Reads /proc/PID/maps again (libraries loaded since).
+  void refresh();
+
   // Function symbols called `name`; `module` (a file name or path), when given, restricts the
-  // search to that module.
+  // search to that module. The executable's matches come first.
   std::vector<Symbol> find(const std::string& name, const std::string& module = {}) const;
   // Exactly one match, or a UsageError that says which process, which symbol and why.
   Symbol resolve(const std::string& name, const std::string& module = {}) const;
+  // Function symbols whose name matches the glob `pattern`, sorted by module then name.
+  std::vector<Symbol> list(const std::string& pattern) const;
+  // The function symbol whose [address, address + size) holds `at`.
+  std::optional<Symbol> containing(RuntimeAddr at) const;
+  // "symbol+0x12 in libc.so.6", or "0x7f.. in libc.so.6", or "0x7f.." for unknown addresses.
+  std::string describe(RuntimeAddr at) const;
+
+  // The executable's path (the module mapped from /proc/PID/exe).
+  const std::string& executable() const { return executable_; }
+  // True when `module` (a path as in Symbol::module) has a .symtab section.
+  bool has_symtab(const std::string& module) const;
+  // Module paths, executable first.
+  std::vector<std::string> modules() const;
 
  private:
+  void report();
   pid_t pid_;
   Dwfl* dwfl_ = nullptr;
+  std::string executable_;
 };
 
 }  // namespace probecost

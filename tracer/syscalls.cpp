@@ -4,6 +4,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
+
 namespace probecost::sys {
 
 Counters& counters() {
@@ -16,9 +18,12 @@ long ptrace_call(enum __ptrace_request request, pid_t tid, void* addr, void* dat
   return ::ptrace(request, tid, addr, data);
 }
 
-pid_t wait_for(pid_t tid, int* status, int options) {
-  ++counters().wait;
-  return ::waitpid(tid, status, options);
+pid_t wait_for(pid_t tid, int* status, int options, bool interruptible) {
+  for (;;) {
+    ++counters().wait;
+    pid_t r = ::waitpid(tid, status, options);
+    if (r >= 0 || errno != EINTR || interruptible) return r;
+  }
 }
 
 int tgkill(pid_t tgid, pid_t tid, int sig) {

@@ -20,8 +20,9 @@ Counters& counters();
 
 long ptrace_call(enum __ptrace_request request, pid_t tid, void* addr = nullptr,
                  void* data = nullptr);
-// Wraps waitpid; retries nothing: EINTR is returned to the caller, which may be ending.
-pid_t wait_for(pid_t tid, int* status, int options);
+// Wraps waitpid. Retries on EINTR (probecost's timer and stop signals have no SA_RESTART)
+// unless `interruptible`: the event loop wants EINTR back to notice a tick or a stop request.
+pid_t wait_for(pid_t tid, int* status, int options, bool interruptible = false);
 int tgkill(pid_t tgid, pid_t tid, int sig);
 
 }  // namespace probecost::sys

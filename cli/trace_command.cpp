@@ -1,0 +1,206 @@
+// probecost trace (-p PID | -- COMMAND ARGS...) -b PROBE [-b PROBE ...] [options]
+#include <unistd.h>
+
+#include <boost/program_options.hpp>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "breakpoint/error.hpp"
+#include "cli/commands.hpp"
+#include "tracer/trace.hpp"
+
+namespace po = boost::program_options;
+
+namespace probecost::cli {
+
+namespace {
+
+std::string base_name(const std::string& path) { return path.substr(path.rfind('/') + 1); }
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+nlohmann::json to_json(const TraceReport& r) {
+  nlohmann::json probes = nlohmann::json::array();
+  nlohmann::json stacks = nlohmann::json::object();
+  for (const auto& p : r.probes) {
+    probes.push_back({{"spec", p.probe.spec},
+                      {"address", p.probe.address.hex()},
+                      {"module", p.probe.module},
+                      {"symbol", p.probe.symbol},
+                      {"hits", p.hits},
+                      {"hits_per_s", r.duration_s > 0 ? p.hits / r.duration_s : 0.0},
+                      {"threads", p.threads.size()},
+                      {"step_over", p.step_over}});
+    if (r.stacks) {
+      nlohmann::json list = nlohmann::json::array();
+      for (const auto& s : p.stacks) list.push_back({{"count", s.count}, {"frames", s.frames}});
+      stacks[p.probe.spec] = list;
+    }
+  }
+  nlohmann::json threads = nlohmann::json::array();
+  for (const auto& [tid, hits] : r.thread_hits) threads.push_back({{"tid", tid}, {"hits", hits}});
+  nlohmann::json j = {{"pid", r.pid},
+                      {"duration_s", r.duration_s},
+                      {"probes", probes},
+                      {"threads", threads},
+                      {"hits", r.hits},
+                      {"tracer_cpu_s", r.tracer_cpu_s},
+                      {"tracee_cpu_s", r.tracee_cpu_s},
+                      {"per_hit_ns", r.per_hit_ns},
+                      {"syscalls_per_hit", r.syscalls_per_hit},
+                      {"tracer_cpu_percent",
+                       r.duration_s > 0 ? 100 * r.tracer_cpu_s / r.duration_s : 0.0},
+                      {"ending", r.ending}};
+  if (r.launched) j["command_end"] = r.command_end;
+  if (r.stacks) {
+    j["stacks"] = stacks;
+    j["stack_ns_per_hit"] = r.stack_ns_per_hit;
+  }
+  return j;
+}
+
+void write_text(std::ostream& out, const TraceReport& r, unsigned top, bool quiet) {
+  out << "probecost trace: process " << r.pid << ", " << fmt("%.2f", r.duration_s) << " s, "
+      << r.hits << " hits; ended: " << r.ending << "\n";
+  if (!quiet) {
+    char line[512];
+    std::snprintf(line, sizeof line, "\n%-28s %-16s %-18s %-24s %10s %10s %7s\n", "probe",
+                  "address", "module", "symbol", "hits", "hits/s", "threads");
+    out << line;
+    for (const auto& p : r.probes) {
+      std::snprintf(line, sizeof line, "%-28s %-16s %-18s %-24s %10llu %10.0f %7zu\n",
+                    p.probe.spec.c_str(), p.probe.address.hex().c_str(),
+                    base_name(p.probe.module).c_str(), p.probe.symbol.c_str(),
+                    static_cast<unsigned long long>(p.hits),
+                    r.duration_s > 0 ? p.hits / r.duration_s : 0.0, p.threads.size());
+      out << line;
+    }
+    out << "\nstep-over:";
+    for (const auto& p : r.probes) out << "\n  " << p.probe.spec << ": " << p.step_over;
+    out << "\nhits by thread:";
+    for (const auto& [tid, hits] : r.thread_hits) out << " " << tid << "=" << hits;
+    out << "\n";
+  }
+  out << "tracer CPU " << fmt("%.3f", r.tracer_cpu_s) << " s ("
+      << fmt("%.1f", r.duration_s > 0 ? 100 * r.tracer_cpu_s / r.duration_s : 0)
+      << "% of a CPU), " << fmt("%.0f", r.per_hit_ns) << " ns per hit, "
+      << fmt("%.1f", r.syscalls_per_hit) << " system calls per hit; tracee CPU "
+      << fmt("%.3f", r.tracee_cpu_s) << " s\n";
+  if (r.stacks) {
+    out << "stacks: unwinding took " << fmt("%.0f", r.stack_ns_per_hit)
+        << " ns of those per hit\n";
+    for (const auto& p : r.probes) {
+      out << "\n" << p.probe.spec << ": " << p.stacks.size() << " distinct stacks\n";
+      for (std::size_t i = 0; i < p.stacks.size() && i < top; ++i) {
+        out << "  " << p.stacks[i].count << " hits:\n";
+        for (const auto& f : p.stacks[i].frames) out << "      " << f << "\n";
+      }
+    }
+  }
+  if (r.launched) out << "command: " << r.command_end << "\n";
+}
+
+}  // namespace
+
+int trace_command(const std::vector<std::string>& all_args) {
+  // Everything after "--" is the command, untouched by option parsing.
+  std::vector<std::string> args, command;
+  auto dashdash = std::find(all_args.begin(), all_args.end(), "--");
+  args.assign(all_args.begin(), dashdash);
+  if (dashdash != all_args.end()) command.assign(dashdash + 1, all_args.end());
+
+  TraceOptions opts;
+  std::string format, output, list, duration;
+  unsigned top = 5;
+  po::options_description desc(
+      "probecost trace (-p PID | -- COMMAND ARGS...) -b PROBE [-b PROBE ...] [options]\n\n"
+      "Puts int3 probes into a running process or a command, counts every hit with an empty\n"
+      "handler, and leaves the process as it was. PROBE: SYMBOL, MODULE:SYMBOL (libc.so.6:malloc),\n"
+      "SYMBOL+OFFSET, or 0xADDRESS. Ends after --duration, on SIGINT/SIGTERM/SIGHUP, or when the\n"
+      "process ends or execs.\n\noptions");
+  desc.add_options()("help,h", "this help")("pid,p", po::value(&opts.pid), "trace this process")(
+      "probe,b", po::value(&opts.probes)->composing(), "a probe (repeatable)")(
+      "list,l", po::value(&list), "list the target's function symbols matching a glob, and exit")(
+      "all-matches", po::bool_switch(&opts.all_matches),
+      "a symbol found in several modules: probe all of them")(
+      "stacks", po::bool_switch(&opts.stacks), "capture the call stack at every hit")(
+      "stack-depth", po::value(&opts.stack_depth)->default_value(16), "frames per stack")(
+      "top", po::value(&top)->default_value(5), "stacks to print per probe")(
+      "duration,d", po::value(&duration), "trace for this many seconds")(
+      "kill-on-exit", po::bool_switch(&opts.kill_on_exit),
+      "kill a launched command when the trace ends (default: it runs on untraced)")(
+      "step-over", po::value(&opts.step_over)->default_value("auto"),
+      "singlestep, emulate, outline or auto")(
+      "format,f", po::value(&format)->default_value("text"), "text or json")(
+      "output,o", po::value(&output), "write the report to FILE")(
+      "quiet,q", "only the summary; no progress line");
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(args).options(desc).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw UsageError(std::string(e.what()) + " (see 'probecost trace --help')");
+  }
+  if (vm.count("help")) {
+    std::cout << desc << "\n";
+    return 0;
+  }
+  if (!opts.pid == command.empty()) {
+    throw UsageError(opts.pid ? "give -p PID or -- COMMAND, not both"
+                              : "nothing to trace: give -p PID or -- COMMAND ARGS...");
+  }
+  opts.command = command;
+  if (format != "text" && format != "json") {
+    throw UsageError("bad format '" + format + "' (text or json)");
+  }
+  if (vm.count("duration")) {
+    char* end = nullptr;
+    opts.duration_s = std::strtod(duration.c_str(), &end);
+    if (duration.empty() || *end || !(opts.duration_s > 0) || !std::isfinite(opts.duration_s)) {
+      throw UsageError("bad --duration '" + duration + "': want seconds > 0");
+    }
+  }
+  if (opts.step_over != "auto" && opts.step_over != "emulate" && opts.step_over != "outline" &&
+      opts.step_over != "singlestep") {
+    throw UsageError("unknown step-over strategy '" + opts.step_over +
+                     "' (singlestep, emulate, outline or auto)");
+  }
+  if (opts.stack_depth == 0) throw UsageError("--stack-depth must be at least 1");
+  for (const auto& p : opts.probes) parse_probe(p);  // syntax errors before touching anything
+  if (!list.empty()) {
+    auto syms = list_target_symbols(opts, list);
+    for (const auto& s : syms) {
+      std::cout << s.address.hex() << " " << s.name << " " << base_name(s.module) << "\n";
+    }
+    return 0;
+  }
+  if (opts.probes.empty()) throw UsageError("no probe: give -b PROBE (or --list PATTERN)");
+  bool quiet = vm.count("quiet") > 0;
+  opts.progress = !quiet && ::isatty(STDERR_FILENO);
+  opts.announce = !quiet;
+  TraceReport report = run_trace(opts, std::cerr);
+  auto write = [&](std::ostream& out) {
+    if (format == "json") {
+      out << to_json(report).dump(2) << "\n";
+    } else {
+      write_text(out, report, top, quiet);
+    }
+  };
+  if (output.empty() || output == "-") {
+    write(std::cout);
+  } else {
+    std::ofstream out(output);
+    if (!out) throw Error::from_errno("cannot write " + output);
+    write(out);
+  }
+  return 0;
+}
+
+}  // namespace probecost::cli

@@ -1,0 +1,31 @@
+#pragma once
+// Call stacks of stopped tracee threads with libunwind-ptrace. One address space for the
+// process, with UNW_CACHE_GLOBAL (unwind info parsed once, not per hit), and one _UPT handle
+// per thread (libunwind tests/test-ptrace.c).
+#include <sys/types.h>
+
+#include <cstdint>
+#include <map>
+#include <vector>
+
+namespace probecost {
+
+class StackCollector {
+ public:
+  explicit StackCollector(unsigned max_depth);
+  ~StackCollector();
+  StackCollector(const StackCollector&) = delete;
+  StackCollector& operator=(const StackCollector&) = delete;
+
+  // Return addresses from the innermost frame out; the thread must be in a ptrace-stop.
+  std::vector<std::uint64_t> capture(pid_t tid);
+  void forget(pid_t tid);  // the thread is gone
+  void flush();            // code was mapped or unmapped
+
+ private:
+  unsigned max_depth_;
+  void* address_space_;
+  std::map<pid_t, void*> handles_;
+};
+
+}  // namespace probecost

@@ -1,0 +1,241 @@
+#include "tracer/trace.hpp"
+
+#include <signal.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <ctime>
+#include <optional>
+#include <unordered_map>
+
+#include "breakpoint/error.hpp"
+#include "tracer/process.hpp"
+#include "tracer/session.hpp"
+#include "tracer/stacks.hpp"
+#include "tracer/syscalls.hpp"
+
+namespace probecost {
+
+namespace {
+
+double thread_cpu_s() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+double now_s() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+void on_alarm(int) { tick_requested() = true; }
+
+// A 100 ms SIGALRM while it lives, without SA_RESTART so that the event loop's waitpid
+// returns EINTR and the loop can check --duration and print progress.
+class TickTimer {
+ public:
+  TickTimer() {
+    struct sigaction sa = {};
+    sa.sa_handler = on_alarm;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGALRM, &sa, &old_);
+    itimerval t = {{0, 100'000}, {0, 100'000}};
+    setitimer(ITIMER_REAL, &t, nullptr);
+  }
+  ~TickTimer() {
+    itimerval off = {};
+    setitimer(ITIMER_REAL, &off, nullptr);
+    sigaction(SIGALRM, &old_, nullptr);
+  }
+
+ private:
+  struct sigaction old_ = {};
+};
+
+std::unique_ptr<TracedProcess> start_target(const TraceOptions& opts) {
+  if (opts.pid) return TracedProcess::attach(opts.pid);
+  LaunchSpec spec;
+  spec.argv = opts.command;
+  auto proc = TracedProcess::launch(spec);
+  // Stopped at its exec, only the executable and the dynamic loader are mapped: run to the
+  // entry point so that the libraries it needs at start-up are there to be probed.
+  proc->run_to_entry();
+  return proc;
+}
+
+// Hit bookkeeping that outlives the threads (a thread's state goes when it exits).
+struct Recorder {
+  std::map<std::uint64_t, std::set<pid_t>> threads_by_site;
+  std::map<pid_t, std::uint64_t> thread_hits;
+  std::map<std::uint64_t, std::map<std::vector<std::uint64_t>, std::uint64_t>> stacks;
+  std::unordered_map<std::uint64_t, std::string> frame_names;
+  std::optional<StackCollector> collector;
+  double stack_seconds = 0;
+};
+
+void record_stack(Recorder& rec, const ProcessSymbols& symbols_const, ProcessSymbols& symbols,
+                  pid_t tid, StoppedThread& thread, BreakpointSite& site) {
+  double t0 = now_s();
+  // Unwind from the site itself, not from one past the int3: the unwind tables describe the
+  // site's first instruction as not yet executed.
+  thread.set_pc(site.address());
+  auto ips = rec.collector->capture(tid);
+  for (std::size_t i = 0; i < ips.size(); ++i) {
+    // Return addresses point after the call: look up ip-1 for the caller's line (frame 0 is
+    // the site itself).
+    std::uint64_t ip = i == 0 ? ips[i] : ips[i] - 1;
+    if (rec.frame_names.count(ip)) continue;
+    std::string name = symbols_const.describe(RuntimeAddr(ip));
+    if (name.rfind("0x", 0) == 0) {  // unknown: a library loaded since? look again once
+      symbols.refresh();
+      name = symbols.describe(RuntimeAddr(ip));
+    }
+    rec.frame_names[ip] = name;
+  }
+  ++rec.stacks[site.address().value()][ips];
+  rec.stack_seconds += now_s() - t0;
+}
+
+std::vector<StackCount> top_stacks(const Recorder& rec, std::uint64_t site) {
+  std::vector<StackCount> out;
+  auto it = rec.stacks.find(site);
+  if (it == rec.stacks.end()) return out;
+  for (const auto& [ips, count] : it->second) {
+    StackCount sc;
+    sc.count = count;
+    for (std::size_t i = 0; i < ips.size(); ++i) {
+      sc.frames.push_back(rec.frame_names.at(i == 0 ? ips[i] : ips[i] - 1));
+    }
+    out.push_back(sc);
+  }
+  std::sort(out.begin(), out.end(),
+            [](const StackCount& a, const StackCount& b) { return a.count > b.count; });
+  return out;
+}
+
+std::string describe_end(Session::End end, const TracedProcess& proc) {
+  switch (end) {
+    case Session::End::ProcessEnded:
+      return "the process " + (proc.end() ? proc.end()->describe() : std::string("ended"));
+    case Session::End::Exec: return "the process called exec";
+    case Session::End::Interrupted: return "probecost was interrupted";
+    case Session::End::Tick: return "--duration reached";
+    case Session::End::Predicate: break;
+  }
+  return "stopped";
+}
+
+// After we let go of a launched command: by default it runs to its end, untraced.
+std::string wait_for_command(pid_t pid) {
+  int status = 0;
+  for (;;) {
+    pid_t r = ::waitpid(pid, &status, 0);
+    if (r == pid) return WaitStatus(status).describe();
+    if (r < 0 && errno == EINTR && !stop_requested()) continue;
+    return "still running (probecost stopped waiting for it)";
+  }
+}
+
+}  // namespace
+
+std::vector<Symbol> list_target_symbols(const TraceOptions& opts, const std::string& pattern) {
+  auto proc = start_target(opts);
+  return ProcessSymbols(proc->pid()).list(pattern);
+}
+
+TraceReport run_trace(const TraceOptions& opts, std::ostream& notes) {
+  TraceReport report;
+  auto proc = start_target(opts);
+  TracedProcess& p = *proc;
+  report.pid = p.pid();
+  report.launched = p.launched();
+  report.stacks = opts.stacks;
+  ProcessSymbols symbols(p.pid());
+  auto probes = resolve_probes(opts.probes, symbols, p.memory(), p.pid(), opts.all_matches);
+
+  auto step_over = make_step_over(opts.step_over, p.memory(),
+                                  [&p](RuntimeAddr near) { return p.map_scratch(near); });
+  for (const auto& probe : probes) {
+    BreakpointSite& site = p.sites().add(probe.address, probe.spec);
+    if (site.enabled()) continue;  // two specs naming one address
+    site.enable();
+    step_over->prepare(site);
+  }
+  Recorder rec;
+  if (opts.stacks) rec.collector.emplace(opts.stack_depth);
+  Session session(p, *step_over);
+  session.set_hit_observer([&](pid_t tid, StoppedThread& thread, BreakpointSite& site) {
+    ++rec.thread_hits[tid];
+    rec.threads_by_site[site.address().value()].insert(tid);
+    if (rec.collector) record_stack(rec, symbols, symbols, tid, thread, site);
+  });
+
+  if (opts.announce) {
+    notes << "probecost trace: tracing process " << p.pid() << " (" << p.threads().size()
+          << (p.threads().size() == 1 ? " thread" : " threads") << ") at " << probes.size()
+          << (probes.size() == 1 ? " probe" : " probes") << "; Ctrl-C to stop" << std::endl;
+  }
+  TickTimer timer;
+  double t0 = now_s(), cpu0 = thread_cpu_s(), tracee0 = p.cpu_seconds(), tracee_last = tracee0;
+  double next_progress = t0 + 1;
+  std::uint64_t syscalls0 = sys::counters().total();
+  Session::End end = session.run(nullptr, [&] {
+    double t = now_s();
+    if (p.alive()) tracee_last = p.cpu_seconds();
+    if (opts.progress && t >= next_progress) {
+      next_progress += 1;
+      notes << "\r\033[K[" << static_cast<int>(t - t0) << "s] " << session.stats().hits
+            << " hits (" << static_cast<std::uint64_t>(session.stats().hits / (t - t0)) << "/s)"
+            << std::flush;
+    }
+    return opts.duration_s > 0 && t - t0 >= opts.duration_s;
+  });
+  double t1 = now_s();
+  report.tracer_cpu_s = thread_cpu_s() - cpu0;
+  if (opts.progress) notes << "\r\033[K" << std::flush;
+  report.duration_s = t1 - t0;
+  report.ending = describe_end(end, p);
+  report.hits = session.stats().hits;
+  report.syscalls_per_hit =
+      report.hits ? static_cast<double>(sys::counters().total() - syscalls0) / report.hits : 0;
+
+  for (const auto& probe : probes) {
+    ProbeReport pr;
+    pr.probe = probe;
+    BreakpointSite* site = p.sites().find(probe.address);
+    pr.hits = site ? site->hits : 0;
+    pr.step_over = site ? step_over->describe(*site) : "";
+    pr.threads = rec.threads_by_site[probe.address.value()];
+    pr.stacks = top_stacks(rec, probe.address.value());
+    report.probes.push_back(pr);
+  }
+  report.thread_hits = rec.thread_hits;
+
+  // Every way out: the tracee is left as it was (or, asked for, killed).
+  if (p.alive()) tracee_last = p.cpu_seconds();
+  if (p.launched() && !p.end()) {
+    if (opts.kill_on_exit) {
+      p.kill();
+      report.command_end = "killed by probecost (--kill-on-exit)";
+    } else {
+      p.detach();
+      report.command_end = wait_for_command(p.pid());
+    }
+  } else if (p.launched()) {
+    report.command_end = p.end()->describe();
+    tracee_last = p.cpu_seconds();
+  } else {
+    p.detach();
+  }
+  report.tracee_cpu_s = std::max(0.0, tracee_last - tracee0);
+  report.per_hit_ns = report.hits ? report.tracer_cpu_s * 1e9 / report.hits : 0;
+  report.stack_ns_per_hit = report.hits ? rec.stack_seconds * 1e9 / report.hits : 0;
+  return report;
+}
+
+}  // namespace probecost

@@ -1,0 +1,66 @@
+#pragma once
+// `probecost trace`: int3 probes in a process that runs already (by PID) or that we start,
+// an empty handler that counts every hit, optional stacks, and a clean exit on every path.
+#include <sys/types.h>
+
+#include <cstdint>
+#include <map>
+#include <ostream>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "tracer/probes.hpp"
+
+namespace probecost {
+
+struct TraceOptions {
+  pid_t pid = 0;                     // attach to this process, or
+  std::vector<std::string> command;  // launch this one
+  std::vector<std::string> probes;
+  bool all_matches = false;
+  bool stacks = false;
+  unsigned stack_depth = 16;
+  double duration_s = 0;  // 0: until the process ends or a signal
+  bool kill_on_exit = false;
+  std::string step_over = "auto";
+  bool progress = false;  // one line per second on stderr
+  bool announce = true;   // "tracing ..." on stderr once the probes are in
+};
+
+struct StackCount {
+  std::vector<std::string> frames;  // innermost first, "symbol+0x12 in module"
+  std::uint64_t count = 0;
+};
+
+struct ProbeReport {
+  ResolvedProbe probe;
+  std::string step_over;  // how a hit gets past it
+  std::uint64_t hits = 0;
+  std::set<pid_t> threads;
+  std::vector<StackCount> stacks;  // most frequent first
+};
+
+struct TraceReport {
+  pid_t pid = 0;
+  bool launched = false;
+  double duration_s = 0;
+  std::vector<ProbeReport> probes;
+  std::map<pid_t, std::uint64_t> thread_hits;
+  std::uint64_t hits = 0;
+  double tracer_cpu_s = 0;
+  double tracee_cpu_s = 0;
+  double per_hit_ns = 0;        // tracer CPU per hit
+  double stack_ns_per_hit = 0;  // part of it spent unwinding (with --stacks)
+  double syscalls_per_hit = 0;
+  bool stacks = false;
+  std::string ending;       // why the trace ended
+  std::string command_end;  // a launched command: how it ended
+};
+
+TraceReport run_trace(const TraceOptions& opts, std::ostream& notes);
+
+// `probecost trace --list PATTERN`: the target's function symbols matching the glob.
+std::vector<Symbol> list_target_symbols(const TraceOptions& opts, const std::string& pattern);
+
+}  // namespace probecost
