@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <cstddef>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <set>
@@ -53,7 +54,9 @@ constexpr long kOptions = PTRACE_O_TRACECLONE | PTRACE_O_TRACEFORK | PTRACE_O_TR
   }
   // Stop here so the parent can PTRACE_SEIZE us before the exec (strace does the same).
   if (stop_first) ::raise(SIGSTOP);
-  ::execvp(argv[0], argv);
+  // execv, not execvp: on ENOEXEC execvp runs the file as a /bin/sh script, which would
+  // trace a shell instead of reporting a file that is not a program.
+  ::execv(argv[0], argv);
   fail(3);
   __builtin_unreachable();
 }
@@ -66,10 +69,25 @@ const char* launch_step_name(int step) {
   }
 }
 
+// argv[0] as execvp would find it: as given when it has a '/', else the first executable
+// file of that name in $PATH.
+std::string find_program(const std::string& name) {
+  if (name.find('/') != std::string::npos) return name;
+  const char* path = std::getenv("PATH");
+  std::istringstream dirs(path ? path : "/usr/local/bin:/usr/bin:/bin");
+  for (std::string dir; std::getline(dirs, dir, ':');) {
+    std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  throw UsageError("cannot launch '" + name + "': no such program in PATH");
+}
+
 pid_t fork_child(const LaunchSpec& spec, bool stop_first, int& report_fd) {
   if (spec.argv.empty()) throw UsageError("no command to launch");
+  std::string program = find_program(spec.argv[0]);
   std::vector<char*> argv;
   for (const auto& a : spec.argv) argv.push_back(const_cast<char*>(a.c_str()));
+  argv[0] = program.data();
   argv.push_back(nullptr);
   int report[2];
   if (::pipe2(report, O_CLOEXEC) < 0) throw Error::from_errno("pipe2");

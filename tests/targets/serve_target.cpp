@@ -1,0 +1,90 @@
+// A long-running tracee for `probecost trace` tests, driven line by line on stdin; every
+// command answers one line on stdout, so tests synchronise on the program's own words.
+//   go N       THREADS new threads each call probecost_test_site N times -> "calls=TOTAL"
+//   lib N      call probecost_lib_site (libserve_lib.so) N times          -> "lib=TOTAL"
+//   signals K  raise SIGUSR1 K times, counted by a handler                 -> "signals=TOTAL"
+//   fork N     a forked child calls probecost_test_site N times, exits 0  -> "child=STATUS"
+//   exec       exec /bin/true                                              -> "exec"
+//   exit       exit 0                                                      -> "bye"
+// Usage: serve_target THREADS. Prints "ready PID" first.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "inferior/sanitizer_options.hpp"
+
+extern "C" void probecost_lib_site(std::uint64_t);
+extern "C" std::uint64_t probecost_lib_calls();
+
+namespace {
+std::atomic<std::uint64_t> g_calls{0};
+volatile sig_atomic_t g_signals = 0;
+void on_usr1(int) { g_signals = g_signals + 1; }
+void reply(const std::string& s) {
+  std::printf("%s\n", s.c_str());
+  std::fflush(stdout);
+}
+}  // namespace
+
+extern "C" __attribute__((noipa)) void probecost_test_site(std::uint64_t i) {
+  asm volatile("" ::"r"(i));
+  g_calls.fetch_add(1, std::memory_order_relaxed);
+}
+
+int main(int argc, char** argv) {
+  unsigned threads = argc > 1 ? static_cast<unsigned>(std::atoi(argv[1])) : 1;
+  signal(SIGUSR1, on_usr1);
+  reply("ready " + std::to_string(getpid()));
+  for (std::string line; std::getline(std::cin, line);) {
+    std::istringstream in(line);
+    std::string cmd;
+    std::uint64_t n = 0;
+    in >> cmd >> n;
+    if (cmd == "go") {
+      std::vector<std::thread> ts;
+      for (unsigned t = 0; t < threads; ++t) {
+        ts.emplace_back([n] {
+          for (std::uint64_t i = 0; i < n; ++i) probecost_test_site(i);
+        });
+      }
+      for (auto& t : ts) t.join();
+      reply("calls=" + std::to_string(g_calls.load()));
+    } else if (cmd == "lib") {
+      for (std::uint64_t i = 0; i < n; ++i) probecost_lib_site(i);
+      reply("lib=" + std::to_string(probecost_lib_calls()));
+    } else if (cmd == "signals") {
+      for (std::uint64_t i = 0; i < n; ++i) raise(SIGUSR1);
+      reply("signals=" + std::to_string(g_signals));
+    } else if (cmd == "fork") {
+      pid_t child = fork();
+      if (child == 0) {
+        for (std::uint64_t i = 0; i < n; ++i) probecost_test_site(i);
+        _exit(0);
+      }
+      int status = 0;
+      waitpid(child, &status, 0);
+      reply(WIFEXITED(status) ? "child=exited " + std::to_string(WEXITSTATUS(status))
+                              : "child=killed " + std::to_string(WTERMSIG(status)));
+    } else if (cmd == "exec") {
+      reply("exec");
+      execl("/bin/true", "true", nullptr);
+      reply("exec failed");
+    } else if (cmd == "exit") {
+      reply("bye");
+      return 0;
+    } else {
+      reply("unknown command");
+    }
+  }
+  return 0;
+}
