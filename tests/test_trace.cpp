@@ -392,7 +392,7 @@ TEST(TraceErrors, BadProbesLeaveTheTargetUntouched) {
   std::string pid = std::to_string(target.pid);
   expect_error(trace_expecting_failure({"-p", pid, "-b", "no_such_function"}), 2,
                "no function symbol 'no_such_function' in process " + pid);
-  expect_error(trace_expecting_failure({"-p", pid, "-b", "probecost_test_site+1"}), 2,
+  expect_error(trace_expecting_failure({"-p", pid, "-b", "probecost_long_insn+3"}), 2,
                "is inside the instruction at");
   // The stack: mapped, not executable.
   std::ifstream maps("/proc/" + pid + "/maps");

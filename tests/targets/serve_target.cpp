@@ -36,6 +36,18 @@ void reply(const std::string& s) {
 }
 }  // namespace
 
+// A function whose first instruction is 10 bytes long whatever the build flags: +1..+9 are
+// inside it (the "address inside an instruction" test).
+asm(R"(
+  .text
+  .globl probecost_long_insn
+  .type probecost_long_insn, @function
+probecost_long_insn:
+  movabs $0x1122334455667788, %rax
+  ret
+  .size probecost_long_insn, .-probecost_long_insn
+)");
+
 extern "C" __attribute__((noipa)) void probecost_test_site(std::uint64_t i) {
   asm volatile("" ::"r"(i));
   g_calls.fetch_add(1, std::memory_order_relaxed);
