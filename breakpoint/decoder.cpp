@@ -15,9 +15,9 @@ Gpr gpr_of(ZydisRegister r, bool& is32) {
       ZYDIS_REGISTER_R8,  ZYDIS_REGISTER_R9,  ZYDIS_REGISTER_R10, ZYDIS_REGISTER_R11,
       ZYDIS_REGISTER_R12, ZYDIS_REGISTER_R13, ZYDIS_REGISTER_R14, ZYDIS_REGISTER_R15};
   static constexpr ZydisRegister k32[] = {
-      ZYDIS_REGISTER_EAX, ZYDIS_REGISTER_EBX, ZYDIS_REGISTER_ECX,  ZYDIS_REGISTER_EDX,
-      ZYDIS_REGISTER_ESI, ZYDIS_REGISTER_EDI, ZYDIS_REGISTER_EBP,  ZYDIS_REGISTER_ESP,
-      ZYDIS_REGISTER_R8D, ZYDIS_REGISTER_R9D, ZYDIS_REGISTER_R10D, ZYDIS_REGISTER_R11D,
+      ZYDIS_REGISTER_EAX,  ZYDIS_REGISTER_EBX,  ZYDIS_REGISTER_ECX,  ZYDIS_REGISTER_EDX,
+      ZYDIS_REGISTER_ESI,  ZYDIS_REGISTER_EDI,  ZYDIS_REGISTER_EBP,  ZYDIS_REGISTER_ESP,
+      ZYDIS_REGISTER_R8D,  ZYDIS_REGISTER_R9D,  ZYDIS_REGISTER_R10D, ZYDIS_REGISTER_R11D,
       ZYDIS_REGISTER_R12D, ZYDIS_REGISTER_R13D, ZYDIS_REGISTER_R14D, ZYDIS_REGISTER_R15D};
   for (int i = 0; i < 16; ++i) {
     if (k64[i] == r) {
@@ -41,28 +41,44 @@ Gpr gpr64(ZydisRegister r) {
 // Condition nibble of a Jcc, as in the 0x70+cc / 0x0F 0x80+cc encodings.
 int condition_of(ZydisMnemonic m) {
   switch (m) {
-    case ZYDIS_MNEMONIC_JO: return 0x0;
-    case ZYDIS_MNEMONIC_JNO: return 0x1;
-    case ZYDIS_MNEMONIC_JB: return 0x2;
-    case ZYDIS_MNEMONIC_JNB: return 0x3;
-    case ZYDIS_MNEMONIC_JZ: return 0x4;
-    case ZYDIS_MNEMONIC_JNZ: return 0x5;
-    case ZYDIS_MNEMONIC_JBE: return 0x6;
-    case ZYDIS_MNEMONIC_JNBE: return 0x7;
-    case ZYDIS_MNEMONIC_JS: return 0x8;
-    case ZYDIS_MNEMONIC_JNS: return 0x9;
-    case ZYDIS_MNEMONIC_JP: return 0xa;
-    case ZYDIS_MNEMONIC_JNP: return 0xb;
-    case ZYDIS_MNEMONIC_JL: return 0xc;
-    case ZYDIS_MNEMONIC_JNL: return 0xd;
-    case ZYDIS_MNEMONIC_JLE: return 0xe;
-    case ZYDIS_MNEMONIC_JNLE: return 0xf;
-    default: return -1;
+    case ZYDIS_MNEMONIC_JO:
+      return 0x0;
+    case ZYDIS_MNEMONIC_JNO:
+      return 0x1;
+    case ZYDIS_MNEMONIC_JB:
+      return 0x2;
+    case ZYDIS_MNEMONIC_JNB:
+      return 0x3;
+    case ZYDIS_MNEMONIC_JZ:
+      return 0x4;
+    case ZYDIS_MNEMONIC_JNZ:
+      return 0x5;
+    case ZYDIS_MNEMONIC_JBE:
+      return 0x6;
+    case ZYDIS_MNEMONIC_JNBE:
+      return 0x7;
+    case ZYDIS_MNEMONIC_JS:
+      return 0x8;
+    case ZYDIS_MNEMONIC_JNS:
+      return 0x9;
+    case ZYDIS_MNEMONIC_JP:
+      return 0xa;
+    case ZYDIS_MNEMONIC_JNP:
+      return 0xb;
+    case ZYDIS_MNEMONIC_JL:
+      return 0xc;
+    case ZYDIS_MNEMONIC_JNL:
+      return 0xd;
+    case ZYDIS_MNEMONIC_JLE:
+      return 0xe;
+    case ZYDIS_MNEMONIC_JNLE:
+      return 0xf;
+    default:
+      return -1;
   }
 }
 
-void classify(const ZydisDecodedInstruction& zi, const ZydisDecodedOperand* ops,
-              Instruction& in) {
+void classify(const ZydisDecodedInstruction& zi, const ZydisDecodedOperand* ops, Instruction& in) {
   using K = Instruction::Kind;
   const auto& op0 = ops[0];
   const auto& op1 = ops[1];
@@ -123,7 +139,8 @@ void classify(const ZydisDecodedInstruction& zi, const ZydisDecodedOperand* ops,
       if (in.relative_branch) in.kind = K::CallRel;
       return;
     case ZYDIS_MNEMONIC_RET:
-      in.imm = op0.type == ZYDIS_OPERAND_TYPE_IMMEDIATE ? static_cast<std::int64_t>(op0.imm.value.u) : 0;
+      in.imm =
+          op0.type == ZYDIS_OPERAND_TYPE_IMMEDIATE ? static_cast<std::int64_t>(op0.imm.value.u) : 0;
       in.kind = K::Ret;
       return;
     default: {

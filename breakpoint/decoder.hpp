@@ -14,21 +14,37 @@ namespace probecost {
 
 // A general-purpose register, by its place in user_regs_struct (see reg_field()).
 enum class Gpr : std::int8_t {
-  None = -1, Rax, Rbx, Rcx, Rdx, Rsi, Rdi, Rbp, Rsp, R8, R9, R10, R11, R12, R13, R14, R15
+  None = -1,
+  Rax,
+  Rbx,
+  Rcx,
+  Rdx,
+  Rsi,
+  Rdi,
+  Rbp,
+  Rsp,
+  R8,
+  R9,
+  R10,
+  R11,
+  R12,
+  R13,
+  R14,
+  R15
 };
 
 struct Instruction {
   enum class Kind {
-    Nop,       // any nop form, endbr64
-    Push,      // push r64
-    Pop,       // pop r64
-    MovRegReg, // mov r64, r64 / mov r32, r32 (zero-extends)
-    AddSubImm, // add/sub r64, imm
-    Lea,       // lea r64, [base + index*scale + disp] (base may be RIP)
-    JmpRel,    // jmp rel8/rel32
-    CallRel,   // call rel32
-    Jcc,       // jcc rel8/rel32
-    Ret,       // ret, ret imm16
+    Nop,        // any nop form, endbr64
+    Push,       // push r64
+    Pop,        // pop r64
+    MovRegReg,  // mov r64, r64 / mov r32, r32 (zero-extends)
+    AddSubImm,  // add/sub r64, imm
+    Lea,        // lea r64, [base + index*scale + disp] (base may be RIP)
+    JmpRel,     // jmp rel8/rel32
+    CallRel,    // call rel32
+    Jcc,        // jcc rel8/rel32
+    Ret,        // ret, ret imm16
     Other,
   };
   RuntimeAddr address;

@@ -4,28 +4,45 @@ namespace probecost {
 
 namespace {
 
-constexpr unsigned long long CF = 1u << 0, PF = 1u << 2, AF = 1u << 4, ZF = 1u << 6,
-                             SF = 1u << 7, OF = 1u << 11;
+constexpr unsigned long long CF = 1u << 0, PF = 1u << 2, AF = 1u << 4, ZF = 1u << 6, SF = 1u << 7,
+                             OF = 1u << 11;
 
 unsigned long long& reg(user_regs_struct& r, Gpr g) {
   switch (g) {
-    case Gpr::Rax: return r.rax;
-    case Gpr::Rbx: return r.rbx;
-    case Gpr::Rcx: return r.rcx;
-    case Gpr::Rdx: return r.rdx;
-    case Gpr::Rsi: return r.rsi;
-    case Gpr::Rdi: return r.rdi;
-    case Gpr::Rbp: return r.rbp;
-    case Gpr::Rsp: return r.rsp;
-    case Gpr::R8: return r.r8;
-    case Gpr::R9: return r.r9;
-    case Gpr::R10: return r.r10;
-    case Gpr::R11: return r.r11;
-    case Gpr::R12: return r.r12;
-    case Gpr::R13: return r.r13;
-    case Gpr::R14: return r.r14;
-    case Gpr::R15: return r.r15;
-    case Gpr::None: break;
+    case Gpr::Rax:
+      return r.rax;
+    case Gpr::Rbx:
+      return r.rbx;
+    case Gpr::Rcx:
+      return r.rcx;
+    case Gpr::Rdx:
+      return r.rdx;
+    case Gpr::Rsi:
+      return r.rsi;
+    case Gpr::Rdi:
+      return r.rdi;
+    case Gpr::Rbp:
+      return r.rbp;
+    case Gpr::Rsp:
+      return r.rsp;
+    case Gpr::R8:
+      return r.r8;
+    case Gpr::R9:
+      return r.r9;
+    case Gpr::R10:
+      return r.r10;
+    case Gpr::R11:
+      return r.r11;
+    case Gpr::R12:
+      return r.r12;
+    case Gpr::R13:
+      return r.r13;
+    case Gpr::R14:
+      return r.r14;
+    case Gpr::R15:
+      return r.r15;
+    case Gpr::None:
+      break;
   }
   static unsigned long long none;
   none = 0;
@@ -69,14 +86,30 @@ bool condition_holds(std::uint8_t cc, unsigned long long f) {
   bool cf = f & CF, pf = f & PF, zf = f & ZF, sf = f & SF, of = f & OF;
   bool result = false;
   switch (cc >> 1) {
-    case 0: result = of; break;                // O
-    case 1: result = cf; break;                // B
-    case 2: result = zf; break;                // Z
-    case 3: result = cf || zf; break;          // BE
-    case 4: result = sf; break;                // S
-    case 5: result = pf; break;                // P
-    case 6: result = sf != of; break;          // L
-    case 7: result = zf || (sf != of); break;  // LE
+    case 0:
+      result = of;
+      break;  // O
+    case 1:
+      result = cf;
+      break;  // B
+    case 2:
+      result = zf;
+      break;  // Z
+    case 3:
+      result = cf || zf;
+      break;  // BE
+    case 4:
+      result = sf;
+      break;  // S
+    case 5:
+      result = pf;
+      break;  // P
+    case 6:
+      result = sf != of;
+      break;  // L
+    case 7:
+      result = zf || (sf != of);
+      break;  // LE
   }
   return (cc & 1) ? !result : result;  // odd condition codes are the negations
 }

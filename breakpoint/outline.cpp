@@ -30,7 +30,8 @@ void append_jump(std::vector<std::uint8_t>& out, RuntimeAddr at, RuntimeAddr tar
   const std::uint8_t jmp_abs[] = {0xff, 0x25, 0, 0, 0, 0};
   out.insert(out.end(), std::begin(jmp_abs), std::end(jmp_abs));
   std::uint64_t t = target.value();
-  out.insert(out.end(), reinterpret_cast<std::uint8_t*>(&t), reinterpret_cast<std::uint8_t*>(&t) + 8);
+  out.insert(out.end(), reinterpret_cast<std::uint8_t*>(&t),
+             reinterpret_cast<std::uint8_t*>(&t) + 8);
 }
 
 }  // namespace

@@ -14,9 +14,12 @@ void SingleStepOver::step(StoppedThread& thread, BreakpointSite& site) {
 
 std::string FastStepOver::name() const {
   switch (mode_) {
-    case Mode::Emulate: return "emulate";
-    case Mode::Outline: return "outline";
-    case Mode::Auto: return "auto";
+    case Mode::Emulate:
+      return "emulate";
+    case Mode::Outline:
+      return "outline";
+    case Mode::Auto:
+      return "auto";
   }
   return "?";
 }
@@ -59,7 +62,8 @@ void FastStepOver::prepare(BreakpointSite& site) {
   try_emulate();
   if (plan.method == Method::SingleStep) {
     plan.why_not_faster = why_emulate;
-    if (!why_outline.empty()) plan.why_not_faster += (why_emulate.empty() ? "" : "; ") + why_outline;
+    if (!why_outline.empty())
+      plan.why_not_faster += (why_emulate.empty() ? "" : "; ") + why_outline;
   }
   if (plan.method != Method::Outline && !(plan.method == Method::Emulate && rip_only(*insn)) &&
       plan.method != Method::SingleStep) {
@@ -109,9 +113,12 @@ std::string FastStepOver::describe(const BreakpointSite& site) const {
   const Plan& p = plans_.at(site.address().value());
   std::string insn = "'" + p.insn.text + "' (" + std::to_string(p.insn.length) + " bytes)";
   switch (p.method) {
-    case Method::Emulate: return "emulate " + insn;
-    case Method::Outline: return "outline " + insn + " from " + p.copy.hex();
-    case Method::SingleStep: return "singlestep " + insn + ": " + p.why_not_faster;
+    case Method::Emulate:
+      return "emulate " + insn;
+    case Method::Outline:
+      return "outline " + insn + " from " + p.copy.hex();
+    case Method::SingleStep:
+      return "singlestep " + insn + ": " + p.why_not_faster;
   }
   return "?";
 }

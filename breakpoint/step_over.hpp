@@ -84,7 +84,9 @@ class FastStepOver final : public StepOver {
   bool pc_suffices() const override { return sites_needing_registers_ == 0; }
   void step(StoppedThread& thread, BreakpointSite& site) override;
   std::string describe(const BreakpointSite& site) const override;
-  Method method(const BreakpointSite& site) const { return plans_.at(site.address().value()).method; }
+  Method method(const BreakpointSite& site) const {
+    return plans_.at(site.address().value()).method;
+  }
 
  private:
   struct Plan {

@@ -168,8 +168,8 @@ int bench_command(const std::vector<std::string>& args) {
       "load, jcc, ...) with each step-over strategy, and prints ns per hit (minus the same\n"
       "site untraced), ptrace-stops and tracer system calls per hit, and whether the program's\n"
       "result was the same as untraced.\n\noptions");
-  desc.add_options()("help,h", "this help")(
-      "kinds,k", po::value(&kinds)->multitoken(), "instruction kinds (default all)")(
+  desc.add_options()("help,h", "this help")("kinds,k", po::value(&kinds)->multitoken(),
+                                            "instruction kinds (default all)")(
       "strategies,s", po::value(&strategies)->multitoken(),
       "strategies (default singlestep,emulate,outline,auto)")(
       "iterations,n", po::value(&cfg.iterations)->default_value(20000), "hits per thread")(
@@ -177,8 +177,8 @@ int bench_command(const std::vector<std::string>& args) {
       "repeat,r", po::value(&cfg.repeat)->default_value(3), "runs of each")(
       "placement", po::value(&placement)->default_value("same-cpu"), "same-cpu, split or free")(
       "format,f", po::value(&format)->default_value("text"), "text, json or csv")(
-      "output,o", po::value(&output), "write to FILE")(
-      "inferior", po::value(&cfg.inferior), "path of probecost-inferior");
+      "output,o", po::value(&output), "write to FILE")("inferior", po::value(&cfg.inferior),
+                                                       "path of probecost-inferior");
   std::vector<std::string> rest(args.begin() + 1, args.end());
   auto vm = parse(rest, desc, "bench step-over");
   if (vm.count("help")) {
@@ -189,7 +189,8 @@ int bench_command(const std::vector<std::string>& args) {
   if (!strategies.empty()) cfg.strategies = split_commas(strategies);
   for (const auto& s : cfg.strategies) {
     if (s != "singlestep" && s != "emulate" && s != "outline" && s != "auto") {
-      throw UsageError("unknown step-over strategy '" + s + "' (singlestep, emulate, outline or auto)");
+      throw UsageError("unknown step-over strategy '" + s +
+                       "' (singlestep, emulate, outline or auto)");
     }
   }
   if (cfg.iterations == 0 || cfg.threads == 0 || cfg.repeat == 0) {
@@ -198,8 +199,7 @@ int bench_command(const std::vector<std::string>& args) {
   cfg.placement = parse_placement(placement);
   Format f = parse_format(format);
   cfg.inferior = find_inferior(cfg.inferior);
-  BenchResult result =
-      run_step_over_bench(cfg, ::isatty(STDERR_FILENO) ? progress_line : nullptr);
+  BenchResult result = run_step_over_bench(cfg, ::isatty(STDERR_FILENO) ? progress_line : nullptr);
   emit(output, [&](std::ostream& out) { write_bench(out, result, f); });
   return result.all_correct() ? 0 : 1;
 }
@@ -223,8 +223,8 @@ int overhead_command(const std::vector<std::string>& args) {
   }
   if (cost.empty()) throw UsageError("--cost is required, e.g. --cost 2.01us");
   double cost_ns = parse_duration_ns(cost);
-  std::vector<double> r = rates.empty() ? std::vector<double>{750'000}
-                                        : parse_rates(split_commas(rates));
+  std::vector<double> r =
+      rates.empty() ? std::vector<double>{750'000} : parse_rates(split_commas(rates));
   Format f = parse_format(format);
   emit(output, [&](std::ostream& out) { write_extrapolation(out, cost_ns, r, f); });
   return 0;

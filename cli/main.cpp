@@ -17,7 +17,9 @@
 
 namespace {
 
-void on_stop_signal(int) { probecost::stop_requested() = true; }
+void on_stop_signal(int) {
+  probecost::stop_requested() = true;
+}
 
 // SIGINT/SIGTERM/SIGHUP end a run cleanly: no SA_RESTART, so a blocked waitpid returns EINTR
 // and the loop gets to restore the tracee before probecost exits.

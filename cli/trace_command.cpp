@@ -18,7 +18,9 @@ namespace probecost::cli {
 
 namespace {
 
-std::string base_name(const std::string& path) { return path.substr(path.rfind('/') + 1); }
+std::string base_name(const std::string& path) {
+  return path.substr(path.rfind('/') + 1);
+}
 
 std::string fmt(const char* f, double v) {
   char buf[64];
@@ -46,18 +48,18 @@ nlohmann::json to_json(const TraceReport& r) {
   }
   nlohmann::json threads = nlohmann::json::array();
   for (const auto& [tid, hits] : r.thread_hits) threads.push_back({{"tid", tid}, {"hits", hits}});
-  nlohmann::json j = {{"pid", r.pid},
-                      {"duration_s", r.duration_s},
-                      {"probes", probes},
-                      {"threads", threads},
-                      {"hits", r.hits},
-                      {"tracer_cpu_s", r.tracer_cpu_s},
-                      {"tracee_cpu_s", r.tracee_cpu_s},
-                      {"per_hit_ns", r.per_hit_ns},
-                      {"syscalls_per_hit", r.syscalls_per_hit},
-                      {"tracer_cpu_percent",
-                       r.duration_s > 0 ? 100 * r.tracer_cpu_s / r.duration_s : 0.0},
-                      {"ending", r.ending}};
+  nlohmann::json j = {
+      {"pid", r.pid},
+      {"duration_s", r.duration_s},
+      {"probes", probes},
+      {"threads", threads},
+      {"hits", r.hits},
+      {"tracer_cpu_s", r.tracer_cpu_s},
+      {"tracee_cpu_s", r.tracee_cpu_s},
+      {"per_hit_ns", r.per_hit_ns},
+      {"syscalls_per_hit", r.syscalls_per_hit},
+      {"tracer_cpu_percent", r.duration_s > 0 ? 100 * r.tracer_cpu_s / r.duration_s : 0.0},
+      {"ending", r.ending}};
   if (r.launched) j["command_end"] = r.command_end;
   if (r.stacks) {
     j["stacks"] = stacks;
@@ -89,13 +91,11 @@ void write_text(std::ostream& out, const TraceReport& r, unsigned top, bool quie
     out << "\n";
   }
   out << "tracer CPU " << fmt("%.3f", r.tracer_cpu_s) << " s ("
-      << fmt("%.1f", r.duration_s > 0 ? 100 * r.tracer_cpu_s / r.duration_s : 0)
-      << "% of a CPU), " << fmt("%.0f", r.per_hit_ns) << " ns per hit, "
-      << fmt("%.1f", r.syscalls_per_hit) << " system calls per hit; tracee CPU "
-      << fmt("%.3f", r.tracee_cpu_s) << " s\n";
+      << fmt("%.1f", r.duration_s > 0 ? 100 * r.tracer_cpu_s / r.duration_s : 0) << "% of a CPU), "
+      << fmt("%.0f", r.per_hit_ns) << " ns per hit, " << fmt("%.1f", r.syscalls_per_hit)
+      << " system calls per hit; tracee CPU " << fmt("%.3f", r.tracee_cpu_s) << " s\n";
   if (r.stacks) {
-    out << "stacks: unwinding took " << fmt("%.0f", r.stack_ns_per_hit)
-        << " ns of those per hit\n";
+    out << "stacks: unwinding took " << fmt("%.0f", r.stack_ns_per_hit) << " ns of those per hit\n";
     for (const auto& p : r.probes) {
       out << "\n" << p.probe.spec << ": " << p.stacks.size() << " distinct stacks\n";
       for (std::size_t i = 0; i < p.stacks.size() && i < top; ++i) {
@@ -122,7 +122,8 @@ int trace_command(const std::vector<std::string>& all_args) {
   po::options_description desc(
       "probecost trace (-p PID | -- COMMAND ARGS...) -b PROBE [-b PROBE ...] [options]\n\n"
       "Puts int3 probes into a running process or a command, counts every hit with an empty\n"
-      "handler, and leaves the process as it was. PROBE: SYMBOL, MODULE:SYMBOL (libc.so.6:malloc),\n"
+      "handler, and leaves the process as it was. PROBE: SYMBOL, MODULE:SYMBOL "
+      "(libc.so.6:malloc),\n"
       "SYMBOL+OFFSET, or 0xADDRESS. Ends after --duration, on SIGINT/SIGTERM/SIGHUP, or when the\n"
       "process ends or execs.\n\noptions");
   desc.add_options()("help,h", "this help")("pid,p", po::value(&opts.pid), "trace this process")(
@@ -137,9 +138,9 @@ int trace_command(const std::vector<std::string>& all_args) {
       "kill-on-exit", po::bool_switch(&opts.kill_on_exit),
       "kill a launched command when the trace ends (default: it runs on untraced)")(
       "step-over", po::value(&opts.step_over)->default_value("auto"),
-      "singlestep, emulate, outline or auto")(
-      "format,f", po::value(&format)->default_value("text"), "text or json")(
-      "output,o", po::value(&output), "write the report to FILE")(
+      "singlestep, emulate, outline or auto")("format,f", po::value(&format)->default_value("text"),
+                                              "text or json")("output,o", po::value(&output),
+                                                              "write the report to FILE")(
       "quiet,q", "only the summary; no progress line");
   po::variables_map vm;
   try {

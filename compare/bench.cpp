@@ -10,15 +10,14 @@
 namespace probecost {
 
 bool BenchResult::all_correct() const {
-  return std::all_of(rows.begin(), rows.end(), [](const BenchRow& r) {
-    return r.same_result && r.hits == r.expected_hits;
-  });
+  return std::all_of(rows.begin(), rows.end(),
+                     [](const BenchRow& r) { return r.same_result && r.hits == r.expected_hits; });
 }
 
 std::vector<std::string> all_kinds() {
-  return {"nop",  "nop5",      "endbr64",  "push",      "pop",   "mov",  "sub",
-          "lea",  "lea_rip",   "load_rip", "store_rip", "jmp32", "jmp8", "call",
-          "jcc_taken", "jcc_not_taken", "ret"};
+  return {"nop",  "nop5", "endbr64",   "push",          "pop",       "mov",
+          "sub",  "lea",  "lea_rip",   "load_rip",      "store_rip", "jmp32",
+          "jmp8", "call", "jcc_taken", "jcc_not_taken", "ret"};
 }
 
 namespace {
@@ -28,8 +27,13 @@ Mechanism untraced(const std::string& kind, std::uint64_t n) {
 }
 
 Mechanism traced(const std::string& kind, const std::string& strategy, std::uint64_t n) {
-  return {"kind:" + kind + "/" + strategy, "", {"--site", "kind:" + kind}, HitSource::TracerHits,
-          "probecost_kind_" + kind, strategy, n};
+  return {"kind:" + kind + "/" + strategy,
+          "",
+          {"--site", "kind:" + kind},
+          HitSource::TracerHits,
+          "probecost_kind_" + kind,
+          strategy,
+          n};
 }
 
 }  // namespace
@@ -95,11 +99,14 @@ void write_bench(std::ostream& out, const BenchResult& r, Format f) {
   if (f == Format::Json || f == Format::Csv) {
     nlohmann::json rows = nlohmann::json::array();
     for (const auto& x : r.rows) {
-      rows.push_back({{"kind", x.kind},           {"strategy", x.strategy},
-                      {"plan", x.plan},           {"ns_per_hit", x.ns_per_hit},
+      rows.push_back({{"kind", x.kind},
+                      {"strategy", x.strategy},
+                      {"plan", x.plan},
+                      {"ns_per_hit", x.ns_per_hit},
                       {"stops_per_hit", x.stops_per_hit},
                       {"syscalls_per_hit", x.syscalls_per_hit},
-                      {"hits", x.hits},           {"expected_hits", x.expected_hits},
+                      {"hits", x.hits},
+                      {"expected_hits", x.expected_hits},
                       {"same_result", x.same_result}});
     }
     if (f == Format::Json) {

@@ -35,10 +35,12 @@ void summarize_mechanism(MechanismResult& r, const MechanismResult& baseline,
   }
   r.ns_per_iter = summarize(field(s, &Sample::ns_per_iter));
   r.per_hit_ns = summarize(minus(field(s, &Sample::ns_per_iter), baseline.ns_per_iter.median));
-  r.per_hit_cycles = summarize(minus(field(s, &Sample::cycles_per_iter),
-                                     summarize(field(baseline.samples, &Sample::cycles_per_iter)).median));
-  r.cpu_ns_per_hit = summarize(minus(field(s, &Sample::cpu_ns_per_iter),
-                                     summarize(field(baseline.samples, &Sample::cpu_ns_per_iter)).median));
+  r.per_hit_cycles =
+      summarize(minus(field(s, &Sample::cycles_per_iter),
+                      summarize(field(baseline.samples, &Sample::cycles_per_iter)).median));
+  r.cpu_ns_per_hit =
+      summarize(minus(field(s, &Sample::cpu_ns_per_iter),
+                      summarize(field(baseline.samples, &Sample::cpu_ns_per_iter)).median));
   r.tracee_cpu_ns_per_hit = summarize(field(s, &Sample::tracee_cpu_ns)).median / events;
   r.tracer_cpu_ns_per_hit = summarize(field(s, &Sample::tracer_cpu_ns)).median / events;
   std::vector<double> syscalls, stops;

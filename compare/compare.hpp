@@ -30,9 +30,9 @@ struct MechanismResult {
   std::uint64_t hits = 0;  // per run; every run must agree
   std::uint64_t expected_hits = 0;
   Summary ns_per_iter;
-  Summary per_hit_ns;      // ns per iteration minus the baseline's median
+  Summary per_hit_ns;  // ns per iteration minus the baseline's median
   Summary per_hit_cycles;
-  Summary cpu_ns_per_hit;  // (tracee + tracer CPU) per iteration minus the baseline's
+  Summary cpu_ns_per_hit;            // (tracee + tracer CPU) per iteration minus the baseline's
   double tracee_cpu_ns_per_hit = 0;  // medians, not baseline-corrected
   double tracer_cpu_ns_per_hit = 0;
   double syscalls_per_hit = 0;

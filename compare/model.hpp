@@ -6,8 +6,8 @@ namespace probecost {
 
 struct Extrapolation {
   double rate_per_s = 0;
-  double cpu_percent = 0;  // rate x cost / 1e7 (cost in ns)
-  double slowdown = 1;     // 1 + cpu_percent / 100: how much longer the traced work takes
+  double cpu_percent = 0;            // rate x cost / 1e7 (cost in ns)
+  double slowdown = 1;               // 1 + cpu_percent / 100: how much longer the traced work takes
   double saturation_rate_per_s = 0;  // 1e9 / cost: the rate at which probes alone fill a CPU;
                                      // infinity when the cost is not positive
 };

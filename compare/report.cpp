@@ -43,16 +43,17 @@ std::string range_text(const Summary& s) {
   return t;
 }
 
-std::string rate_label(double rate) { return group_thousands(rate) + "/s"; }
+std::string rate_label(double rate) {
+  return group_thousands(rate) + "/s";
+}
 
 nlohmann::json summary_json(const Summary& s) {
   return {{"median", s.median}, {"min", s.min}, {"max", s.max}};
 }
 
 nlohmann::json extrapolation_json(const Extrapolation& e) {
-  nlohmann::json j = {{"rate_per_s", e.rate_per_s},
-                      {"cpu_percent", e.cpu_percent},
-                      {"slowdown", e.slowdown}};
+  nlohmann::json j = {
+      {"rate_per_s", e.rate_per_s}, {"cpu_percent", e.cpu_percent}, {"slowdown", e.slowdown}};
   j["saturation_rate_per_s"] =
       std::isfinite(e.saturation_rate_per_s) ? nlohmann::json(e.saturation_rate_per_s) : nullptr;
   return j;
@@ -73,26 +74,26 @@ nlohmann::json to_json(const CompareResult& r) {
                       {"hits", s.hits},
                       {"tracee_cpus", s.tracee_cpus_seen}});
     }
-    mechs.push_back({{"name", m.mechanism.name},
-                     {"description", m.mechanism.description},
-                     {"iterations", m.iterations},
-                     {"hits", m.hits},
-                     {"expected_hits", m.expected_hits},
-                     {"hits_exact", !m.mechanism.probing() || m.hits == m.expected_hits},
-                     {"ns_per_iteration", summary_json(m.ns_per_iter)},
-                     {"per_hit_ns", summary_json(m.per_hit_ns)},
-                     {"per_hit_cycles", summary_json(m.per_hit_cycles)},
-                     {"cpu_ns_per_hit", summary_json(m.cpu_ns_per_hit)},
-                     {"tracee_cpu_ns_per_hit", m.tracee_cpu_ns_per_hit},
-                     {"tracer_cpu_ns_per_hit", m.tracer_cpu_ns_per_hit},
-                     {"syscalls_per_hit", m.syscalls_per_hit},
-                     {"stops_per_hit", m.stops_per_hit},
-                     {"step_over", m.step_over_plan.empty() ? nullptr
-                                                            : nlohmann::json(m.step_over_plan)},
-                     {"x_marker", m.x_marker > 0 ? nlohmann::json(m.x_marker) : nullptr},
-                     {"extrapolation", ex},
-                     {"problem", m.problem.empty() ? nullptr : nlohmann::json(m.problem)},
-                     {"runs", runs}});
+    mechs.push_back(
+        {{"name", m.mechanism.name},
+         {"description", m.mechanism.description},
+         {"iterations", m.iterations},
+         {"hits", m.hits},
+         {"expected_hits", m.expected_hits},
+         {"hits_exact", !m.mechanism.probing() || m.hits == m.expected_hits},
+         {"ns_per_iteration", summary_json(m.ns_per_iter)},
+         {"per_hit_ns", summary_json(m.per_hit_ns)},
+         {"per_hit_cycles", summary_json(m.per_hit_cycles)},
+         {"cpu_ns_per_hit", summary_json(m.cpu_ns_per_hit)},
+         {"tracee_cpu_ns_per_hit", m.tracee_cpu_ns_per_hit},
+         {"tracer_cpu_ns_per_hit", m.tracer_cpu_ns_per_hit},
+         {"syscalls_per_hit", m.syscalls_per_hit},
+         {"stops_per_hit", m.stops_per_hit},
+         {"step_over", m.step_over_plan.empty() ? nullptr : nlohmann::json(m.step_over_plan)},
+         {"x_marker", m.x_marker > 0 ? nlohmann::json(m.x_marker) : nullptr},
+         {"extrapolation", ex},
+         {"problem", m.problem.empty() ? nullptr : nlohmann::json(m.problem)},
+         {"runs", runs}});
   }
   return {{"machine",
            {{"cpu_model", r.machine.cpu_model},
@@ -142,16 +143,16 @@ void write_verdict(std::ostream& out, const CompareResult& r) {
   double rate = r.config.rates.front();
   auto clause = [&](const MechanismResult& m) {
     return m.mechanism.name + ": " + group_thousands(rate) + " events/s x " +
-           human_ns(m.cpu_ns_per_hit.median) + "/event = " +
-           percent(rate * m.cpu_ns_per_hit.median / 1e7) + " of a CPU";
+           human_ns(m.cpu_ns_per_hit.median) +
+           "/event = " + percent(rate * m.cpu_ns_per_hit.median / 1e7) + " of a CPU";
   };
   out << "\nVerdict: " << clause(*worst);
   if (marker && marker != worst) {
     out << "; " << clause(*marker);
     if (marker->cpu_ns_per_hit.median > 0) {
       out << ". The breakpoint costs "
-          << group_thousands(std::round(worst->cpu_ns_per_hit.median /
-                                        marker->cpu_ns_per_hit.median))
+          << group_thousands(
+                 std::round(worst->cpu_ns_per_hit.median / marker->cpu_ns_per_hit.median))
           << " times the marker";
     }
   }
@@ -184,7 +185,8 @@ void write_text(std::ostream& out, const CompareResult& r, bool verbose) {
     for (const auto& e : m.extrapolation) {
       row += pad(percent(e.cpu_percent), 18) + pad(fmt("%.3f", e.slowdown), 9);
     }
-    if (verbose) row += pad(fmt("%.1f", m.syscalls_per_hit), 13) + pad(fmt("%.1f", m.stops_per_hit), 10);
+    if (verbose)
+      row += pad(fmt("%.1f", m.syscalls_per_hit), 13) + pad(fmt("%.1f", m.stops_per_hit), 10);
     out << row << "\n";
   }
   for (const auto& m : r.mechanisms) {
@@ -222,9 +224,13 @@ std::string human_ns(double ns) {
 
 void write_report(std::ostream& out, const CompareResult& r, Format f, bool verbose) {
   switch (f) {
-    case Format::Text: return write_text(out, r, verbose);
-    case Format::Json: out << to_json(r).dump(2) << "\n"; return;
-    case Format::Csv: return write_csv(out, r);
+    case Format::Text:
+      return write_text(out, r, verbose);
+    case Format::Json:
+      out << to_json(r).dump(2) << "\n";
+      return;
+    case Format::Csv:
+      return write_csv(out, r);
   }
 }
 
@@ -247,8 +253,8 @@ void write_extrapolation(std::ostream& out, double cost_ns, const std::vector<do
   }
   for (double rate : rates) {
     auto e = extrapolate(cost_ns, rate);
-    out << group_thousands(rate) << " events/s x " << human_ns(cost_ns) << "/event = "
-        << fmt("%.1f", e.cpu_percent) << "% of a CPU; the traced work takes "
+    out << group_thousands(rate) << " events/s x " << human_ns(cost_ns)
+        << "/event = " << fmt("%.1f", e.cpu_percent) << "% of a CPU; the traced work takes "
         << fmt("%.3f", e.slowdown) << "x as long; probes alone fill a CPU at "
         << group_thousands(e.saturation_rate_per_s) << " events/s\n";
   }

@@ -9,9 +9,9 @@
 #include <algorithm>
 #include <ctime>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
-#include <nlohmann/json.hpp>
 
 #include "breakpoint/error.hpp"
 #include "compare/stats.hpp"
@@ -32,10 +32,14 @@ Placement parse_placement(const std::string& text) {
 
 std::string placement_name(Placement p) {
   switch (p) {
-    case Placement::SameCpu: return "same-cpu";
-    case Placement::Split: return "split";
-    case Placement::Free: return "free";
-    case Placement::Follow: return "follow";
+    case Placement::SameCpu:
+      return "same-cpu";
+    case Placement::Split:
+      return "split";
+    case Placement::Free:
+      return "free";
+    case Placement::Follow:
+      return "follow";
   }
   return "?";
 }
@@ -50,12 +54,15 @@ std::string CpuPlan::describe() const {
 
 CpuPlan plan_cpus(Placement p, int cpus) {
   switch (p) {
-    case Placement::SameCpu: return {0, 0};
+    case Placement::SameCpu:
+      return {0, 0};
     case Placement::Split:
       if (cpus < 2) throw UsageError("placement split needs 2 CPUs; this machine has 1");
       return {0, 1};
-    case Placement::Free: return {-1, -1};
-    case Placement::Follow: return {kFollowTracee, -1};
+    case Placement::Free:
+      return {-1, -1};
+    case Placement::Follow:
+      return {kFollowTracee, -1};
   }
   return {};
 }
@@ -124,7 +131,9 @@ class CaptureFile {
   int fd_;
 };
 
-std::string describe_end(int status) { return WaitStatus(status).describe(); }
+std::string describe_end(int status) {
+  return WaitStatus(status).describe();
+}
 
 void fill_from_report(const std::string& text, const Mechanism& m, Sample& s) {
   nlohmann::json r;
@@ -156,10 +165,17 @@ void fill_from_report(const std::string& text, const Mechanism& m, Sample& s) {
   s.ns_per_iter = summarize(ns).median;
   s.cycles_per_iter = summarize(cycles).median;
   switch (m.hits) {
-    case HitSource::SiteCalls: s.hits = s.site_calls; break;
-    case HitSource::MarkerRecords: s.hits = records; break;
-    case HitSource::SignalTraps: s.hits = traps; break;
-    case HitSource::TracerHits: break;  // filled by the tracer
+    case HitSource::SiteCalls:
+      s.hits = s.site_calls;
+      break;
+    case HitSource::MarkerRecords:
+      s.hits = records;
+      break;
+    case HitSource::SignalTraps:
+      s.hits = traps;
+      break;
+    case HitSource::TracerHits:
+      break;  // filled by the tracer
   }
 }
 
@@ -167,9 +183,9 @@ std::vector<std::string> inferior_argv(const Mechanism& m, const RunConfig& cfg,
                                        std::uint64_t iterations) {
   std::vector<std::string> argv = {cfg.inferior};
   argv.insert(argv.end(), m.inferior_args.begin(), m.inferior_args.end());
-  for (const std::string& a : {std::string("--iterations"), std::to_string(iterations),
-                               std::string("--threads"), std::to_string(cfg.threads),
-                               std::string("--work"), cfg.work}) {
+  for (const std::string& a :
+       {std::string("--iterations"), std::to_string(iterations), std::string("--threads"),
+        std::to_string(cfg.threads), std::string("--work"), cfg.work}) {
     argv.push_back(a);
   }
   return argv;
@@ -193,9 +209,8 @@ std::string strategy_for(const Mechanism& m, const RunConfig& cfg) {
 }
 
 void run_traced(const Mechanism& m, const LaunchSpec& spec, const RunConfig& cfg, Sample& s) {
-  std::optional<PinThread> pin(std::in_place, cfg.cpus.tracer_cpu == kFollowTracee
-                                                  ? -1
-                                                  : cfg.cpus.tracer_cpu);
+  std::optional<PinThread> pin(std::in_place,
+                               cfg.cpus.tracer_cpu == kFollowTracee ? -1 : cfg.cpus.tracer_cpu);
   auto proc = TracedProcess::launch(spec);
   if (cfg.cpus.tracer_cpu == kFollowTracee) pin.emplace(last_cpu_of(proc->pid()));
   TracedProcess& p = *proc;

@@ -10,7 +10,9 @@ namespace probecost::marker {
 bool g_enabled = false;
 __thread Ring* t_ring = nullptr;
 
-void set_enabled(bool on) { __atomic_store_n(&g_enabled, on, __ATOMIC_RELEASE); }
+void set_enabled(bool on) {
+  __atomic_store_n(&g_enabled, on, __ATOMIC_RELEASE);
+}
 
 Ring& thread_init(std::size_t capacity) {
   if (t_ring) return *t_ring;

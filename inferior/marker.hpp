@@ -28,8 +28,8 @@ static_assert(sizeof(Record) == 24);
 
 struct Ring {
   Record* records;
-  std::uint64_t mask;   // capacity - 1; capacity is a power of two
-  std::uint64_t head;   // records ever written by this thread
+  std::uint64_t mask;  // capacity - 1; capacity is a power of two
+  std::uint64_t head;  // records ever written by this thread
 };
 
 inline constexpr std::size_t kDefaultCapacity = 1 << 16;
@@ -39,7 +39,9 @@ extern bool g_enabled;
 // The calling thread's ring (GNU __thread: a POD pointer, no C++ TLS wrapper on the hot path).
 extern __thread Ring* t_ring;
 
-inline bool enabled() { return __atomic_load_n(&g_enabled, __ATOMIC_RELAXED); }
+inline bool enabled() {
+  return __atomic_load_n(&g_enabled, __ATOMIC_RELAXED);
+}
 void set_enabled(bool on);
 
 // Allocates and pre-faults this thread's ring (idempotent). Capacity is rounded up to 2^k.

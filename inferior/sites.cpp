@@ -38,12 +38,14 @@ PROBECOST_SITE void probecost_site_int3(std::uint64_t arg) {
   asm volatile("int3" ::"r"(arg));
 }
 
+// clang-format off
 #define KIND(k) extern "C" void probecost_call_##k(std::uint64_t);
 #define KINDS(X)                                                                        \
   X(nop) X(nop5) X(endbr64) X(push) X(pop) X(mov) X(sub) X(lea) X(lea_rip) X(load_rip) \
   X(store_rip) X(jmp32) X(jmp8) X(call) X(jcc_taken) X(jcc_not_taken) X(ret)
 KINDS(KIND)
 #undef KIND
+// clang-format on
 
 namespace probecost::inferior {
 

@@ -49,7 +49,9 @@ struct ThreadResult {
 };
 
 __thread std::uint64_t t_traps = 0;
-void on_sigtrap(int) { ++t_traps; }  // the empty handler of the 2006 test, plus a count
+void on_sigtrap(int) {
+  ++t_traps;
+}  // the empty handler of the 2006 test, plus a count
 
 [[noreturn]] void usage_error(const std::string& msg) {
   std::fprintf(stderr, "probecost-inferior: %s\n", msg.c_str());
@@ -206,8 +208,8 @@ void run_thread(const Options& o, Site site, std::barrier<>& start, ThreadResult
 nlohmann::json report(const Options& o, const std::vector<ThreadResult>& results) {
   nlohmann::json threads = nlohmann::json::array();
   for (const auto& r : results) {
-    nlohmann::json t = {{"tid", r.tid},           {"cpu", r.cpu},     {"ns", r.ns},
-                        {"cycles", r.cycles},     {"cpu_ns", r.cpu_ns}, {"calls", r.calls},
+    nlohmann::json t = {{"tid", r.tid},       {"cpu", r.cpu},       {"ns", r.ns},
+                        {"cycles", r.cycles}, {"cpu_ns", r.cpu_ns}, {"calls", r.calls},
                         {"traps", r.traps}};
     if (o.marker_on) {
       t["marker"] = {{"written", r.marker_written},

@@ -5,6 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
+echo "== clang-format"
+git ls-files '*.cpp' '*.hpp' | xargs clang-format --dry-run --Werror
 for flavour in release asan; do
   dir="build-$flavour"
   if [ "$flavour" = release ]; then

@@ -29,7 +29,9 @@ void expect_usage_error(const std::vector<std::string>& args, const std::string&
 TEST(CliErrors, UnknownMechanism) {
   expect_usage_error({"compare", "-m", "kprobe"}, "unknown mechanism 'kprobe'");
 }
-TEST(CliErrors, BadRate) { expect_usage_error({"compare", "--rate", "12x"}, "bad rate '12x'"); }
+TEST(CliErrors, BadRate) {
+  expect_usage_error({"compare", "--rate", "12x"}, "bad rate '12x'");
+}
 TEST(CliErrors, ZeroIterations) {
   expect_usage_error({"compare", "--iterations", "0"}, "bad --iterations '0'");
 }
@@ -57,8 +59,8 @@ TEST(Overhead, The2006Arithmetic) {
 }
 
 TEST(Compare, JsonReportHasEveryMechanismWithExactHits) {
-  Result r = run_probecost({"compare", "-n", "3000", "-r", "2", "-f", "json", "--rate", "750k",
-                        "--rate", "1.2M"});
+  Result r = run_probecost(
+      {"compare", "-n", "3000", "-r", "2", "-f", "json", "--rate", "750k", "--rate", "1.2M"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto j = nlohmann::json::parse(r.out);
   for (const char* key : {"cpu_model", "kernel", "tsc_hz", "cpus"}) {
@@ -86,8 +88,9 @@ TEST(Compare, JsonReportHasEveryMechanismWithExactHits) {
 }
 
 TEST(Compare, PtraceCountsEveryHitOfFourThreads) {
-  Result r = run_probecost({"compare", "-m", "int3-ptrace,int3-signal,marker,int3-ptrace-fast",
-                            "-m", "ptrace-floor", "-t", "4", "-n", "2000", "-r", "1", "-f", "json"});
+  Result r =
+      run_probecost({"compare", "-m", "int3-ptrace,int3-signal,marker,int3-ptrace-fast", "-m",
+                     "ptrace-floor", "-t", "4", "-n", "2000", "-r", "1", "-f", "json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto j = nlohmann::json::parse(r.out);
   ASSERT_EQ(j["mechanisms"].size(), 6u);
@@ -99,8 +102,8 @@ TEST(Compare, TextAndCsvReports) {
   int fd = ::mkstemp(path);
   ASSERT_GE(fd, 0);
   ::close(fd);
-  Result r = run_probecost({"compare", "-m", "marker", "-n", "2000", "-r", "1", "-f", "csv", "-o",
-                        path});
+  Result r =
+      run_probecost({"compare", "-m", "marker", "-n", "2000", "-r", "1", "-f", "csv", "-o", path});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   std::ifstream in(path);
   std::string header, row;
@@ -117,8 +120,8 @@ TEST(Compare, TextAndCsvReports) {
 }
 
 TEST(Bench, StepOverRunsAndReportsSameResults) {
-  Result r = run_probecost({"bench", "step-over", "-k", "push,call,load_rip", "-n", "300", "-r",
-                            "1", "-f", "json"});
+  Result r = run_probecost(
+      {"bench", "step-over", "-k", "push,call,load_rip", "-n", "300", "-r", "1", "-f", "json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto j = nlohmann::json::parse(r.out);
   ASSERT_EQ(j["rows"].size(), 12u);

@@ -52,8 +52,8 @@ Instruction decode_at(std::initializer_list<std::uint8_t> bytes, std::uint64_t a
 
 TEST(Emulate, AddSubFlagsMatchTheCpu) {
   std::mt19937_64 rng(42);
-  std::vector<std::uint64_t> edge = {0, 1, 0x18, 0x7fffffffffffffff, 0x8000000000000000,
-                                     0xffffffffffffffff, 0x10, 0xf};
+  std::vector<std::uint64_t> edge = {
+      0, 1, 0x18, 0x7fffffffffffffff, 0x8000000000000000, 0xffffffffffffffff, 0x10, 0xf};
   for (int i = 0; i < 20000; ++i) {
     std::uint64_t a = i < 64 ? edge[i % 8] : rng();
     std::uint64_t b = i < 64 ? edge[i / 8] : (i % 3 ? rng() % 0x100 : rng());

@@ -34,8 +34,13 @@ TEST_P(StepOverKinds, SameResultAndExactHitsWithEveryStrategy) {
   Sample reference = run_once(plain, cfg);
   ASSERT_EQ(reference.site_calls, 400u * c.threads);
   for (const char* strategy : {"singlestep", "emulate", "outline", "auto"}) {
-    Mechanism m{"traced", "", {"--site", "kind:" + c.kind}, HitSource::TracerHits,
-                "probecost_kind_" + c.kind, strategy, 0};
+    Mechanism m{"traced",
+                "",
+                {"--site", "kind:" + c.kind},
+                HitSource::TracerHits,
+                "probecost_kind_" + c.kind,
+                strategy,
+                0};
     Sample s = run_once(m, cfg);
     EXPECT_EQ(s.hits, 400u * c.threads) << strategy << ": " << s.step_over_plan;
     EXPECT_EQ(s.site_calls, reference.site_calls) << strategy;
@@ -63,8 +68,9 @@ TEST(StepOverPlans, AutoPicksOneStopForEverythingHere) {
   // auto must never fall back to the two-stop single-step on these kinds.
   RunConfig cfg = config(1);
   for (const auto& kind : all_kinds()) {
-    Mechanism m{"traced", "", {"--site", "kind:" + kind}, HitSource::TracerHits,
-                "probecost_kind_" + kind, "auto", 0};
+    Mechanism m{
+        "traced", "", {"--site", "kind:" + kind}, HitSource::TracerHits, "probecost_kind_" + kind,
+        "auto",   0};
     Sample s = run_once(m, cfg);
     EXPECT_EQ(s.tracer_stops, 400u) << kind << ": " << s.step_over_plan;
     EXPECT_EQ(s.step_over_plan.rfind("singlestep", 0), std::string::npos) << s.step_over_plan;

@@ -240,7 +240,8 @@ TEST_P(TraceTest, SignalsReachTheTraceeAndGroupStopWorks) {
   EXPECT_EQ(target.ask("signals 40"), "signals=40");
   // SIGSTOP from a shell stops the process as it would untraced; SIGCONT lets it go on.
   ASSERT_EQ(::kill(target.pid, SIGSTOP), 0);
-  EXPECT_TRUE(eventually([&] { return proc_state(target.pid) == 'T' || proc_state(target.pid) == 't'; }));
+  EXPECT_TRUE(
+      eventually([&] { return proc_state(target.pid) == 'T' || proc_state(target.pid) == 't'; }));
   ASSERT_EQ(::kill(target.pid, SIGCONT), 0);
   EXPECT_EQ(target.ask("go 100"), "calls=200");
   ASSERT_EQ(trace.finish(SIGHUP), 0) << trace.stderr_text;
@@ -413,9 +414,9 @@ TEST(TraceErrors, StrippedBinaryAndNotElf) {
   {
     Target target(SERVE_STRIPPED, 1);
     ASSERT_EQ(target.ready_line, "ready " + std::to_string(target.pid));
-    expect_error(trace_expecting_failure(
-                     {"-p", std::to_string(target.pid), "-b", "probecost_test_site"}),
-                 2, "stripped");
+    expect_error(
+        trace_expecting_failure({"-p", std::to_string(target.pid), "-b", "probecost_test_site"}), 2,
+        "stripped");
     // .dynsym is still there for what the executable imports from its library.
     EXPECT_EQ(target.ask("go 2"), "calls=2");
   }

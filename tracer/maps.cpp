@@ -29,7 +29,8 @@ std::vector<Mapping> read_maps(pid_t pid) {
     m.write = perms[1] == 'w';
     m.exec = perms[2] == 'x';
     m.offset = offset;
-    if (path_at > 0 && static_cast<std::size_t>(path_at) < line.size()) m.path = line.substr(path_at);
+    if (path_at > 0 && static_cast<std::size_t>(path_at) < line.size())
+      m.path = line.substr(path_at);
     maps.push_back(m);
   }
   return maps;

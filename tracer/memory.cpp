@@ -10,7 +10,9 @@
 
 namespace probecost {
 
-ProcMemory::ProcMemory(pid_t pid) : pid_(pid) { reopen(); }
+ProcMemory::ProcMemory(pid_t pid) : pid_(pid) {
+  reopen();
+}
 
 ProcMemory::~ProcMemory() {
   if (fd_ >= 0) ::close(fd_);

@@ -63,8 +63,8 @@ void check_placement(RuntimeAddr at, const ProcessSymbols& symbols, TraceeMemory
   if (!map) throw UsageError("address " + at.hex() + " is not mapped" + where);
   if (!map->exec) {
     throw UsageError("address " + at.hex() + where + " is not executable: it is in " +
-                     (map->path.empty() ? "an anonymous mapping" : map->path) + " (" +
-                     perms(*map) + ")");
+                     (map->path.empty() ? "an anonymous mapping" : map->path) + " (" + perms(*map) +
+                     ")");
   }
   auto sym = symbols.containing(at);
   if (!sym) {
@@ -103,7 +103,8 @@ std::vector<ResolvedProbe> resolve_probes(const std::vector<std::string>& specs,
     } else if (all_matches) {
       auto found = symbols.find(spec.symbol, spec.module);
       if (found.empty()) symbols.resolve(spec.symbol, spec.module);  // throws the clear error
-      for (const auto& s : found) addrs.push_back(s.address + static_cast<std::int64_t>(spec.offset));
+      for (const auto& s : found)
+        addrs.push_back(s.address + static_cast<std::int64_t>(spec.offset));
     } else {
       Symbol s = symbols.resolve(spec.symbol, spec.module);
       if (spec.offset && s.size && spec.offset >= s.size) {

@@ -1,8 +1,5 @@
 #include "tracer/process.hpp"
 
-#include <dirent.h>
-#include <fcntl.h>
-#include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/ptrace.h>
@@ -12,264 +9,16 @@
 #include <unistd.h>
 
 #include <cstddef>
-#include <cstdlib>
-#include <cstring>
 #include <fstream>
-#include <set>
-#include <sstream>
 
 #include "breakpoint/error.hpp"
 #include "breakpoint/outline.hpp"
 #include "tracer/inject.hpp"
 #include "tracer/maps.hpp"
+#include "tracer/proc_files.hpp"
 #include "tracer/syscalls.hpp"
 
 namespace probecost {
-
-namespace {
-
-// CLONE: new threads start traced, stopped, so none runs past a site unseen. FORK/VFORK: a
-// child would otherwise inherit our int3 bytes with nobody to handle them. EXEC: an event,
-// not a stray SIGTRAP; it replaces the address space.
-constexpr long kOptions = PTRACE_O_TRACECLONE | PTRACE_O_TRACEFORK | PTRACE_O_TRACEVFORK |
-                          PTRACE_O_TRACEEXEC | PTRACE_O_TRACESYSGOOD;
-
-// In the child between fork and exec: only async-signal-safe calls. A failure is reported to
-// the parent as (step, errno) over the close-on-exec pipe; a successful exec closes the pipe.
-[[noreturn]] void child_exec(const LaunchSpec& spec, bool stop_first, char* const argv[],
-                             int report_fd) {
-  auto fail = [&](int step) {
-    int msg[2] = {step, errno};
-    [[maybe_unused]] ssize_t n = ::write(report_fd, msg, sizeof msg);
-    ::_exit(127);
-  };
-  if (spec.stdin_fd >= 0 && ::dup2(spec.stdin_fd, 0) < 0) fail(1);
-  if (spec.stdout_fd >= 0 && ::dup2(spec.stdout_fd, 1) < 0) fail(1);
-  if (spec.stderr_fd >= 0 && ::dup2(spec.stderr_fd, 2) < 0) fail(1);
-  if (spec.cpu >= 0) {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(spec.cpu, &set);
-    if (::sched_setaffinity(0, sizeof set, &set) < 0) fail(2);
-  }
-  // Stop here so the parent can PTRACE_SEIZE us before the exec (strace does the same).
-  if (stop_first) ::raise(SIGSTOP);
-  // execv, not execvp: on ENOEXEC execvp runs the file as a /bin/sh script, which would
-  // trace a shell instead of reporting a file that is not a program.
-  ::execv(argv[0], argv);
-  fail(3);
-  __builtin_unreachable();
-}
-
-const char* launch_step_name(int step) {
-  switch (step) {
-    case 1: return "redirect standard streams";
-    case 2: return "pin to the requested CPU";
-    default: return "exec";
-  }
-}
-
-// argv[0] as execvp would find it: as given when it has a '/', else the first executable
-// file of that name in $PATH.
-std::string find_program(const std::string& name) {
-  if (name.find('/') != std::string::npos) return name;
-  const char* path = std::getenv("PATH");
-  std::istringstream dirs(path ? path : "/usr/local/bin:/usr/bin:/bin");
-  for (std::string dir; std::getline(dirs, dir, ':');) {
-    std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
-    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
-  }
-  throw UsageError("cannot launch '" + name + "': no such program in PATH");
-}
-
-pid_t fork_child(const LaunchSpec& spec, bool stop_first, int& report_fd) {
-  if (spec.argv.empty()) throw UsageError("no command to launch");
-  std::string program = find_program(spec.argv[0]);
-  std::vector<char*> argv;
-  for (const auto& a : spec.argv) argv.push_back(const_cast<char*>(a.c_str()));
-  argv[0] = program.data();
-  argv.push_back(nullptr);
-  int report[2];
-  if (::pipe2(report, O_CLOEXEC) < 0) throw Error::from_errno("pipe2");
-  pid_t pid = ::fork();
-  if (pid < 0) throw Error::from_errno("fork");
-  if (pid == 0) child_exec(spec, stop_first, argv.data(), report[1]);
-  ::close(report[1]);
-  report_fd = report[0];
-  return pid;
-}
-
-// Reads the child's report: nothing (EOF) means its exec succeeded.
-void check_exec_report(int fd, pid_t pid, const LaunchSpec& spec) {
-  int msg[2];
-  ssize_t n;
-  do n = ::read(fd, msg, sizeof msg);
-  while (n < 0 && errno == EINTR);
-  ::close(fd);
-  if (n != static_cast<ssize_t>(sizeof msg)) return;
-  ::kill(pid, SIGKILL);
-  int status;
-  while (::waitpid(pid, &status, __WALL) == pid && !WaitStatus(status).gone()) {
-  }
-  throw Error::from_errno("cannot launch '" + spec.argv[0] + "' (" + launch_step_name(msg[0]) + ")",
-                          msg[1]);
-}
-
-// Field `n` (1-based, as in proc(5)) of /proc/PID/stat; empty if the process is gone.
-std::string stat_field(pid_t pid, int n) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  auto close = stat.rfind(')');  // comm may contain spaces and parentheses
-  if (close == std::string::npos) return {};
-  std::istringstream rest(stat.substr(close + 2));
-  std::string f;
-  for (int i = 3; i <= n && rest >> f; ++i) {
-  }
-  return f;
-}
-
-std::vector<pid_t> task_ids(pid_t pid) {
-  std::vector<pid_t> tids;
-  std::string dir = "/proc/" + std::to_string(pid) + "/task";
-  if (DIR* d = ::opendir(dir.c_str())) {
-    while (dirent* e = ::readdir(d)) {
-      if (e->d_name[0] != '.') tids.push_back(static_cast<pid_t>(std::atoi(e->d_name)));
-    }
-    ::closedir(d);
-  }
-  return tids;
-}
-
-bool is_group_stop(WaitStatus ws) {
-  if (ws.ptrace_event() != PTRACE_EVENT_STOP) return false;
-  int s = ws.stop_signal();
-  return s == SIGSTOP || s == SIGTSTP || s == SIGTTIN || s == SIGTTOU;
-}
-
-// PTRACE_EVENT_STOP with SIGTRAP: the stop PTRACE_INTERRUPT asked for, or a new thread's
-// first. It carries no signal: resuming it is always safe.
-bool is_plain_interrupt(WaitStatus ws) {
-  return ws.ptrace_event() == PTRACE_EVENT_STOP && !is_group_stop(ws);
-}
-
-void check_attachable(pid_t pid) {
-  std::string p = std::to_string(pid);
-  if (pid <= 0) throw UsageError("bad PID " + p);
-  if (pid == ::getpid()) throw UsageError("process " + p + " is probecost itself");
-  if (::kill(pid, 0) < 0 && errno == ESRCH) throw UsageError("no process with PID " + p);
-  std::string state = stat_field(pid, 3);
-  if (state.empty()) throw UsageError("no process with PID " + p);
-  if (state == "Z") {
-    throw UsageError("process " + p + " is a zombie: it has exited and only waits to be reaped");
-  }
-  constexpr unsigned long kPfKthread = 0x00200000;  // include/linux/sched.h
-  if (std::stoul(stat_field(pid, 9)) & kPfKthread) {
-    throw UsageError("process " + p + " is a kernel thread: it has no user space to probe");
-  }
-}
-
-double children_cpu_seconds() {
-  rusage ru;
-  ::getrusage(RUSAGE_CHILDREN, &ru);
-  return ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + ru.ru_stime.tv_sec +
-         ru.ru_stime.tv_usec / 1e6;
-}
-
-}  // namespace
-
-pid_t spawn(const LaunchSpec& spec) {
-  int report;
-  pid_t pid = fork_child(spec, false, report);
-  check_exec_report(report, pid, spec);
-  return pid;
-}
-
-TracedProcess::TracedProcess(pid_t pid, bool launched)
-    : pid_(pid), launched_(launched), memory_(pid), sites_(memory_) {}
-
-std::unique_ptr<TracedProcess> TracedProcess::launch(const LaunchSpec& spec) {
-  double children_cpu = children_cpu_seconds();
-  int report;
-  pid_t pid = fork_child(spec, true, report);
-  int status = 0;
-  if (::waitpid(pid, &status, WUNTRACED) != pid || !WIFSTOPPED(status)) {
-    check_exec_report(report, pid, spec);  // it failed before its exec: say why
-    throw Error("'" + spec.argv[0] + "' " + WaitStatus(status).describe() + " before its exec");
-  }
-  // EXITKILL: if probecost dies, a half-instrumented launched program must not run on.
-  if (sys::ptrace_call(PTRACE_SEIZE, pid, nullptr,
-                       reinterpret_cast<void*>(kOptions | PTRACE_O_EXITKILL)) < 0) {
-    int err = errno;
-    ::kill(pid, SIGKILL);
-    ::waitpid(pid, &status, 0);
-    throw Error::from_errno("cannot trace '" + spec.argv[0] + "' (PTRACE_SEIZE)", err);
-  }
-  // Seizing a stopped task re-traps it into a ptrace-stop that SIGCONT alone cannot end: it is
-  // resumed below, and the exec report is read only once the exec has happened or failed.
-  ::kill(pid, SIGCONT);
-  std::unique_ptr<TracedProcess> proc(new TracedProcess(pid, true));
-  proc->children_cpu_at_launch_ = children_cpu;
-  for (;;) {
-    if (sys::wait_for(pid, &status, __WALL) != pid) throw Error::from_errno("waitpid after exec");
-    WaitStatus ws(status);
-    if (ws.gone()) {
-      proc->end_ = ws;
-      check_exec_report(report, pid, spec);  // throws with the exec's errno when it failed
-      throw Error("'" + spec.argv[0] + "' " + ws.describe() + " during its exec");
-    }
-    if (ws.ptrace_event() == PTRACE_EVENT_EXEC) break;
-    // The SIGCONT (delivered: the program is not running yet), the re-reported group-stop.
-    long sig = ws.signal_stop() ? ws.stop_signal() : 0;
-    sys::ptrace_call(PTRACE_CONT, pid, nullptr, reinterpret_cast<void*>(sig));
-  }
-  ::close(report);  // the exec closed the child's end without writing: success
-  // The exec event is reported from inside execve, which still stores its return value in
-  // RAX when resumed: registers changed now (to inject a system call) would be overwritten.
-  // Go on to execve's syscall-exit-stop, after which register changes hold.
-  sys::ptrace_call(PTRACE_SYSCALL, pid, nullptr, nullptr);
-  if (sys::wait_for(pid, &status, __WALL) != pid || !WaitStatus(status).syscall_stop()) {
-    throw Error("'" + spec.argv[0] + "' did not leave its exec cleanly: " +
-                WaitStatus(status).describe());
-  }
-  // The ProcMemory opened before the exec refers to the old address space.
-  proc->memory_.reopen();
-  proc->threads_[pid].stopped = true;
-  return proc;
-}
-
-std::unique_ptr<TracedProcess> TracedProcess::attach(pid_t pid) {
-  check_attachable(pid);
-  if (sys::ptrace_call(PTRACE_SEIZE, pid, nullptr, reinterpret_cast<void*>(kOptions)) < 0) {
-    std::string why = std::strerror(errno);
-    if (errno == EPERM) {
-      why += " (traced by another process already, owned by another user, or forbidden by "
-             "kernel.yama.ptrace_scope)";
-    }
-    throw UsageError("cannot trace process " + std::to_string(pid) + ": " + why);
-  }
-  std::unique_ptr<TracedProcess> proc(new TracedProcess(pid, false));
-  proc->threads_[pid];
-  proc->seize_all_threads();
-  proc->stop_all(0, true);
-  return proc;
-}
-
-void TracedProcess::seize_all_threads() {
-  // Threads can be created while we go through /proc/PID/task; those made by a thread we have
-  // seized are attached by the kernel (TRACECLONE), the others are found on the next pass.
-  for (bool found = true; found;) {
-    found = false;
-    for (pid_t tid : task_ids(pid_)) {
-      if (threads_.count(tid)) continue;
-      if (sys::ptrace_call(PTRACE_SEIZE, tid, nullptr, reinterpret_cast<void*>(kOptions)) < 0 &&
-          errno != EPERM) {
-        continue;  // ESRCH: exited meanwhile. EPERM: auto-attached already, so ours.
-      }
-      threads_[tid];
-      found = true;
-    }
-  }
-}
 
 TracedProcess::~TracedProcess() {
   try {
@@ -341,7 +90,7 @@ void TracedProcess::stop_all(pid_t except, bool include_listening) {
     // Anything but the interrupt's own stop (a breakpoint hit, a signal, a clone, a
     // group-stop) is kept for the event loop. The interrupt then stays pending and shows up
     // later as a plain PTRACE_EVENT_STOP, which is simply resumed.
-    if (!is_plain_interrupt(ws)) t.queued_status = status;
+    if (!ws.interrupt_stop()) t.queued_status = status;
   }
 }
 

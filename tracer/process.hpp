@@ -31,11 +31,11 @@ struct LaunchSpec {
 };
 
 struct ThreadState {
-  bool stopped = false;      // in a ptrace-stop we know of and have not resumed
-  bool listening = false;    // in a group-stop, parked with PTRACE_LISTEN
-  bool vfork_child = false;  // a vfork child: shares the tracee's memory until exec or exit
-  bool awaiting_parent = false;  // a fork child that reported before its parent's event
-  int pending_signal = 0;    // a signal for the thread, delivered at its next resume
+  bool stopped = false;              // in a ptrace-stop we know of and have not resumed
+  bool listening = false;            // in a group-stop, parked with PTRACE_LISTEN
+  bool vfork_child = false;          // a vfork child: shares the tracee's memory until exec or exit
+  bool awaiting_parent = false;      // a fork child that reported before its parent's event
+  int pending_signal = 0;            // a signal for the thread, delivered at its next resume
   std::optional<int> queued_status;  // an event seen while stopping it, handled later
   std::uint64_t hits = 0;
 };

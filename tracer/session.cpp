@@ -35,7 +35,8 @@ class Stopped final : public StoppedThread {
       errno = 0;
       long rip = sys::ptrace_call(PTRACE_PEEKUSER, tid_,
                                   reinterpret_cast<void*>(offsetof(struct user, regs.rip)));
-      if (rip == -1 && errno) throw Error::from_errno("reading RIP of thread " + std::to_string(tid_));
+      if (rip == -1 && errno)
+        throw Error::from_errno("reading RIP of thread " + std::to_string(tid_));
       regs_.rip = static_cast<unsigned long long>(rip);
       have_pc_ = true;
     }
@@ -160,14 +161,6 @@ Session::End Session::run(const std::function<bool()>& stop_after_hit,
   return proc_.end() ? End::ProcessEnded : End::Exec;
 }
 
-namespace {
-bool group_stop(WaitStatus ws) {
-  int s = ws.stop_signal();
-  return ws.ptrace_event() == PTRACE_EVENT_STOP &&
-         (s == SIGSTOP || s == SIGTSTP || s == SIGTTIN || s == SIGTTOU);
-}
-}  // namespace
-
 void Session::dispatch(pid_t tid, WaitStatus ws) {
   if (ws.gone()) {
     proc_.thread_gone(tid, ws);
@@ -183,7 +176,7 @@ void Session::dispatch(pid_t tid, WaitStatus ws) {
     t.awaiting_parent = true;
     return;
   }
-  if (group_stop(ws)) {
+  if (ws.group_stop()) {
     // The process is being stopped (SIGSTOP/SIGTSTP from a shell): stay stopped, as without
     // a tracer, and be told of the SIGCONT. PTRACE_LISTEN, not PTRACE_CONT, does that.
     proc_.listen(tid);

@@ -21,7 +21,7 @@ std::atomic<bool>& tick_requested();
 
 struct SessionStats {
   std::uint64_t hits = 0;
-  std::uint64_t stops = 0;          // ptrace-stops handled (a classic hit is two)
+  std::uint64_t stops = 0;           // ptrace-stops handled (a classic hit is two)
   std::uint64_t signals_passed = 0;  // signals delivered on to the tracee
 };
 

@@ -41,6 +41,8 @@ void StackCollector::forget(pid_t tid) {
   handles_.erase(it);
 }
 
-void StackCollector::flush() { unw_flush_cache(static_cast<unw_addr_space_t>(address_space_), 0, 0); }
+void StackCollector::flush() {
+  unw_flush_cache(static_cast<unw_addr_space_t>(address_space_), 0, 0);
+}
 
 }  // namespace probecost

@@ -38,16 +38,18 @@ bool module_matches(const char* path, const std::string& wanted) {
 
 const char* module_path(Dwfl_Module* mod) {
   const char* path = nullptr;
-  const char* name = dwfl_module_info(mod, nullptr, nullptr, nullptr, nullptr, nullptr, &path,
-                                      nullptr);
+  const char* name =
+      dwfl_module_info(mod, nullptr, nullptr, nullptr, nullptr, nullptr, &path, nullptr);
   return path ? path : name;
 }
 
 // Calls `f(module, symbol, address)` for every defined function symbol of every module.
-void for_each_function(Dwfl* dwfl,
-                       const std::function<void(Dwfl_Module*, const char*, GElf_Sym&, GElf_Addr)>& f) {
+void for_each_function(
+    Dwfl* dwfl, const std::function<void(Dwfl_Module*, const char*, GElf_Sym&, GElf_Addr)>& f) {
   auto visit = [](Dwfl_Module* mod, void**, const char*, Dwarf_Addr, void* arg) -> int {
-    auto& fn = *static_cast<const std::function<void(Dwfl_Module*, const char*, GElf_Sym&, GElf_Addr)>*>(arg);
+    auto& fn =
+        *static_cast<const std::function<void(Dwfl_Module*, const char*, GElf_Sym&, GElf_Addr)>*>(
+            arg);
     int n = dwfl_module_getsymtab(mod);
     for (int i = 1; i < n; ++i) {
       GElf_Sym sym;
@@ -99,22 +101,23 @@ void ProcessSymbols::report() {
   dwfl_report_end(dwfl_, nullptr, nullptr);
 }
 
-void ProcessSymbols::refresh() { report(); }
+void ProcessSymbols::refresh() {
+  report();
+}
 
 ProcessSymbols::~ProcessSymbols() {
   if (dwfl_) dwfl_end(dwfl_);
 }
 
-std::vector<Symbol> ProcessSymbols::find(const std::string& name,
-                                         const std::string& module) const {
+std::vector<Symbol> ProcessSymbols::find(const std::string& name, const std::string& module) const {
   std::vector<Symbol> out;
-  for_each_function(dwfl_, [&](Dwfl_Module* mod, const char* sym_name, GElf_Sym& sym,
-                               GElf_Addr addr) {
-    const char* path = module_path(mod);
-    if (name == sym_name && module_matches(path, module)) {
-      out.push_back(Symbol{path ? path : "?", sym_name, RuntimeAddr(addr), sym.st_size});
-    }
-  });
+  for_each_function(
+      dwfl_, [&](Dwfl_Module* mod, const char* sym_name, GElf_Sym& sym, GElf_Addr addr) {
+        const char* path = module_path(mod);
+        if (name == sym_name && module_matches(path, module)) {
+          out.push_back(Symbol{path ? path : "?", sym_name, RuntimeAddr(addr), sym.st_size});
+        }
+      });
   dedupe(out);
   std::stable_partition(out.begin(), out.end(),
                         [&](const Symbol& s) { return s.module == executable_; });
@@ -165,7 +168,8 @@ std::optional<Symbol> ProcessSymbols::containing(RuntimeAddr at) const {
   if (!mod) return std::nullopt;
   GElf_Off offset = 0;
   GElf_Sym sym;
-  const char* name = dwfl_module_addrinfo(mod, at.value(), &offset, &sym, nullptr, nullptr, nullptr);
+  const char* name =
+      dwfl_module_addrinfo(mod, at.value(), &offset, &sym, nullptr, nullptr, nullptr);
   if (!name || GELF_ST_TYPE(sym.st_info) != STT_FUNC) return std::nullopt;
   if (sym.st_size && offset >= sym.st_size) return std::nullopt;
   const char* path = module_path(mod);
@@ -179,7 +183,8 @@ std::string ProcessSymbols::describe(RuntimeAddr at) const {
   std::string in = std::string(" in ") + (path ? base_name(path) : "?");
   GElf_Off offset = 0;
   GElf_Sym sym;
-  const char* name = dwfl_module_addrinfo(mod, at.value(), &offset, &sym, nullptr, nullptr, nullptr);
+  const char* name =
+      dwfl_module_addrinfo(mod, at.value(), &offset, &sym, nullptr, nullptr, nullptr);
   if (!name) return at.hex() + in;
   char off[32] = "";
   if (offset) std::snprintf(off, sizeof off, "+0x%llx", static_cast<unsigned long long>(offset));
@@ -194,7 +199,8 @@ bool ProcessSymbols::has_symtab(const std::string& module) const {
     if (!path || *a->first != path) return DWARF_CB_OK;
     GElf_Addr bias;
     Elf* elf = dwfl_module_getelf(mod, &bias);
-    for (Elf_Scn* scn = elf ? elf_nextscn(elf, nullptr) : nullptr; scn; scn = elf_nextscn(elf, scn)) {
+    for (Elf_Scn* scn = elf ? elf_nextscn(elf, nullptr) : nullptr; scn;
+         scn = elf_nextscn(elf, scn)) {
       GElf_Shdr shdr;
       if (gelf_getshdr(scn, &shdr) && shdr.sh_type == SHT_SYMTAB) *a->second = true;
     }
@@ -213,7 +219,8 @@ std::vector<std::string> ProcessSymbols::modules() const {
     return DWARF_CB_OK;
   };
   dwfl_getmodules(dwfl_, visit, &out, 0);
-  std::stable_partition(out.begin(), out.end(), [&](const std::string& m) { return m == executable_; });
+  std::stable_partition(out.begin(), out.end(),
+                        [&](const std::string& m) { return m == executable_; });
   return out;
 }
 

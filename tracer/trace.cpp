@@ -33,7 +33,9 @@ double now_s() {
   return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-void on_alarm(int) { tick_requested() = true; }
+void on_alarm(int) {
+  tick_requested() = true;
+}
 
 // A 100 ms SIGALRM while it lives, without SA_RESTART so that the event loop's waitpid
 // returns EINTR and the loop can check --duration and print progress.
@@ -122,10 +124,14 @@ std::string describe_end(Session::End end, const TracedProcess& proc) {
   switch (end) {
     case Session::End::ProcessEnded:
       return "the process " + (proc.end() ? proc.end()->describe() : std::string("ended"));
-    case Session::End::Exec: return "the process called exec";
-    case Session::End::Interrupted: return "probecost was interrupted";
-    case Session::End::Tick: return "--duration reached";
-    case Session::End::Predicate: break;
+    case Session::End::Exec:
+      return "the process called exec";
+    case Session::End::Interrupted:
+      return "probecost was interrupted";
+    case Session::End::Tick:
+      return "--duration reached";
+    case Session::End::Predicate:
+      break;
   }
   return "stopped";
 }
@@ -189,9 +195,8 @@ TraceReport run_trace(const TraceOptions& opts, std::ostream& notes) {
     if (p.alive()) tracee_last = p.cpu_seconds();
     if (opts.progress && t >= next_progress) {
       next_progress += 1;
-      notes << "\r\033[K[" << static_cast<int>(t - t0) << "s] " << session.stats().hits
-            << " hits (" << static_cast<std::uint64_t>(session.stats().hits / (t - t0)) << "/s)"
-            << std::flush;
+      notes << "\r\033[K[" << static_cast<int>(t - t0) << "s] " << session.stats().hits << " hits ("
+            << static_cast<std::uint64_t>(session.stats().hits / (t - t0)) << "/s)" << std::flush;
     }
     return opts.duration_s > 0 && t - t0 >= opts.duration_s;
   });

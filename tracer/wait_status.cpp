@@ -6,14 +6,36 @@
 
 namespace probecost {
 
-bool WaitStatus::exited() const { return WIFEXITED(raw_); }
-bool WaitStatus::killed() const { return WIFSIGNALED(raw_); }
-int WaitStatus::exit_code() const { return WEXITSTATUS(raw_); }
-int WaitStatus::term_signal() const { return WTERMSIG(raw_); }
-bool WaitStatus::stopped() const { return WIFSTOPPED(raw_); }
-bool WaitStatus::syscall_stop() const { return stopped() && WSTOPSIG(raw_) == (SIGTRAP | 0x80); }
-int WaitStatus::ptrace_event() const { return stopped() ? (raw_ >> 16) & 0xff : 0; }
-int WaitStatus::stop_signal() const { return WSTOPSIG(raw_) & 0x7f; }
+bool WaitStatus::exited() const {
+  return WIFEXITED(raw_);
+}
+bool WaitStatus::killed() const {
+  return WIFSIGNALED(raw_);
+}
+int WaitStatus::exit_code() const {
+  return WEXITSTATUS(raw_);
+}
+int WaitStatus::term_signal() const {
+  return WTERMSIG(raw_);
+}
+bool WaitStatus::stopped() const {
+  return WIFSTOPPED(raw_);
+}
+bool WaitStatus::syscall_stop() const {
+  return stopped() && WSTOPSIG(raw_) == (SIGTRAP | 0x80);
+}
+int WaitStatus::ptrace_event() const {
+  return stopped() ? (raw_ >> 16) & 0xff : 0;
+}
+int WaitStatus::stop_signal() const {
+  return WSTOPSIG(raw_) & 0x7f;
+}
+
+bool WaitStatus::group_stop() const {
+  int s = stop_signal();
+  return ptrace_event() == PTRACE_EVENT_STOP &&
+         (s == SIGSTOP || s == SIGTSTP || s == SIGTTIN || s == SIGTTOU);
+}
 
 std::string WaitStatus::describe() const {
   if (exited()) return "exited with status " + std::to_string(exit_code());

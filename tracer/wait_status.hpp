@@ -1,6 +1,7 @@
 #pragma once
 // A decoded waitpid() status. Nobody else in the project calls WIFSTOPPED and friends.
 #include <signal.h>
+#include <sys/ptrace.h>
 
 #include <string>
 
@@ -25,6 +26,11 @@ class WaitStatus {
   // A plain signal-delivery-stop (not an event, not a syscall-stop): stop_signal() is the signal.
   bool signal_stop() const { return stopped() && !syscall_stop() && ptrace_event() == 0; }
   int stop_signal() const;
+  // Under PTRACE_SEIZE, a PTRACE_EVENT_STOP is either a group-stop (the process is being
+  // stopped by SIGSTOP, SIGTSTP, SIGTTIN or SIGTTOU: to be parked with PTRACE_LISTEN) or a
+  // plain stop (PTRACE_INTERRUPT's, or a new thread's first), which carries no signal.
+  bool group_stop() const;
+  bool interrupt_stop() const { return ptrace_event() == PTRACE_EVENT_STOP && !group_stop(); }
 
   std::string describe() const;
 

@@ -21,7 +21,9 @@
 namespace {
 std::atomic<std::uint64_t> g_calls{0};
 volatile sig_atomic_t g_signals = 0;
-void on_usr1(int) { g_signals = g_signals + 1; }
+void on_usr1(int) {
+  g_signals = g_signals + 1;
+}
 }  // namespace
 
 extern "C" __attribute__((noipa)) void probecost_test_site(std::uint64_t i) {

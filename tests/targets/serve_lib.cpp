@@ -9,4 +9,6 @@ extern "C" __attribute__((noipa, visibility("default"))) void probecost_lib_site
   g_lib_calls.fetch_add(1, std::memory_order_relaxed);
 }
 
-extern "C" std::uint64_t probecost_lib_calls() { return g_lib_calls.load(); }
+extern "C" std::uint64_t probecost_lib_calls() {
+  return g_lib_calls.load();
+}

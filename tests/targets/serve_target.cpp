@@ -29,7 +29,9 @@ extern "C" std::uint64_t probecost_lib_calls();
 namespace {
 std::atomic<std::uint64_t> g_calls{0};
 volatile sig_atomic_t g_signals = 0;
-void on_usr1(int) { g_signals = g_signals + 1; }
+void on_usr1(int) {
+  g_signals = g_signals + 1;
+}
 void reply(const std::string& s) {
   std::printf("%s\n", s.c_str());
   std::fflush(stdout);

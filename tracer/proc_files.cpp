@@ -1,0 +1,30 @@
+#include "tracer/proc_files.hpp"
+
+#include <sys/resource.h>
+
+#include <fstream>
+#include <iterator>
+#include <sstream>
+
+namespace probecost {
+
+std::string stat_field(pid_t pid, int n) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto close = stat.rfind(')');  // comm may contain spaces and parentheses
+  if (close == std::string::npos) return {};
+  std::istringstream rest(stat.substr(close + 2));
+  std::string f;
+  for (int i = 3; i <= n && rest >> f; ++i) {
+  }
+  return f;
+}
+
+double children_cpu_seconds() {
+  rusage ru;
+  ::getrusage(RUSAGE_CHILDREN, &ru);
+  return ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + ru.ru_stime.tv_sec +
+         ru.ru_stime.tv_usec / 1e6;
+}
+
+}  // namespace probecost

@@ -1,0 +1,14 @@
+#pragma once
+// Small readers of /proc files shared by the tracer's sources.
+#include <sys/types.h>
+
+#include <string>
+
+namespace probecost {
+
+// Field `n` (1-based, as in proc(5)) of /proc/PID/stat; empty if the process is gone.
+std::string stat_field(pid_t pid, int n);
+// Our children's CPU time so far (RUSAGE_CHILDREN), user + system, in seconds.
+double children_cpu_seconds();
+
+}  // namespace probecost
