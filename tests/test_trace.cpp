@@ -287,6 +287,44 @@ TEST_P(TraceTest, AForkedChildDoesNotInheritLiveBreakpoints) {
   EXPECT_EQ(trace.report()["probes"][0]["hits"], 10);
 }
 
+TEST_P(TraceTest, AVforkChildSharingTheTextRunsThroughIt) {
+  // posix_spawn clones with CLONE_VM|CLONE_VFORK: the child runs in the parent's memory, int3
+  // bytes included, until its exec; it is traced until then.
+  Target target(GetParam(), 1);
+  Trace trace({"-p", std::to_string(target.pid), "-b", "probecost_test_site"});
+  ASSERT_TRUE(trace.ready) << trace.stderr_text;
+  EXPECT_EQ(target.ask("spawn"), "spawned=exited 0");
+  EXPECT_EQ(target.ask("go 5"), "calls=5");
+  ASSERT_EQ(trace.finish(SIGINT), 0) << trace.stderr_text;
+  EXPECT_EQ(trace.report()["probes"][0]["hits"], 5);
+  EXPECT_EQ(target.ask("spawn"), "spawned=exited 0");
+}
+
+TEST_P(TraceTest, ASymbolInTwoLibrariesIsAmbiguousUnlessAllMatches) {
+  Target target(GetParam(), 1);
+  std::string pid = std::to_string(target.pid);
+  auto r = probecost::test::run_command(
+      {PROBECOST_BIN, "trace", "-q", "-p", pid, "-b", "probecost_lib_site"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("is ambiguous"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("libserve_lib.so"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("libserve_lib2.so"), std::string::npos) << r.err;
+  Trace trace({"-p", pid, "-b", "probecost_lib_site", "--all-matches"});
+  ASSERT_TRUE(trace.ready) << trace.stderr_text;
+  EXPECT_EQ(target.ask("lib 30"), "lib=30");
+  ASSERT_EQ(trace.finish(SIGINT), 0) << trace.stderr_text;
+  Json report = trace.report();
+  ASSERT_EQ(report["probes"].size(), 2u);
+  std::uint64_t in_first = 0, in_second = 0;
+  for (const auto& p : report["probes"]) {
+    std::string module = p["module"];
+    (module.find("libserve_lib2.so") != std::string::npos ? in_second : in_first) +=
+        p["hits"].get<std::uint64_t>();
+  }
+  EXPECT_EQ(in_first, 30u);  // the program's calls bind to libserve_lib.so's definition
+  EXPECT_EQ(in_second, 0u);
+}
+
 INSTANTIATE_TEST_SUITE_P(PieAndNonPie, TraceTest,
                          ::testing::Values(std::string(SERVE_PIE), std::string(SERVE_NOPIE)),
                          [](const auto& info) {
@@ -309,6 +347,21 @@ TEST(TraceCommand, LaunchedCommandCountsAndKeepsItsOutput) {
   EXPECT_EQ(r["command_end"], "exited with status 0");
 }
 
+TEST(TraceCommand, KillOnExitEndsALaunchedCommand) {
+  char path[] = "/tmp/probecost-trace-XXXXXX";
+  ::close(::mkstemp(path));
+  auto r = probecost::test::run_command({PROBECOST_BIN, "trace", "-q", "--kill-on-exit",
+                                         "--duration", "0.3", "-b", "libc.so.6:clock_nanosleep",
+                                         "-f", "json", "-o", path, "--", "/bin/sleep", "60"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  std::ifstream in(path);
+  Json j = Json::parse(in);
+  ::unlink(path);
+  EXPECT_EQ(j["ending"], "--duration reached");
+  EXPECT_EQ(j["command_end"], "killed by probecost (--kill-on-exit)");
+  EXPECT_EQ(j["probes"][0]["hits"], 1);  // sleep's one clock_nanosleep
+}
+
 TEST(TraceCommand, ListsSymbolsByGlob) {
   auto r = probecost::test::run_command(
       {PROBECOST_BIN, "trace", "--list", "probecost_*", "--", SERVE_PIE, "1"});
@@ -319,12 +372,13 @@ TEST(TraceCommand, ListsSymbolsByGlob) {
 
 TEST(TraceCommand, StacksNameTheCallers) {
   Target target(SERVE_PIE, 1);
-  Trace trace({"-p", std::to_string(target.pid), "-b", "probecost_lib_site", "--stacks"});
+  Trace trace(
+      {"-p", std::to_string(target.pid), "-b", "libserve_lib.so:probecost_lib_site", "--stacks"});
   ASSERT_TRUE(trace.ready) << trace.stderr_text;
   ASSERT_EQ(target.ask("lib 20"), "lib=20");
   ASSERT_EQ(trace.finish(SIGINT), 0) << trace.stderr_text;
   Json r = trace.report();
-  const auto& stacks = r["stacks"]["probecost_lib_site"];
+  const auto& stacks = r["stacks"]["libserve_lib.so:probecost_lib_site"];
   ASSERT_EQ(stacks.size(), 1u) << r.dump();
   EXPECT_EQ(stacks[0]["count"], 20);
   std::string frames = stacks[0]["frames"].dump();

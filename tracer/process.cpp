@@ -117,10 +117,14 @@ void TracedProcess::adopt_child(pid_t child, bool vfork) {
     if (known == threads_.end() && sys::wait_for(child, &status, __WALL) != child) return;
   }
   if (vfork) {
+    // Ours until it execs or exits. Its first stop is consumed (here, or held as
+    // awaiting_parent); the event loop resumes only the thread that reported an event (the
+    // parent), so the child is resumed here, or the parent waits for it forever.
     ThreadState& t = threads_[child];
     t.vfork_child = true;
     t.awaiting_parent = false;
     t.stopped = true;
+    resume(child);
     return;
   }
   // A forked child has its own copy of our int3 bytes: put the originals back and let it go.

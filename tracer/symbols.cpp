@@ -36,6 +36,14 @@ bool module_matches(const char* path, const std::string& wanted) {
   return wanted == base_name(path);
 }
 
+// "clock_nanosleep@@GLIBC_2.17" and "clock_nanosleep@GLIBC_2.2.5" are both what a user means
+// by clock_nanosleep: compare names without the symbol version.
+bool same_symbol(const std::string& wanted, const char* name) {
+  std::size_t n = wanted.size();
+  return wanted.compare(0, n, name, std::min(n, std::strlen(name))) == 0 &&
+         (name[n] == '\0' || (name[n] == '@' && wanted.find('@') == std::string::npos));
+}
+
 const char* module_path(Dwfl_Module* mod) {
   const char* path = nullptr;
   const char* name =
@@ -64,14 +72,15 @@ void for_each_function(
   dwfl_getmodules(dwfl, visit, const_cast<void*>(static_cast<const void*>(&f)), 0);
 }
 
-void dedupe(std::vector<Symbol>& v) {
-  // The same function can appear in .symtab and .dynsym of one module (and under aliases).
+// The same function can appear in .symtab and .dynsym of one module, and under several names
+// (versions, aliases): keep one entry per address, or per (address, name) for listings.
+void dedupe(std::vector<Symbol>& v, bool by_address) {
   std::stable_sort(v.begin(), v.end(), [](const Symbol& a, const Symbol& b) {
     return std::tie(a.module, a.address) < std::tie(b.module, b.address);
   });
   v.erase(std::unique(v.begin(), v.end(),
-                      [](const Symbol& a, const Symbol& b) {
-                        return a.address == b.address && a.name == b.name;
+                      [by_address](const Symbol& a, const Symbol& b) {
+                        return a.address == b.address && (by_address || a.name == b.name);
                       }),
           v.end());
 }
@@ -114,11 +123,12 @@ std::vector<Symbol> ProcessSymbols::find(const std::string& name, const std::str
   for_each_function(
       dwfl_, [&](Dwfl_Module* mod, const char* sym_name, GElf_Sym& sym, GElf_Addr addr) {
         const char* path = module_path(mod);
-        if (name == sym_name && module_matches(path, module)) {
+        if (std::strlen(sym_name) >= name.size() && same_symbol(name, sym_name) &&
+            module_matches(path, module)) {
           out.push_back(Symbol{path ? path : "?", sym_name, RuntimeAddr(addr), sym.st_size});
         }
       });
-  dedupe(out);
+  dedupe(out, true);
   std::stable_partition(out.begin(), out.end(),
                         [&](const Symbol& s) { return s.module == executable_; });
   return out;
@@ -156,7 +166,7 @@ std::vector<Symbol> ProcessSymbols::list(const std::string& pattern) const {
       out.push_back(Symbol{path ? path : "?", name, RuntimeAddr(addr), sym.st_size});
     }
   });
-  dedupe(out);
+  dedupe(out, false);
   std::sort(out.begin(), out.end(), [](const Symbol& a, const Symbol& b) {
     return std::tie(a.module, a.name) < std::tie(b.module, b.name);
   });

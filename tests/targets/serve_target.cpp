@@ -4,10 +4,12 @@
 //   lib N      call probecost_lib_site (libserve_lib.so) N times          -> "lib=TOTAL"
 //   signals K  raise SIGUSR1 K times, counted by a handler                 -> "signals=TOTAL"
 //   fork N     a forked child calls probecost_test_site N times, exits 0  -> "child=STATUS"
+//   spawn      posix_spawn /bin/true (a vfork child sharing our memory)    -> "spawned=STATUS"
 //   exec       exec /bin/true                                              -> "exec"
 //   exit       exit 0                                                      -> "bye"
 // Usage: serve_target THREADS. Prints "ready PID" first.
 #include <signal.h>
+#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -89,6 +91,18 @@ int main(int argc, char** argv) {
       waitpid(child, &status, 0);
       reply(WIFEXITED(status) ? "child=exited " + std::to_string(WEXITSTATUS(status))
                               : "child=killed " + std::to_string(WTERMSIG(status)));
+    } else if (cmd == "spawn") {
+      pid_t child;
+      char arg0[] = "true";
+      char* args[] = {arg0, nullptr};
+      int status = 0;
+      if (posix_spawn(&child, "/bin/true", nullptr, nullptr, args, environ) != 0) {
+        reply("spawned=failed");
+      } else {
+        waitpid(child, &status, 0);
+        reply(WIFEXITED(status) ? "spawned=exited " + std::to_string(WEXITSTATUS(status))
+                                : "spawned=killed " + std::to_string(WTERMSIG(status)));
+      }
     } else if (cmd == "exec") {
       reply("exec");
       execl("/bin/true", "true", nullptr);
