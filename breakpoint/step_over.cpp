@@ -123,8 +123,16 @@ std::string FastStepOver::describe(const BreakpointSite& site) const {
   return "?";
 }
 
+void check_step_over_name(const std::string& name) {
+  if (name != "singlestep" && name != "emulate" && name != "outline" && name != "auto") {
+    throw UsageError("unknown step-over strategy '" + name +
+                     "' (singlestep, emulate, outline or auto)");
+  }
+}
+
 std::unique_ptr<StepOver> make_step_over(const std::string& name, TraceeMemory& memory,
                                          ScratchMapper mapper) {
+  check_step_over_name(name);
   if (name == "singlestep") return std::make_unique<SingleStepOver>();
   if (name == "emulate") {
     return std::make_unique<FastStepOver>(FastStepOver::Mode::Emulate, memory, std::move(mapper));
@@ -132,11 +140,7 @@ std::unique_ptr<StepOver> make_step_over(const std::string& name, TraceeMemory& 
   if (name == "outline") {
     return std::make_unique<FastStepOver>(FastStepOver::Mode::Outline, memory, std::move(mapper));
   }
-  if (name == "auto") {
-    return std::make_unique<FastStepOver>(FastStepOver::Mode::Auto, memory, std::move(mapper));
-  }
-  throw UsageError("unknown step-over strategy '" + name +
-                   "' (singlestep, emulate, outline or auto)");
+  return std::make_unique<FastStepOver>(FastStepOver::Mode::Auto, memory, std::move(mapper));
 }
 
 }  // namespace probecost

@@ -103,6 +103,8 @@ class FastStepOver final : public StepOver {
   int sites_needing_registers_ = 0;
 };
 
+// UsageError unless `name` is "singlestep", "emulate", "outline" or "auto".
+void check_step_over_name(const std::string& name);
 // "singlestep", "emulate", "outline" or "auto" (UsageError otherwise).
 std::unique_ptr<StepOver> make_step_over(const std::string& name, TraceeMemory& memory,
                                          ScratchMapper mapper);

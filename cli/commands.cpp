@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "breakpoint/error.hpp"
+#include "breakpoint/step_over.hpp"
 #include "compare/bench.hpp"
 #include "compare/compare.hpp"
 #include "compare/report.hpp"
@@ -136,11 +137,7 @@ int compare_command(const std::vector<std::string>& args) {
     throw UsageError("bad --work '" + cfg.work + "': want empty or memcpy:BYTES");
   }
   cfg.placement = parse_placement(placement);
-  if (cfg.step_over != "auto" && cfg.step_over != "emulate" && cfg.step_over != "outline" &&
-      cfg.step_over != "singlestep") {
-    throw UsageError("unknown step-over strategy '" + cfg.step_over +
-                     "' (singlestep, emulate, outline or auto)");
-  }
+  check_step_over_name(cfg.step_over);
   Format f = parse_format(format);
   select_mechanisms(cfg.mechanisms);  // unknown names fail here, before anything runs
   cfg.inferior = find_inferior(cfg.inferior);
@@ -187,12 +184,7 @@ int bench_command(const std::vector<std::string>& args) {
   }
   if (!kinds.empty()) cfg.kinds = split_commas(kinds);
   if (!strategies.empty()) cfg.strategies = split_commas(strategies);
-  for (const auto& s : cfg.strategies) {
-    if (s != "singlestep" && s != "emulate" && s != "outline" && s != "auto") {
-      throw UsageError("unknown step-over strategy '" + s +
-                       "' (singlestep, emulate, outline or auto)");
-    }
-  }
+  for (const auto& s : cfg.strategies) check_step_over_name(s);
   if (cfg.iterations == 0 || cfg.threads == 0 || cfg.repeat == 0) {
     throw UsageError("--iterations, --threads and --repeat must be at least 1");
   }

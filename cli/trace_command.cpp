@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "breakpoint/error.hpp"
+#include "breakpoint/step_over.hpp"
 #include "cli/commands.hpp"
 #include "tracer/trace.hpp"
 
@@ -168,11 +169,7 @@ int trace_command(const std::vector<std::string>& all_args) {
       throw UsageError("bad --duration '" + duration + "': want seconds > 0");
     }
   }
-  if (opts.step_over != "auto" && opts.step_over != "emulate" && opts.step_over != "outline" &&
-      opts.step_over != "singlestep") {
-    throw UsageError("unknown step-over strategy '" + opts.step_over +
-                     "' (singlestep, emulate, outline or auto)");
-  }
+  check_step_over_name(opts.step_over);
   if (opts.stack_depth == 0) throw UsageError("--stack-depth must be at least 1");
   for (const auto& p : opts.probes) parse_probe(p);  // syntax errors before touching anything
   if (!list.empty()) {

@@ -90,8 +90,25 @@ void TracedProcess::stop_all(pid_t except, bool include_listening) {
     // Anything but the interrupt's own stop (a breakpoint hit, a signal, a clone, a
     // group-stop) is kept for the event loop. The interrupt then stays pending and shows up
     // later as a plain PTRACE_EVENT_STOP, which is simply resumed.
-    if (!ws.interrupt_stop()) t.queued_status = status;
+    if (!ws.interrupt_stop()) {
+      t.queued_status = status;
+      queued_.push_back(tid);
+    }
   }
+}
+
+std::optional<std::pair<pid_t, int>> TracedProcess::take_queued() {
+  while (!queued_.empty()) {
+    pid_t tid = queued_.front();
+    queued_.pop_front();
+    auto it = threads_.find(tid);
+    // Entries whose event was handled elsewhere (detach) or whose thread is gone are stale.
+    if (it == threads_.end() || !it->second.queued_status) continue;
+    int status = *it->second.queued_status;
+    it->second.queued_status.reset();
+    return std::make_pair(tid, status);
+  }
+  return std::nullopt;
 }
 
 void TracedProcess::resume_stopped(pid_t except) {

@@ -10,6 +10,7 @@
 #include <sys/resource.h>
 #include <sys/types.h>
 
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -82,6 +83,9 @@ class TracedProcess {
   void stop_all(pid_t except = 0, bool include_listening = false);
   // Resumes the threads stop_all() stopped that have nothing queued.
   void resume_stopped(pid_t except = 0);
+  // The oldest event queued by stop_all() and not handled yet, removed from its thread.
+  // Kept in a list, so the event loop does not scan every thread on every event.
+  std::optional<std::pair<pid_t, int>> take_queued();
   // A fork/vfork child reported by the kernel (auto-attached). A fork child gets our int3 bytes
   // removed from its copy of the text and is let go; a vfork child shares our memory, so it is
   // kept as a thread of ours until it execs or exits.
@@ -122,6 +126,7 @@ class TracedProcess {
   bool detached_ = false;
   bool exec_ended_ = false;
   std::vector<RuntimeAddr> scratch_pages_;
+  std::deque<pid_t> queued_;  // threads given a queued_status, oldest first
 };
 
 }  // namespace probecost

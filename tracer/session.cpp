@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 
 #include <cstddef>
+#include <tuple>
 
 #include "breakpoint/error.hpp"
 #include "tracer/syscalls.hpp"
@@ -108,13 +109,9 @@ class Stopped final : public StoppedThread {
 bool Session::next_event(pid_t& tid, int& status, const std::function<bool()>& on_tick,
                          bool& tick_end) {
   // Events queued while stopping all threads come first: the kernel already reported them.
-  for (auto& [id, t] : proc_.threads()) {
-    if (t.queued_status) {
-      tid = id;
-      status = *t.queued_status;
-      t.queued_status.reset();
-      return true;
-    }
+  if (auto queued = proc_.take_queued()) {
+    std::tie(tid, status) = *queued;
+    return true;
   }
   for (;;) {
     // waitpid, not wait4 with an rusage: for every stop the kernel would sum the CPU time of
