@@ -183,6 +183,8 @@ std::optional<Instruction> decode(std::span<const std::uint8_t> bytes, RuntimeAd
     if (ops[i].mem.segment == ZYDIS_REGISTER_FS || ops[i].mem.segment == ZYDIS_REGISTER_GS)
       in.uses_segment_fs_gs = true;
   }
+  in.rep = (zi.attributes &
+            (ZYDIS_ATTRIB_HAS_REP | ZYDIS_ATTRIB_HAS_REPE | ZYDIS_ATTRIB_HAS_REPNE)) != 0;
   if (in.rip_relative) {
     in.disp_offset = zi.raw.disp.offset;
     in.disp_size = zi.raw.disp.size / 8;

@@ -70,6 +70,8 @@ struct Instruction {
   std::uint8_t disp_offset = 0, disp_size = 0;
   std::uint8_t imm_offset = 0, imm_size = 0;
   bool uses_segment_fs_gs = false;
+  // rep/repe/repne string instruction: one single-step runs one iteration of it.
+  bool rep = false;
 
   RuntimeAddr next() const { return address + length; }
 };

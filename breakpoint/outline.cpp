@@ -82,13 +82,18 @@ std::vector<std::uint8_t> relocate(const Instruction& in, RuntimeAddr at, std::s
   return out;
 }
 
-std::optional<RuntimeAddr> Outliner::place(const Instruction& in, std::string& why) {
+std::optional<RuntimeAddr> Outliner::place(const Instruction& in, std::string& why, bool& later) {
+  later = false;
   auto in_reach = [&](RuntimeAddr page) {
     return fits_int32(page - in.address) && fits_int32(in.address - (page + kPageSize));
   };
   if (used_ + kSlotSize > kPageSize || pages_.empty() || !in_reach(pages_.back())) {
-    RuntimeAddr page = mapper_(in.address);
-    pages_.push_back(page);
+    auto page = mapper_(in.address);
+    if (!page) {
+      later = true;
+      return std::nullopt;
+    }
+    pages_.push_back(*page);
     used_ = 0;
   }
   RuntimeAddr slot = pages_.back() + static_cast<std::int64_t>(used_);

@@ -22,6 +22,9 @@ class SiteTable {
   void disable_all();  // best effort on every site; rethrows the first failure afterwards
   void forget_all();   // the address space went away (exit, exec)
 
+  // Every site enabled from now on is announced to `watcher` once.
+  void set_watcher(SiteWatcher watcher) { watcher_ = std::move(watcher); }
+
   auto begin() const { return sites_.begin(); }
   auto end() const { return sites_.end(); }
   std::size_t size() const { return sites_.size(); }
@@ -29,6 +32,7 @@ class SiteTable {
 
  private:
   TraceeMemory* memory_;
+  SiteWatcher watcher_;
   std::vector<std::unique_ptr<BreakpointSite>> sites_;  // sorted by address
 };
 

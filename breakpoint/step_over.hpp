@@ -34,9 +34,12 @@ class StepOver {
  public:
   virtual ~StepOver() = default;
   virtual std::string name() const = 0;
-  // Called once per site, after it is enabled and while a tracee thread is stopped (the
-  // outline strategy may map its scratch page then).
+  // Called once per site, after it is enabled (the outline strategy maps its scratch page then
+  // if a thread can be made to, or else at the first hit).
   virtual void prepare(BreakpointSite&) {}
+  // Called on a hit before step(), with the hitting thread stopped: finishes what prepare()
+  // had to leave for later.
+  virtual void ready(BreakpointSite&) {}
   // True when the site's int3 is absent while stepping, so other threads could run through the
   // site unseen: the tracer must stop them around step().
   virtual bool needs_all_stop(const BreakpointSite& site) const = 0;
@@ -53,12 +56,24 @@ class StepOver {
 
 // The classic debugger way: put the original byte back, rewind RIP onto it, single-step one
 // instruction, write int3 again. Two stops per hit.
+//
+// A rep-prefixed string instruction (rep movsb, rep stosb) traps after every iteration when
+// single-stepped, with RIP still on it: it is stepped until RIP leaves it, so that one call
+// is one hit, not one per byte.
 class SingleStepOver final : public StepOver {
  public:
+  explicit SingleStepOver(TraceeMemory* memory = nullptr) : memory_(memory) {}
   std::string name() const override { return "singlestep"; }
+  void prepare(BreakpointSite& site) override;
   bool needs_all_stop(const BreakpointSite&) const override { return true; }
   bool pc_suffices() const override { return true; }
   void step(StoppedThread& thread, BreakpointSite& site) override;
+  // The step itself, for other strategies' fallback: `repeats` for a rep-prefixed instruction.
+  static void step_over(StoppedThread& thread, BreakpointSite& site, bool repeats);
+
+ private:
+  TraceeMemory* memory_;
+  std::unordered_map<std::uint64_t, bool> repeats_;
 };
 
 // One stop per hit: the displaced instruction is emulated on the registers, or executed from a
@@ -79,6 +94,7 @@ class FastStepOver final : public StepOver {
       : mode_(mode), memory_(&memory), outliner_(memory, std::move(mapper)) {}
   std::string name() const override;
   void prepare(BreakpointSite& site) override;
+  void ready(BreakpointSite& site) override;
   bool needs_all_stop(const BreakpointSite& site) const override;
   bool trap_is_unambiguous(const BreakpointSite& site) const override;
   bool pc_suffices() const override { return sites_needing_registers_ == 0; }
@@ -93,12 +109,16 @@ class FastStepOver final : public StepOver {
     Method method = Method::SingleStep;
     Instruction insn;
     RuntimeAddr copy;
+    bool placed = false;  // Outline: the copy is written (else it is, at the first hit)
+    std::string why_emulate, why_outline;
     std::string why_not_faster;
+    bool needs_registers() const;
   };
+  // Picks the method for the plan's instruction, placing the copy if it can.
+  void choose(Plan& plan);
   Mode mode_;
   TraceeMemory* memory_;
   Outliner outliner_;
-  SingleStepOver classic_;
   std::unordered_map<std::uint64_t, Plan> plans_;
   int sites_needing_registers_ = 0;
 };

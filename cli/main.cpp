@@ -13,12 +13,12 @@
 
 #include "breakpoint/error.hpp"
 #include "cli/commands.hpp"
-#include "tracer/session.hpp"
+#include "tracer/ticker.hpp"
 
 namespace {
 
 void on_stop_signal(int) {
-  probecost::stop_requested() = true;
+  probecost::note_stop_signal();
 }
 
 // SIGINT/SIGTERM/SIGHUP end a run cleanly: no SA_RESTART, so a blocked waitpid returns EINTR

@@ -33,32 +33,6 @@ double now_s() {
   return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-void on_alarm(int) {
-  tick_requested() = true;
-}
-
-// A 100 ms SIGALRM while it lives, without SA_RESTART so that the event loop's waitpid
-// returns EINTR and the loop can check --duration and print progress.
-class TickTimer {
- public:
-  TickTimer() {
-    struct sigaction sa = {};
-    sa.sa_handler = on_alarm;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGALRM, &sa, &old_);
-    itimerval t = {{0, 100'000}, {0, 100'000}};
-    setitimer(ITIMER_REAL, &t, nullptr);
-  }
-  ~TickTimer() {
-    itimerval off = {};
-    setitimer(ITIMER_REAL, &off, nullptr);
-    sigaction(SIGALRM, &old_, nullptr);
-  }
-
- private:
-  struct sigaction old_ = {};
-};
-
 std::unique_ptr<TracedProcess> start_target(const TraceOptions& opts) {
   if (opts.pid) return TracedProcess::attach(opts.pid);
   LaunchSpec spec;
@@ -129,6 +103,7 @@ std::string describe_end(Session::End end, const TracedProcess& proc) {
     case Session::End::Interrupted:
       return "probecost was interrupted";
     case Session::End::Tick:
+    case Session::End::Deadline:
       return "--duration reached";
     case Session::End::Predicate:
       break;
@@ -151,7 +126,7 @@ std::string wait_for_command(pid_t pid) {
 
 std::vector<Symbol> list_target_symbols(const TraceOptions& opts, const std::string& pattern) {
   auto proc = start_target(opts);
-  return ProcessSymbols(proc->pid()).list(pattern);
+  return ProcessSymbols(proc->proc_tid()).list(pattern);
 }
 
 TraceReport run_trace(const TraceOptions& opts, std::ostream& notes) {
@@ -161,15 +136,24 @@ TraceReport run_trace(const TraceOptions& opts, std::ostream& notes) {
   report.pid = p.pid();
   report.launched = p.launched();
   report.stacks = opts.stacks;
-  ProcessSymbols symbols(p.pid());
-  auto probes = resolve_probes(opts.probes, symbols, p.memory(), p.pid(), opts.all_matches);
+  ProcessSymbols symbols(p.proc_tid());
+  auto probes = resolve_probes(opts.probes, symbols, p.memory(), p.proc_tid(), opts.all_matches);
 
   auto step_over = make_step_over(opts.step_over, p.memory(),
                                   [&p](RuntimeAddr near) { return p.map_scratch(near); });
+  if (!p.launched()) p.start_guardian();
   for (const auto& probe : probes) {
     BreakpointSite& site = p.sites().add(probe.address, probe.spec);
     if (site.enabled()) continue;  // two specs naming one address
-    site.enable();
+    try {
+      site.enable();
+    } catch (const SiteOccupied&) {
+      throw Error("cannot probe " + probe.spec + " (" + probe.symbol + " at " +
+                  probe.address.hex() + ") in process " + std::to_string(p.pid()) +
+                  ": it holds an int3 already. If a probecost was killed while tracing it, "
+                  "'probecost restore -p " +
+                  std::to_string(p.pid()) + "' puts the bytes back");
+    }
     step_over->prepare(site);
   }
   Recorder rec;
@@ -182,14 +166,14 @@ TraceReport run_trace(const TraceOptions& opts, std::ostream& notes) {
   });
 
   if (opts.announce) {
-    notes << "probecost trace: tracing process " << p.pid() << " (" << p.threads().size()
-          << (p.threads().size() == 1 ? " thread" : " threads") << ") at " << probes.size()
+    notes << "probecost trace: tracing process " << p.pid() << " (" << p.thread_count()
+          << (p.thread_count() == 1 ? " thread" : " threads") << ") at " << probes.size()
           << (probes.size() == 1 ? " probe" : " probes") << "; Ctrl-C to stop" << std::endl;
   }
-  TickTimer timer;
   double t0 = now_s(), cpu0 = thread_cpu_s(), tracee0 = p.cpu_seconds(), tracee_last = tracee0;
   double next_progress = t0 + 1;
   std::uint64_t syscalls0 = sys::counters().total();
+  if (opts.duration_s > 0) session.set_deadline(t0 + opts.duration_s);
   Session::End end = session.run(nullptr, [&] {
     double t = now_s();
     if (p.alive()) tracee_last = p.cpu_seconds();
@@ -198,7 +182,7 @@ TraceReport run_trace(const TraceOptions& opts, std::ostream& notes) {
       notes << "\r\033[K[" << static_cast<int>(t - t0) << "s] " << session.stats().hits << " hits ("
             << static_cast<std::uint64_t>(session.stats().hits / (t - t0)) << "/s)" << std::flush;
     }
-    return opts.duration_s > 0 && t - t0 >= opts.duration_s;
+    return false;
   });
   double t1 = now_s();
   report.tracer_cpu_s = thread_cpu_s() - cpu0;
