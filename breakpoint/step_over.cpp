@@ -35,24 +35,50 @@ class Reinsert {
   BreakpointSite& site_;
 };
 
+std::optional<RuntimeAddr> rep_next(const std::optional<Instruction>& insn) {
+  if (!insn || !insn->rep) return std::nullopt;
+  return insn->next();
+}
+
+// A rep-prefixed string instruction traps after every iteration when single-stepped, with RIP
+// still on it. Rather than thousands of steps, a temporary int3 on the next instruction lets it
+// run to the end at full speed (every other thread is stopped meanwhile). Where that byte is an
+// int3 already (another probe), it is stepped iteration by iteration instead.
+void finish_repeats(StoppedThread& thread, RuntimeAddr site, TraceeMemory& memory,
+                    RuntimeAddr next) {
+  if (thread.pc() != site) return;
+  std::uint8_t saved = memory.read_byte(next);
+  if (saved == kInt3) {
+    while (thread.pc() == site && thread.single_step()) {
+    }
+    return;
+  }
+  memory.write_byte(next, kInt3);
+  try {
+    thread.run_to_trap(next);
+  } catch (...) {
+    memory.write_byte(next, saved);
+    throw;
+  }
+  memory.write_byte(next, saved);
+}
+
 }  // namespace
 
 void SingleStepOver::prepare(BreakpointSite& site) {
-  if (!memory_) return;
-  auto insn = decode_site(*memory_, site);
-  repeats_[site.address().value()] = insn && insn->rep;
+  if (memory_) rep_next_[site.address().value()] = rep_next(decode_site(*memory_, site));
 }
 
 void SingleStepOver::step(StoppedThread& thread, BreakpointSite& site) {
-  auto it = repeats_.find(site.address().value());
-  step_over(thread, site, it != repeats_.end() && it->second);
+  auto it = rep_next_.find(site.address().value());
+  step_over(thread, site, *memory_, it != rep_next_.end() ? it->second : std::nullopt);
 }
 
-void SingleStepOver::step_over(StoppedThread& thread, BreakpointSite& site, bool repeats) {
+void SingleStepOver::step_over(StoppedThread& thread, BreakpointSite& site, TraceeMemory& memory,
+                               std::optional<RuntimeAddr> next) {
   Reinsert reinsert(site);
   thread.set_pc(site.address());
-  do thread.single_step();
-  while (repeats && thread.pc() == site.address());
+  if (thread.single_step() && next) finish_repeats(thread, site.address(), memory, *next);
 }
 
 std::string FastStepOver::name() const {
@@ -155,7 +181,7 @@ void FastStepOver::step(StoppedThread& thread, BreakpointSite& site) {
       return;
     }
     case Method::SingleStep:
-      SingleStepOver::step_over(thread, site, p.insn.rep);
+      SingleStepOver::step_over(thread, site, *memory_, rep_next(p.insn));
       return;
   }
 }

@@ -26,8 +26,13 @@ class StoppedThread {
   virtual void set_pc(RuntimeAddr pc) = 0;     // writes RIP only
   virtual void set_regs(const user_regs_struct& regs) = 0;
   // PTRACE_SINGLESTEP and wait until this thread reports the step's trap. A signal that arrives
-  // meanwhile is kept for delivery at the next resume.
-  virtual void single_step() = 0;
+  // meanwhile is kept for delivery at the next resume. False when the instruction faulted (a
+  // SIGSEGV, SIGBUS, SIGFPE or SIGILL came instead of the trap): it did not complete, and the
+  // fault's signal is kept for the thread.
+  virtual bool single_step() = 0;
+  // Runs the thread until it executes the int3 the caller has written at `at`, and puts RIP
+  // back on `at`. Signals are kept as for single_step(); false when it faulted first.
+  virtual bool run_to_trap(RuntimeAddr at) = 0;
 };
 
 class StepOver {
@@ -68,12 +73,14 @@ class SingleStepOver final : public StepOver {
   bool needs_all_stop(const BreakpointSite&) const override { return true; }
   bool pc_suffices() const override { return true; }
   void step(StoppedThread& thread, BreakpointSite& site) override;
-  // The step itself, for other strategies' fallback: `repeats` for a rep-prefixed instruction.
-  static void step_over(StoppedThread& thread, BreakpointSite& site, bool repeats);
+  // The step itself, for other strategies' fallback. `rep_next`: for a rep-prefixed
+  // instruction, the address of the next one.
+  static void step_over(StoppedThread& thread, BreakpointSite& site, TraceeMemory& memory,
+                        std::optional<RuntimeAddr> rep_next);
 
  private:
   TraceeMemory* memory_;
-  std::unordered_map<std::uint64_t, bool> repeats_;
+  std::unordered_map<std::uint64_t, std::optional<RuntimeAddr>> rep_next_;
 };
 
 // One stop per hit: the displaced instruction is emulated on the registers, or executed from a

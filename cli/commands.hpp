@@ -9,5 +9,6 @@ int compare_command(const std::vector<std::string>& args);
 int overhead_command(const std::vector<std::string>& args);
 int bench_command(const std::vector<std::string>& args);
 int trace_command(const std::vector<std::string>& args);
+int restore_command(const std::vector<std::string>& args);
 
 }  // namespace probecost::cli

@@ -36,6 +36,7 @@ void usage(std::ostream& out) {
          "  trace      int3 probes in a running process (-p PID) or a command, counted\n"
          "  compare    measure the cost per hit of each instrumentation mechanism\n"
          "  overhead   CPU share of a given cost per event at given event rates\n"
+         "  restore    put back the int3 bytes a killed probecost left in a process (-p PID)\n"
          "  bench step-over\n"
          "             every step-over strategy on every kind of first instruction\n\n"
          "'probecost COMMAND --help' for the options of one command.\n";
@@ -64,6 +65,7 @@ int main(int argc, char** argv) {
     if (cmd == "overhead") return probecost::cli::overhead_command(args);
     if (cmd == "bench") return probecost::cli::bench_command(args);
     if (cmd == "trace") return probecost::cli::trace_command(args);
+    if (cmd == "restore") return probecost::cli::restore_command(args);
     std::cerr << "probecost: unknown command '" << cmd << "'\n";
     usage(std::cerr);
     return 2;

@@ -43,20 +43,25 @@ bool read_message(int fd, Message& m) {
     if (m.kind == 'D') ::_exit(0);
     sites.push_back(m);
   }
-  int restored = 0;
+  int restored = 0, gone = 0;
   for (const Message& s : sites) {
     std::uint8_t byte = 0;
     auto off = static_cast<off_t>(s.address);
-    if (::pread(mem, &byte, 1, off) == 1 && byte == 0xCC &&
-        ::pwrite(mem, &s.original, 1, off) == 1) {
+    // 0 bytes read: the address space is gone (the process died first).
+    if (::pread(mem, &byte, 1, off) != 1) {
+      ++gone;
+    } else if (byte == 0xCC && ::pwrite(mem, &s.original, 1, off) == 1) {
       ++restored;
     }
   }
   char note[160];
-  int len = std::snprintf(note, sizeof note,
-                          "probecost guardian: probecost ended without restoring process %d; "
-                          "put back %d int3 byte(s)\n",
-                          pid, restored);
+  int len =
+      std::snprintf(note, sizeof note,
+                    gone ? "probecost guardian: probecost ended without restoring process %d, "
+                           "and the process is gone\n"
+                         : "probecost guardian: probecost ended without restoring process %d; "
+                           "put back %d int3 byte(s)\n",
+                    pid, restored);
   if (len > 0) [[maybe_unused]]
     ssize_t w = ::write(2, note, static_cast<std::size_t>(len));
   ::_exit(0);

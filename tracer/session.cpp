@@ -23,20 +23,36 @@ class Stopped final : public StoppedThread {
   void set_pc(RuntimeAddr pc) override { alive(task_.set_rip(pc)); }
   void set_regs(const user_regs_struct& regs) override { alive(task_.set_regs(regs)); }
 
-  void single_step() override {
+  bool single_step() override {
     for (;;) {
       alive(task_.single_step());
-      auto ws = proc_.wait_for(task_);
-      alive(ws.has_value());
-      ++stats_.stops;
-      if (ws->signal_stop() && ws->stop_signal() == SIGTRAP) return;
-      // A signal that arrives before the step completes is kept for the next resume
-      // (delivering it now would run the program's handler with our int3 byte removed), and
-      // we step again. An interrupt's PTRACE_EVENT_STOP carries nothing: step again. A
-      // clone or fork of the stepped instruction itself: its child is settled at once.
-      if (ws->signal_stop()) task_.pending_signals.push_back(ws->stop_signal());
-      if (ws->new_task_event()) {
-        if (Task* child = proc_.task(proc_.on_new_task(task_))) child->resume();
+      switch (await_trap()) {
+        case Outcome::Trap:
+          return true;
+        case Outcome::Fault:
+          return false;
+        case Outcome::Again:
+          break;
+      }
+    }
+  }
+
+  bool run_to_trap(RuntimeAddr at) override {
+    for (;;) {
+      task_.set_state(Task::State::Running);
+      alive(task_.ptrace_if_alive(PTRACE_CONT));
+      switch (await_trap()) {
+        case Outcome::Trap:
+          if (pc() == at + 1) {
+            set_pc(at);
+            return true;
+          }
+          task_.pending_signals.push_back(SIGTRAP);  // not ours: the program's
+          break;
+        case Outcome::Fault:
+          return false;
+        case Outcome::Again:
+          break;
       }
     }
   }
@@ -46,6 +62,29 @@ class Stopped final : public StoppedThread {
   T alive(T value) {
     if (!value) throw TaskGone{task_.tid()};
     return value;
+  }
+
+  enum class Outcome { Trap, Fault, Again };
+
+  // The thread's next stop after a step or a run: its SIGTRAP, a fault of the instruction,
+  // or something to keep and go on from. A signal that arrives meanwhile is kept for the next
+  // resume (delivering it now would run the program's handler with our int3 byte removed). An
+  // interrupt's PTRACE_EVENT_STOP carries nothing. A clone or fork by the instruction itself:
+  // its child is settled at once.
+  Outcome await_trap() {
+    auto ws = proc_.wait_for(task_);
+    alive(ws.has_value());
+    ++stats_.stops;
+    if (ws->signal_stop()) {
+      int sig = ws->stop_signal();
+      if (sig == SIGTRAP) return Outcome::Trap;
+      task_.pending_signals.push_back(sig);
+      if (sig == SIGSEGV || sig == SIGBUS || sig == SIGFPE || sig == SIGILL) return Outcome::Fault;
+    }
+    if (ws->new_task_event()) {
+      if (Task* child = proc_.task(proc_.on_new_task(task_))) child->resume();
+    }
+    return Outcome::Again;
   }
 
   TracedProcess& proc_;
