@@ -6,12 +6,9 @@
 
 namespace probecost {
 
-namespace {
-
 using Flow = Instruction::Flow;
 
-// Why `in` cannot run from a copy whatever the address; empty if it can.
-std::string why_not_movable(const Instruction& in) {
+std::string why_not_relocatable(const Instruction& in) {
   switch (in.flow) {
     case Flow::RelCall:
     case Flow::IndirectCall:
@@ -28,6 +25,8 @@ std::string why_not_movable(const Instruction& in) {
       return {};
   }
 }
+
+namespace {
 
 bool is_branch(const Instruction& in) {
   return in.flow == Flow::RelJump || in.flow == Flow::RelCondJump;
@@ -87,7 +86,7 @@ bool copy_rebiased(const Instruction& in, x86::Assembler& out, std::string& why)
 std::optional<RelocatedBlock> relocate_block(std::span<const Instruction> block, RuntimeAddr at,
                                              std::string& why) {
   for (const auto& in : block) {
-    if (why = why_not_movable(in); !why.empty()) return std::nullopt;
+    if (why = why_not_relocatable(in); !why.empty()) return std::nullopt;
   }
   auto offsets = copy_offsets(block);
   x86::Assembler out(at);

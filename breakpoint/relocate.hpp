@@ -29,6 +29,9 @@ struct RelocatedBlock {
   std::vector<std::uint32_t> offsets;
 };
 
+// Why `in` cannot run from a copy wherever the copy is; empty if it can.
+std::string why_not_relocatable(const Instruction& in);
+
 // `block`: consecutive instructions. Nothing, with `why` set, when one cannot run from `at`.
 std::optional<RelocatedBlock> relocate_block(std::span<const Instruction> block, RuntimeAddr at,
                                              std::string& why);

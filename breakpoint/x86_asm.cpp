@@ -37,11 +37,10 @@ ZydisEncoderOperand rip(RuntimeAddr at, std::uint16_t size) {
   return mem(ZYDIS_REGISTER_RIP, static_cast<std::int64_t>(at.value()), size);
 }
 
-bool within_rel32(RuntimeAddr from, RuntimeAddr target) {
-  constexpr std::int64_t kMargin = 16;
+bool within_rel32(RuntimeAddr from, RuntimeAddr target, std::int64_t margin) {
   std::int64_t d = target - from;
-  return d > std::numeric_limits<std::int32_t>::min() + kMargin &&
-         d < std::numeric_limits<std::int32_t>::max() - kMargin;
+  return d > std::numeric_limits<std::int32_t>::min() + margin &&
+         d < std::numeric_limits<std::int32_t>::max() - margin;
 }
 
 bool Assembler::encode(ZydisEncoderRequest& request) {

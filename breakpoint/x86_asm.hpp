@@ -24,9 +24,9 @@ ZydisEncoderOperand mem(ZydisRegister base, std::int64_t disp, std::uint16_t siz
 // [rip + (at - next instruction)]: the byte at absolute address `at`.
 ZydisEncoderOperand rip(RuntimeAddr at, std::uint16_t size = 8);
 
-// True when `target` is reachable by a rel32 or disp32 from an instruction ending at `from`
-// (give or take the instruction's own length: a 16-byte margin).
-bool within_rel32(RuntimeAddr from, RuntimeAddr target);
+// True when `target` is reachable by a rel32 or disp32 from an instruction ending at `from`,
+// give or take `margin` bytes (an instruction's own length, or the size of code yet to come).
+bool within_rel32(RuntimeAddr from, RuntimeAddr target, std::int64_t margin = 16);
 
 class Assembler {
  public:

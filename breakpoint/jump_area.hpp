@@ -1,0 +1,141 @@
+#pragma once
+// The shared area of jump-patched probes: one memfd, mapped by the tracer (to write trampolines,
+// read hit counters, drain events) and by the tracee within +-2 GiB of the sites it serves (where
+// the trampolines run and write). It describes itself, with a magic and a version, so that
+// `probecost restore -p PID` can find it in the tracee of a dead tracer and put every original
+// byte back.
+//
+// Layout, in offsets from the area's start; each region starts on a page so that the tracee's
+// mapping can give each its own protection:
+//   0            AreaHeader, then SiteEntry[site_capacity]  tracee: read-write (hit counters)
+//   code_offset  the trampolines                            tracee: read-exec
+//   ring_offset  RingHeader, then Record[capacity]           tracee: read-write (0: no ring)
+#include <sys/types.h>
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "breakpoint/event_ring.hpp"
+#include "breakpoint/patch_site.hpp"
+#include "breakpoint/trampoline.hpp"
+
+namespace probecost::jump {
+
+inline constexpr char kAreaMagic[8] = {'p', 'r', 'o', 'b', 'e', 'j', 'm', 'p'};
+inline constexpr std::uint32_t kAreaVersion = 1;
+// The memfd's name: /proc/PID/maps shows "/memfd:probecost-jump (deleted)".
+inline constexpr char kAreaName[] = "probecost-jump";
+inline constexpr std::uint64_t kAreaPage = 4096;
+
+struct AreaHeader {
+  char magic[8];
+  std::uint32_t version;
+  std::uint32_t header_size;      // sizeof(AreaHeader)
+  std::uint64_t area_address;     // where the tracee maps the area
+  std::uint64_t area_size;        // bytes
+  std::int32_t tracer_pid;        // who patched (restore checks it is gone)
+  std::uint32_t site_entry_size;  // sizeof(SiteEntry)
+  std::uint32_t site_capacity;
+  std::uint32_t site_count;  // entries in use; raised after the entry it adds is complete
+  std::uint64_t sites_offset;
+  std::uint64_t code_offset, code_size;
+  std::uint64_t ring_offset, ring_size;  // 0, 0: no ring
+  std::uint64_t checksum;                // FNV-1a of this header with checksum and site_count zero
+  std::uint64_t reserved[4];
+};
+static_assert(sizeof(AreaHeader) == 128);
+
+inline constexpr std::uint8_t kSiteEvents = 1;          // the trampoline writes records
+inline constexpr std::uint8_t kSitePreservesFlags = 2;  // it saves RFLAGS (pushfq)
+
+struct alignas(64) SiteEntry {
+  std::uint64_t address;     // the patched site, in the tracee
+  std::uint64_t trampoline;  // its trampoline, in the tracee
+  std::uint64_t hits;        // lock incq'd by the trampoline at every hit
+  std::uint32_t id;          // the probe's id in event records
+  std::uint8_t length;       // bytes patched: 5..16
+  std::uint8_t flags;        // kSiteEvents | kSitePreservesFlags
+  std::uint16_t reserved;
+  std::uint8_t original[16];  // the bytes the jump replaced
+  std::uint8_t patch[16];     // the jump and its int3 padding, as written
+};
+static_assert(sizeof(SiteEntry) == 64);
+
+struct AreaConfig {
+  std::uint32_t max_sites = 64;
+  std::uint64_t code_bytes = 16384;
+  std::uint64_t ring_capacity = 0;  // records; a power of two, or 0 for no events
+};
+
+struct AreaLayout {
+  std::uint32_t site_capacity = 0;
+  std::uint64_t ring_capacity = 0;
+  std::uint64_t sites_offset = 0, code_offset = 0, code_size = 0, ring_offset = 0, ring_size = 0;
+  std::uint64_t size = 0;  // of the whole area: the memfd's size
+  // Error if the ring's capacity is not 0 or a power of two up to 2^31.
+  static AreaLayout of(const AreaConfig& config);
+};
+
+struct PlacedSite {
+  std::size_t index = 0;  // in the site table
+  Trampoline trampoline;
+  JumpPatch patch;  // for a PatchSite
+};
+
+// Builds an area through the tracer's writable mapping of it. Addresses it hands out are the
+// tracee's.
+class AreaWriter {
+ public:
+  // `view`: the tracer's mapping (layout.size bytes, zero-filled as a fresh memfd is);
+  // `tracee_at`: where the tracee maps the same pages. Writes the header and the ring's.
+  AreaWriter(std::span<std::uint8_t> view, RuntimeAddr tracee_at, const AreaLayout& layout,
+             pid_t tracer_pid);
+
+  // Adds a site to the table and writes its trampoline; nothing, with `why`, when the site is out
+  // of reach of the area, the area is full, or the displaced instructions cannot be relocated.
+  std::optional<PlacedSite> add_site(const JumpPlan& plan, std::uint32_t id, bool events,
+                                     std::string& why);
+  std::uint64_t hits(std::size_t index) const;
+  // The events ring as the tracer reads it (Error if the area has none).
+  RingView ring() const;
+  RuntimeAddr tracee_address() const { return at_; }
+  const AreaLayout& layout() const { return layout_; }
+
+ private:
+  AreaHeader& header() const { return *reinterpret_cast<AreaHeader*>(view_.data()); }
+  SiteEntry& entry(std::size_t i) const;
+  RuntimeAddr tracee(std::uint64_t offset) const { return at_ + static_cast<std::int64_t>(offset); }
+  std::optional<Trampoline> place_code(const JumpPlan& plan, const TrampolineSpec& spec,
+                                       std::string& why);
+
+  std::span<std::uint8_t> view_;
+  RuntimeAddr at_;
+  AreaLayout layout_;
+  std::uint64_t code_used_ = 0;
+};
+
+struct ParsedSite {
+  JumpPatch patch;
+  std::uint64_t hits = 0;
+  std::uint32_t id = 0;
+  std::uint8_t flags = 0;
+};
+
+struct ParsedArea {
+  RuntimeAddr address;
+  std::uint64_t size = 0;
+  pid_t tracer_pid = 0;
+  std::vector<ParsedSite> sites;
+  std::uint64_t ring_offset = 0, ring_size = 0;
+};
+
+// Reads an area from a copy of its bytes (they may stop after the site table: the code and the
+// ring are not needed). `mapped_at`: where the mapping that held them starts in the tracee.
+// Checks every field and bound before trusting it; nothing, with `why`, if anything is off.
+std::optional<ParsedArea> parse_area(std::span<const std::uint8_t> bytes, RuntimeAddr mapped_at,
+                                     std::string& why);
+
+}  // namespace probecost::jump
