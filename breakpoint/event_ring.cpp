@@ -1,9 +1,5 @@
 #include "breakpoint/event_ring.hpp"
 
-#include <cstring>
-
-#include "breakpoint/error.hpp"
-
 namespace probecost::jump {
 
 namespace {
@@ -44,48 +40,9 @@ Slot read_slot(const RingView& ring, std::uint64_t position, Record& out) {
 
 }  // namespace
 
-std::uint64_t ring_bytes(std::uint64_t capacity) {
-  return sizeof(RingHeader) + capacity * sizeof(Record);
-}
-
-void init_ring(RingHeader& at, std::uint64_t capacity) {
-  if (!valid_ring_capacity(capacity)) {
-    throw Error("ring capacity " + std::to_string(capacity) + " is not a power of two up to 2^31");
-  }
-  std::memset(&at, 0, ring_bytes(capacity));
-  at.capacity = capacity;
-  at.record_size = sizeof(Record);
-  at.slots_offset = sizeof(RingHeader);
-}
-
-std::optional<RingView> view_ring(std::span<const std::uint8_t> bytes, std::string& why) {
-  if (bytes.size() < sizeof(RingHeader)) {
-    why = "the ring header needs " + std::to_string(sizeof(RingHeader)) + " bytes, " +
-          std::to_string(bytes.size()) + " are mapped";
-    return std::nullopt;
-  }
-  RingHeader h;
-  std::memcpy(&h, bytes.data(), sizeof h);
-  if (!valid_ring_capacity(h.capacity)) {
-    why = "ring capacity " + std::to_string(h.capacity) + " is not a power of two up to 2^31";
-  } else if (h.record_size != sizeof(Record)) {
-    why = "ring records of " + std::to_string(h.record_size) + " bytes, not " +
-          std::to_string(sizeof(Record));
-  } else if (h.slots_offset < sizeof(RingHeader) || h.slots_offset % 8 ||
-             h.slots_offset > bytes.size() ||
-             (bytes.size() - h.slots_offset) / sizeof(Record) < h.capacity) {
-    why = "ring slots at offset " + std::to_string(h.slots_offset) + " do not fit in " +
-          std::to_string(bytes.size()) + " bytes";
-  } else {
-    return RingView{reinterpret_cast<const RingHeader*>(bytes.data()),
-                    bytes.data() + h.slots_offset, h.capacity};
-  }
-  return std::nullopt;
-}
-
 Drained drain(const RingView& ring, std::uint64_t& cursor, bool final) {
   Drained out;
-  std::uint64_t head = load(&ring.header->head, __ATOMIC_ACQUIRE);
+  std::uint64_t head = load(ring.head, __ATOMIC_ACQUIRE);
   if (head - cursor > ring.capacity) {  // lapped: those slots hold later records now
     out.lost += head - ring.capacity - cursor;
     cursor = head - ring.capacity;
@@ -100,7 +57,9 @@ Drained drain(const RingView& ring, std::uint64_t& cursor, bool final) {
         ++out.lost;
         break;
       case Slot::Pending:
-        if (!final) return out;
+        // Not written yet, or being written: by its own writer (wait for it), or by one a lap
+        // ahead, once the counter has moved a whole ring past it (then it is lost).
+        if (!final && cursor + ring.capacity > load(ring.head, __ATOMIC_ACQUIRE)) return out;
         ++out.lost;
         break;
     }

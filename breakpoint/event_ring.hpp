@@ -1,13 +1,14 @@
 #pragma once
-// The ring of event records that jump-patched probes write from inside the tracee, and the reader
+// The ring of event records a jump-patched probe writes from inside the tracee, and the reader
 // that drains it from another process (the tracer) while the tracee runs: both map the same
-// memfd pages.
+// memfd pages. Each site with events has a ring of its own, and its hit counter is the ring's
+// position counter: one `lock xadd` per hit both counts the hit exactly and takes a slot.
 //
-// Writers (the trampolines, any number of threads, every site of an area) take a position with
-// `lock xadd` on `head` and write the record into slot (position & (capacity - 1)): no lock, no
-// system call, no allocation. The record is the static marker's, 24 bytes
-// (inferior/marker.hpp): {tsc, arg, id, reserved}; here `reserved` holds the slot's sequence
-// word, which tells a reader whether the slot holds a complete record and for which position:
+// Writers (the site's trampoline, in any number of threads) take a position with `lock xadd` on
+// the counter and write the record into slot (position & (capacity - 1)): no lock, no system
+// call, no allocation. The record is the static marker's, 24 bytes (inferior/marker.hpp):
+// {tsc, arg, id, reserved}; here `reserved` holds the slot's sequence word, which tells a reader
+// whether the slot holds a complete record and for which position:
 //
 //   seq = low 32 bits of (2 * position + 1)   (odd, so never 0)
 //
@@ -15,11 +16,10 @@
 // 8-byte store, the commit. x86 keeps stores in program order (TSO), so a reader that loads seq,
 // then the record, then seq again, and sees the expected seq both times, has read a record that
 // no writer was changing meanwhile. A slower reader loses records: the writers never wait. Lost
-// ones are counted by the reader, from `head` and from sequence words that show a slot reused.
+// ones are counted by the reader, from the counter and from sequence words that show a slot
+// reused.
 #include <cstdint>
-#include <optional>
 #include <span>
-#include <string>
 #include <vector>
 
 namespace probecost::jump {
@@ -33,16 +33,6 @@ struct Record {
 };
 static_assert(sizeof(Record) == 24);
 
-struct alignas(64) RingHeader {
-  std::uint64_t head;  // positions ever taken; alone on its cache line, every hit writes it
-  std::uint8_t pad_[56];
-  std::uint64_t capacity;      // slots, a power of two, at most 2^31
-  std::uint32_t record_size;   // sizeof(Record)
-  std::uint32_t reserved;      // 0
-  std::uint64_t slots_offset;  // from this header to slot 0
-};
-static_assert(sizeof(RingHeader) == 128);
-
 inline constexpr std::uint64_t kMaxRingCapacity = 1ull << 31;
 inline constexpr std::uint32_t kCommitOffset = 16;  // the {id, seq} word in a slot
 inline constexpr std::uint32_t kSeqOffset = 20;     // seq alone
@@ -55,21 +45,19 @@ inline bool valid_ring_capacity(std::uint64_t capacity) {
   return capacity && !(capacity & (capacity - 1)) && capacity <= kMaxRingCapacity;
 }
 
-// The bytes a ring of `capacity` slots takes, header included.
-std::uint64_t ring_bytes(std::uint64_t capacity);
-// Writes an empty ring's header at `at` (capacity: a power of two, at most kMaxRingCapacity).
-void init_ring(RingHeader& at, std::uint64_t capacity);
+// The bytes a ring of `capacity` records takes.
+inline std::uint64_t ring_bytes(std::uint64_t capacity) {
+  return capacity * sizeof(Record);
+}
 
-// A ring as the reader sees it, its shape checked once against the mapping that holds it: later
-// reads trust these copies, never the header's words again (the tracee can write over them).
+// A ring as the reader sees it, in its own mapping: the position counter (the site's hit
+// counter) and the slots. The shape is what the reader set up or checked itself; it is never
+// read again from memory the tracee can write.
 struct RingView {
-  const RingHeader* header = nullptr;
+  const std::uint64_t* head = nullptr;
   const std::uint8_t* slots = nullptr;
-  std::uint64_t capacity = 0;
+  std::uint64_t capacity = 0;  // a power of two
 };
-// `bytes`: from the ring header to the end of the mapping. Nothing, with `why`, if the header
-// does not describe a ring that fits.
-std::optional<RingView> view_ring(std::span<const std::uint8_t> bytes, std::string& why);
 
 struct Drained {
   std::vector<Record> records;  // in position order
@@ -79,7 +67,7 @@ struct Drained {
 // Drains what the writers completed since `cursor` (positions read so far; start at 0).
 // A position whose record is still being written stops the drain there, to be read by a later
 // call, unless `final` (the writers are all stopped or gone): then it counts as lost. Across
-// calls, records + lost = head once a final drain has run.
+// calls, records + lost = the counter once a final drain has run.
 Drained drain(const RingView& ring, std::uint64_t& cursor, bool final = false);
 
 }  // namespace probecost::jump

@@ -40,15 +40,24 @@ AreaLayout AreaLayout::of(const AreaConfig& config) {
   l.code_offset = round_up(l.sites_offset + sizeof(SiteEntry) * config.max_sites, kAreaPage);
   l.code_size = round_up(config.code_bytes, kAreaPage);
   l.size = l.code_offset + l.code_size;
-  if (config.ring_capacity) {
+  if (config.cpus) {
+    l.cpus = config.cpus;
+    l.rseq_offset = config.rseq_offset;
+    l.counters_offset = l.size;
+    l.counters_size = round_up(std::uint64_t{config.max_sites} * config.cpus * 64, kAreaPage);
+    l.size += l.counters_size;
+  }
+  if (config.event_sites) {
     if (!valid_ring_capacity(config.ring_capacity)) {
       throw Error("ring capacity " + std::to_string(config.ring_capacity) +
                   " is not a power of two up to 2^31");
     }
+    l.ring_count = config.event_sites;
     l.ring_capacity = config.ring_capacity;
-    l.ring_offset = l.size;
-    l.ring_size = round_up(ring_bytes(config.ring_capacity), kAreaPage);
-    l.size += l.ring_size;
+    l.ring_stride = round_up(ring_bytes(config.ring_capacity), 64);
+    l.rings_offset = l.size;
+    l.rings_size = round_up(l.ring_stride * l.ring_count, kAreaPage);
+    l.size += l.rings_size;
   }
   return l;
 }
@@ -73,13 +82,14 @@ AreaWriter::AreaWriter(std::span<std::uint8_t> view, RuntimeAddr tracee_at,
   h.sites_offset = layout.sites_offset;
   h.code_offset = layout.code_offset;
   h.code_size = layout.code_size;
-  h.ring_offset = layout.ring_offset;
-  h.ring_size = layout.ring_size;
+  h.rings_offset = layout.rings_offset;
+  h.rings_size = layout.rings_size;
+  h.ring_capacity = layout.ring_capacity;
+  h.ring_stride = layout.ring_stride;
+  h.ring_count = layout.ring_count;
+  h.cpus = layout.cpus;
+  h.counters_offset = layout.counters_offset;
   h.checksum = checksum(h);
-  if (layout.ring_offset) {
-    init_ring(*reinterpret_cast<RingHeader*>(view_.data() + layout.ring_offset),
-              layout.ring_capacity);
-  }
 }
 
 SiteEntry& AreaWriter::entry(std::size_t i) const {
@@ -100,16 +110,17 @@ std::optional<Trampoline> AreaWriter::place_code(const JumpPlan& plan, const Tra
   return t;
 }
 
-std::optional<PlacedSite> AreaWriter::add_site(const JumpPlan& plan, std::uint32_t id, bool events,
+std::optional<PlacedSite> AreaWriter::add_site(const JumpPlan& plan, const SiteOptions& options,
                                                std::string& why) {
+  const bool events = options.events;
   AreaHeader& h = header();
   std::size_t index = h.site_count;
   if (index >= layout_.site_capacity) {
     why = "the area's " + std::to_string(layout_.site_capacity) + " sites are all in use";
     return std::nullopt;
   }
-  if (events && !layout_.ring_offset) {
-    why = "the area has no ring for events";
+  if (events && rings_used_ >= layout_.ring_count) {
+    why = "the area's " + std::to_string(layout_.ring_count) + " rings for events are all in use";
     return std::nullopt;
   }
   RuntimeAddr code = tracee(layout_.code_offset + code_used_);
@@ -118,12 +129,18 @@ std::optional<PlacedSite> AreaWriter::add_site(const JumpPlan& plan, std::uint32
     return std::nullopt;
   }
   SiteEntry& e = entry(index);
-  TrampolineSpec spec{
-      code, tracee(layout_.sites_offset + index * sizeof(SiteEntry) + offsetof(SiteEntry, hits)),
-      std::nullopt};
+  TrampolineSpec spec;
+  spec.address = code;
+  spec.hit_counter =
+      tracee(layout_.sites_offset + index * sizeof(SiteEntry) + offsetof(SiteEntry, hits));
+  spec.flag_save = options.flag_save;
+  if (layout_.cpus && !events) {
+    spec.per_cpu = PerCpuCounter{tracee(counter_row(index)), layout_.cpus, layout_.rseq_offset};
+  }
+  std::uint32_t ring = rings_used_;
   if (events) {
-    auto& ring = *reinterpret_cast<RingHeader*>(view_.data() + layout_.ring_offset);
-    spec.events = EventTarget{tracee(layout_.ring_offset), ring.capacity, id};
+    spec.events = EventTarget{tracee(layout_.rings_offset + ring * layout_.ring_stride),
+                              layout_.ring_capacity, options.id};
   }
   auto t = place_code(plan, spec, why);
   if (!t) return std::nullopt;
@@ -131,10 +148,13 @@ std::optional<PlacedSite> AreaWriter::add_site(const JumpPlan& plan, std::uint32
   e.address = plan.site.value();
   e.trampoline = t->address.value();
   e.hits = 0;
-  e.id = id;
+  e.id = options.id;
   e.length = static_cast<std::uint8_t>(plan.length);
   e.flags = static_cast<std::uint8_t>((events ? kSiteEvents : 0) |
-                                      (plan.preserve_flags ? kSitePreservesFlags : 0));
+                                      (plan.preserve_flags ? kSitePreservesFlags : 0) |
+                                      (spec.per_cpu ? kSitePerCpu : 0));
+  e.ring = events ? static_cast<std::uint16_t>(ring) : 0;
+  rings_used_ += events;
   std::memcpy(e.original, patch.original.data(), sizeof e.original);
   std::memcpy(e.patch, patch.patch.data(), sizeof e.patch);
   __atomic_store_n(&h.site_count, index + 1, __ATOMIC_RELEASE);
@@ -142,16 +162,22 @@ std::optional<PlacedSite> AreaWriter::add_site(const JumpPlan& plan, std::uint32
 }
 
 std::uint64_t AreaWriter::hits(std::size_t index) const {
-  return __atomic_load_n(&entry(index).hits, __ATOMIC_RELAXED);
+  std::uint64_t sum = __atomic_load_n(&entry(index).hits, __ATOMIC_RELAXED);
+  if (entry(index).flags & kSitePerCpu) {
+    const std::uint8_t* row = view_.data() + counter_row(index);
+    for (std::uint32_t cpu = 0; cpu < layout_.cpus; ++cpu) {
+      sum +=
+          __atomic_load_n(reinterpret_cast<const std::uint64_t*>(row + cpu * 64), __ATOMIC_RELAXED);
+    }
+  }
+  return sum;
 }
 
-RingView AreaWriter::ring() const {
-  std::string why;
-  auto view = layout_.ring_offset
-                  ? view_ring(view_.subspan(layout_.ring_offset, layout_.ring_size), why)
-                  : std::nullopt;
-  if (!view) throw Error("the jump area has no usable ring" + (why.empty() ? "" : ": " + why));
-  return *view;
+RingView AreaWriter::ring(std::size_t index) const {
+  if (index >= header().site_count || !(entry(index).flags & kSiteEvents))
+    throw Error("site " + std::to_string(index) + " of the jump area has no events");
+  std::uint64_t offset = layout_.rings_offset + entry(index).ring * layout_.ring_stride;
+  return RingView{&entry(index).hits, view_.data() + offset, layout_.ring_capacity};
 }
 
 namespace {
@@ -172,8 +198,13 @@ std::string check_header(const AreaHeader& h, std::size_t have, RuntimeAddr mapp
       h.sites_offset < sizeof(AreaHeader) || h.sites_offset % alignof(SiteEntry))
     return "area site table out of bounds";
   if (!in(h.code_offset, h.code_size, h.area_size)) return "area code region out of bounds";
-  if (h.ring_offset && !in(h.ring_offset, h.ring_size, h.area_size))
-    return "area ring out of bounds";
+  if (h.cpus && !in(h.counters_offset, std::uint64_t{h.site_capacity} * h.cpus * 64, h.area_size))
+    return "area per-CPU counters out of bounds";
+  if (h.ring_count &&
+      (!valid_ring_capacity(h.ring_capacity) || h.ring_stride < ring_bytes(h.ring_capacity) ||
+       h.ring_stride > h.area_size || !in(h.rings_offset, h.rings_size, h.area_size) ||
+       h.rings_size / h.ring_stride < h.ring_count))
+    return "area rings out of bounds";
   if (h.sites_offset + std::uint64_t{h.site_count} * sizeof(SiteEntry) > have)
     return "area truncated: " + std::to_string(have) + " bytes hold no whole site table";
   return {};
@@ -192,6 +223,7 @@ std::string check_site(const AreaHeader& h, const SiteEntry& e, std::size_t i) {
     return which + "its patch is not a jump to its trampoline";
   if (std::equal(e.original, e.original + e.length, e.patch))
     return which + "original and patch bytes are the same";
+  if ((e.flags & kSiteEvents) && e.ring >= h.ring_count) return which + "no such ring";
   return {};
 }
 
@@ -205,6 +237,7 @@ ParsedSite parsed(const SiteEntry& e) {
   s.hits = e.hits;
   s.id = e.id;
   s.flags = e.flags;
+  s.ring = e.ring;
   return s;
 }
 
@@ -220,7 +253,7 @@ std::optional<ParsedArea> parse_area(std::span<const std::uint8_t> bytes, Runtim
   AreaHeader h;
   std::memcpy(&h, bytes.data(), sizeof h);
   if (why = check_header(h, bytes.size(), mapped_at); !why.empty()) return std::nullopt;
-  ParsedArea area{mapped_at, h.area_size, h.tracer_pid, {}, h.ring_offset, h.ring_size};
+  ParsedArea area{mapped_at, h.area_size, h.tracer_pid, {}};
   for (std::uint32_t i = 0; i < h.site_count; ++i) {
     SiteEntry e;
     std::memcpy(&e, bytes.data() + h.sites_offset + i * sizeof(SiteEntry), sizeof e);

@@ -24,9 +24,9 @@ struct Built {
   std::vector<PlacedSite> placed;
 };
 
-Built build(int sites, std::uint64_t ring = 64) {
+Built build(int sites) {
   Built b;
-  b.layout = AreaLayout::of({8, 4096, ring});
+  b.layout = AreaLayout::of({8, 4096, 4, 64});
   b.bytes.assign(b.layout.size, 0);
   AreaWriter w(b.bytes, RuntimeAddr(kArea), b.layout, 4242);
   std::vector<std::uint8_t> code = {0x0f, 0x1f, 0x44, 0x00, 0x00, 0xc3};
@@ -35,7 +35,7 @@ Built build(int sites, std::uint64_t ring = 64) {
     RuntimeAddr fn(kFn + 16 * i);
     auto plan = plan_jump(fn, code, fn, why);
     EXPECT_TRUE(plan) << why;
-    auto p = w.add_site(*plan, 100 + i, i % 2 == 1, why);
+    auto p = w.add_site(*plan, {static_cast<std::uint32_t>(100 + i), i % 2 == 1}, why);
     EXPECT_TRUE(p) << why;
     b.placed.push_back(*p);
   }
@@ -57,16 +57,17 @@ TEST(JumpArea, RecordIsTheMarkersRecord) {
 }
 
 TEST(JumpArea, LayoutPutsEachRegionOnItsOwnPages) {
-  auto l = AreaLayout::of({64, 10000, 1 << 16});
+  auto l = AreaLayout::of({64, 10000, 3, 1 << 16});
   EXPECT_EQ(l.sites_offset, sizeof(AreaHeader));
   EXPECT_EQ(l.code_offset % kAreaPage, 0u);
   EXPECT_GE(l.code_offset, l.sites_offset + 64 * sizeof(SiteEntry));
   EXPECT_EQ(l.code_size, 12288u);
-  EXPECT_EQ(l.ring_offset, l.code_offset + l.code_size);
-  EXPECT_GE(l.ring_size, ring_bytes(1 << 16));
-  EXPECT_EQ(l.size, l.ring_offset + l.ring_size);
-  EXPECT_THROW(AreaLayout::of({64, 4096, 1000}), Error);
-  EXPECT_EQ(AreaLayout::of({64, 4096, 0}).ring_offset, 0u);
+  EXPECT_EQ(l.rings_offset, l.code_offset + l.code_size);
+  EXPECT_EQ(l.ring_stride, ring_bytes(1 << 16));
+  EXPECT_GE(l.rings_size, 3 * ring_bytes(1 << 16));
+  EXPECT_EQ(l.size, l.rings_offset + l.rings_size);
+  EXPECT_THROW(AreaLayout::of({64, 4096, 1, 1000}), Error);
+  EXPECT_EQ(AreaLayout::of({64, 4096, 0, 0}).rings_offset, 0u);
 }
 
 TEST(JumpArea, WriterAndParserAgree) {
@@ -83,6 +84,7 @@ TEST(JumpArea, WriterAndParserAgree) {
     EXPECT_EQ(s.patch.length, 5u);
     EXPECT_EQ(s.id, 100u + i);
     EXPECT_EQ(s.flags, i % 2 == 1 ? kSiteEvents : 0);
+    EXPECT_EQ(s.ring, i == 1 ? 0 : 0);  // the first site with events has ring 0
     EXPECT_EQ(s.patch.trampoline, b.placed[i].trampoline.address);
     EXPECT_EQ(s.patch.patch, b.placed[i].patch.patch);
     EXPECT_EQ(s.patch.original[0], 0x0f);
@@ -99,7 +101,7 @@ TEST(JumpArea, WriterAndParserAgree) {
 }
 
 TEST(JumpArea, WriterRefusesWhatDoesNotFit) {
-  auto layout = AreaLayout::of({1, 4096, 0});
+  auto layout = AreaLayout::of({1, 4096, 0, 0});
   std::vector<std::uint8_t> bytes(layout.size);
   AreaWriter w(bytes, RuntimeAddr(kArea), layout, 1);
   std::vector<std::uint8_t> code = {0x0f, 0x1f, 0x44, 0x00, 0x00, 0xc3};
@@ -107,14 +109,15 @@ TEST(JumpArea, WriterRefusesWhatDoesNotFit) {
   RuntimeAddr far(0x400000);
   auto far_plan = plan_jump(far, code, far, why);
   ASSERT_TRUE(far_plan);
-  EXPECT_FALSE(w.add_site(*far_plan, 1, false, why));
+  EXPECT_FALSE(w.add_site(*far_plan, {1, false}, why));
   EXPECT_NE(why.find("beyond a jump's reach"), std::string::npos) << why;
   auto plan = plan_jump(RuntimeAddr(kFn), code, RuntimeAddr(kFn), why);
   ASSERT_TRUE(plan);
-  EXPECT_FALSE(w.add_site(*plan, 1, true, why));
-  EXPECT_NE(why.find("no ring"), std::string::npos) << why;
-  EXPECT_TRUE(w.add_site(*plan, 1, false, why)) << why;
-  EXPECT_FALSE(w.add_site(*plan, 2, false, why));
+  EXPECT_FALSE(w.add_site(*plan, {1, true}, why));
+  EXPECT_NE(why.find("rings for events are all in use"), std::string::npos) << why;
+  EXPECT_TRUE(w.add_site(*plan, {1, false}, why)) << why;
+  EXPECT_THROW(w.ring(0), Error);  // no events, no ring
+  EXPECT_FALSE(w.add_site(*plan, {2, false}, why));
   EXPECT_NE(why.find("all in use"), std::string::npos) << why;
 }
 
@@ -147,6 +150,12 @@ TEST(JumpArea, ParserSaysWhyItRefuses) {
   expect_refusal(entry([](SiteEntry& e) { e.length = 40; }), "site 1: bad patch length");
   expect_refusal(entry([](SiteEntry& e) { e.trampoline = 0x1234; }), "outside the area's code");
   expect_refusal(entry([](SiteEntry& e) { e.patch[2] ^= 1; }), "not a jump to its trampoline");
+  expect_refusal(entry([](SiteEntry& e) { e.ring = 4; }), "no such ring");
+  expect_refusal(header([](AreaHeader& h) {
+                   h.ring_stride = 8;
+                   h.checksum = 0;
+                 }),
+                 "checksum");
 }
 
 TEST(JumpArea, ParserSurvivesGarbage) {

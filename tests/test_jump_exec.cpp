@@ -4,6 +4,10 @@
 // exactly. See self_patch.hpp for the in-process stand-in of the tracer.
 #include <gtest/gtest.h>
 #include <pthread.h>
+#include <signal.h>
+#include <sys/rseq.h>
+#include <sys/sysinfo.h>
+#include <ucontext.h>
 
 #include <algorithm>
 #include <atomic>
@@ -40,12 +44,32 @@ std::optional<JumpPlan> plan_kind(const std::string& kind, std::string& why) {
   return plan_jump(f.start, f.code, address_of("probecost_kind_" + kind), why);
 }
 
-Patched place(const JumpPlan& plan, bool events, std::uint64_t ring = 1 << 12) {
+// How a trampoline counts: lock inc, per CPU with rseq, or with an event record per hit.
+enum class Mode { Count, PerCpu, Events };
+
+std::string name_of(Mode m) {
+  return m == Mode::Count ? "count" : m == Mode::PerCpu ? "percpu" : "events";
+}
+
+// glibc's rseq registration for this process's threads, as the tracer would read it from the
+// tracee's libc (__rseq_size, __rseq_offset).
+bool have_rseq() {
+  return __rseq_size >= 20;
+}
+
+Patched place(const JumpPlan& plan, Mode mode, std::uint64_t ring = 1 << 12,
+              std::uint32_t cpus = 0) {
   Patched p;
-  p.area = std::make_unique<LocalArea>(plan.site, jump::AreaConfig{4, 4096, ring});
+  jump::AreaConfig config{4, 4096, 1, ring};
+  if (mode == Mode::PerCpu) {
+    if (!have_rseq()) throw Error("no rseq registration in this process");
+    config.cpus = cpus ? cpus : static_cast<std::uint32_t>(get_nprocs_conf());
+    config.rseq_offset = static_cast<std::int32_t>(__rseq_offset);
+  }
+  p.area = std::make_unique<LocalArea>(plan.site, config);
   p.plan = plan;
   std::string why;
-  auto placed = p.area->writer().add_site(plan, 7, events, why);
+  auto placed = p.area->writer().add_site(plan, {7, mode == Mode::Events}, why);
   if (!placed) throw Error("cannot place: " + why);
   p.placed = *placed;
   p.site = std::make_unique<PatchSite>(SelfMemory::instance(), p.placed.patch);
@@ -80,12 +104,14 @@ const std::vector<std::string> kRunnable = {
     "sub",  "lea",       "lea_rip", "load_rip",      "store_rip", "jmp32",
     "jmp8", "jcc_taken", "frame",   "jcc_not_taken", "flags",     "redzone"};
 
-class KindTest : public ::testing::TestWithParam<std::tuple<std::string, bool>> {};
+class KindTest : public ::testing::TestWithParam<std::tuple<std::string, Mode>> {};
 
 }  // namespace
 
 TEST_P(KindTest, SameResultAndExactHits) {
-  const auto& [kind, events] = GetParam();
+  const auto& [kind, mode] = GetParam();
+  if (mode == Mode::PerCpu && !have_rseq()) GTEST_SKIP() << "no rseq";
+  const bool events = mode == Mode::Events;
   KindFn fn = inferior::kind_entry(kind.c_str());
   ASSERT_NE(fn, nullptr);
   constexpr std::uint64_t kCalls = 1000;
@@ -93,14 +119,14 @@ TEST_P(KindTest, SameResultAndExactHits) {
   std::string why;
   auto plan = plan_kind(kind, why);
   ASSERT_TRUE(plan) << why;
-  auto p = place(*plan, events);
+  auto p = place(*plan, mode);
   auto original = bytes_at(plan->site, plan->length);
   p.site->install();
   EXPECT_EQ(run(fn, kCalls), untouched);
   EXPECT_EQ(p.area->writer().hits(0), kCalls);
   if (events) {
     std::uint64_t cursor = 0;
-    auto d = jump::drain(p.area->writer().ring(), cursor, true);
+    auto d = jump::drain(p.area->writer().ring(0), cursor, true);
     EXPECT_EQ(d.lost, 0u);
     ASSERT_EQ(d.records.size(), kCalls);
     for (std::uint64_t i = 0; i < kCalls; ++i) {
@@ -118,10 +144,11 @@ TEST_P(KindTest, SameResultAndExactHits) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllKinds, KindTest,
-                         ::testing::Combine(::testing::ValuesIn(kRunnable), ::testing::Bool()),
+                         ::testing::Combine(::testing::ValuesIn(kRunnable),
+                                            ::testing::Values(Mode::Count, Mode::PerCpu,
+                                                              Mode::Events)),
                          [](const auto& info) {
-                           return std::get<0>(info.param) +
-                                  (std::get<1>(info.param) ? "_events" : "_count");
+                           return std::get<0>(info.param) + "_" + name_of(std::get<1>(info.param));
                          });
 
 TEST(JumpExec, RefusedKindsSayWhy) {
@@ -151,7 +178,7 @@ TEST(JumpExec, FlagsArePreservedWhereLiveAndTheTestWouldSeeThemLost) {
   // the flags a lock inc changes.
   JumpPlan careless = *plan;
   careless.preserve_flags = false;
-  auto p = place(careless, false);
+  auto p = place(careless, Mode::Count);
   p.site->install();
   EXPECT_NE(run(fn, 200), untouched);
   p.site->remove();
@@ -169,10 +196,11 @@ TEST(JumpExec, RedZoneIsLeftAlone) {
   KindFn fn = inferior::kind_entry("redzone");
   Result untouched = run(fn, 100);
   ASSERT_NE(untouched.checksum, 0u);  // the canary held untouched
-  for (bool events : {false, true}) {
-    auto p = place(*plan, events);
+  for (Mode mode : {Mode::Count, Mode::PerCpu, Mode::Events}) {
+    if (mode == Mode::PerCpu && !have_rseq()) continue;
+    auto p = place(*plan, mode);
     p.site->install();
-    EXPECT_EQ(run(fn, 100), untouched) << (events ? "events" : "count");
+    EXPECT_EQ(run(fn, 100), untouched) << name_of(mode);
     p.site->remove();
   }
 }
@@ -243,7 +271,7 @@ TEST(JumpExec, AThreadBetweenDisplacedInstructionsContinuesInTheCopy) {
   std::string why;
   auto plan = plan_kind("frame", why);
   ASSERT_TRUE(plan) << why;
-  auto p = place(*plan, false);
+  auto p = place(*plan, Mode::Count);
   const auto& t = p.placed.trampoline;
   ASSERT_EQ(t.copies.size(), 2u);  // after push (site+1) and after mov (site+4)
   auto after_push = t.moved_pc(plan->site + 1), after_mov = t.moved_pc(plan->site + 4);
@@ -261,13 +289,89 @@ TEST(JumpExec, FourThreadsCountExactly) {
   std::string why;
   auto plan = plan_kind("frame", why);
   ASSERT_TRUE(plan) << why;
-  auto p = place(*plan, false);
+  for (Mode mode : {Mode::Count, Mode::PerCpu}) {
+    if (mode == Mode::PerCpu && !have_rseq()) continue;
+    auto p = place(*plan, mode);
+    p.site->install();
+    constexpr std::uint64_t kCalls = 200000;
+    std::barrier start(kThreads);
+    probecost_kinds_checksum = 0;
+    hammer(inferior::kind_entry("frame"), kCalls, start);
+    EXPECT_EQ(p.area->writer().hits(0), kThreads * kCalls) << name_of(mode);
+    EXPECT_EQ(probecost_kinds_checksum,
+              0u + kThreads * (kCalls * (kCalls - 1) / 2) + (0ull + 1 + 2 + 3) * (kCalls << 32))
+        << name_of(mode);
+    p.site->remove();
+  }
+}
+
+namespace {
+
+// The signal handler sees where the thread will resume: after an rseq abort, the abort address.
+std::atomic<std::uint64_t> g_abort_ip{0}, g_aborts{0}, g_signals{0};
+
+void count_aborts(int, siginfo_t*, void* context) {
+  auto rip = static_cast<ucontext_t*>(context)->uc_mcontext.gregs[REG_RIP];
+  ++g_signals;
+  if (static_cast<std::uint64_t>(rip) == g_abort_ip.load()) ++g_aborts;
+}
+
+// The abort address: right after the rseq signature in the trampoline's cold code.
+std::uint64_t abort_ip_of(const Trampoline& t) {
+  const std::uint8_t sig[] = {0x53, 0x30, 0x05, 0x53};
+  auto it = std::search(t.code.begin(), t.code.end(), std::begin(sig), std::end(sig));
+  return it == t.code.end() ? 0 : t.address.value() + (it - t.code.begin()) + 4;
+}
+
+}  // namespace
+
+// Per-CPU counting under fire: threads pinned to CPUs inside and outside the counter row (the
+// latter take the lock inc fallback), each with a 50 us timer signal that lands inside the
+// restartable sequence now and then (a wrong abort signature or descriptor gets the process
+// killed; a sequence the kernel did not see would lose counts).
+TEST(JumpExec, PerCpuCountsExactlyWithFallbackAndSignals) {
+  if (!have_rseq()) GTEST_SKIP() << "no rseq";
+  std::string why;
+  auto plan = plan_kind("nop5", why);
+  ASSERT_TRUE(plan) << why;
+  auto p = place(*plan, Mode::PerCpu, 1 << 12, 1);  // a row of 1: CPU 0 only
   p.site->install();
-  constexpr std::uint64_t kCalls = 200000;
-  std::barrier start(kThreads);
-  probecost_kinds_checksum = 0;
-  hammer(inferior::kind_entry("frame"), kCalls, start);
+  g_abort_ip = abort_ip_of(p.placed.trampoline);
+  ASSERT_NE(g_abort_ip.load(), 0u);
+  g_aborts = 0;
+  struct sigaction sa {};
+  sa.sa_sigaction = count_aborts;
+  sa.sa_flags = SA_SIGINFO | SA_RESTART;
+  ::sigaction(SIGUSR2, &sa, nullptr);
+  constexpr std::uint64_t kCalls = 1'000'000;
+  KindFn fn = inferior::kind_entry("nop5");
+  std::vector<std::thread> threads;
+  const int cpus = get_nprocs();
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      cpu_set_t set;
+      CPU_ZERO(&set);
+      CPU_SET(t % cpus, &set);
+      pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+      sigevent sev{};
+      sev.sigev_notify = SIGEV_THREAD_ID;
+      sev.sigev_signo = SIGUSR2;
+      sev._sigev_un._tid = gettid();
+      timer_t timer;
+      timer_create(CLOCK_MONOTONIC, &sev, &timer);
+      itimerspec every{{0, 50'000}, {0, 50'000}};
+      timer_settime(timer, 0, &every, nullptr);
+      for (std::uint64_t i = 0; i < kCalls; ++i) fn(i);
+      timer_delete(timer);
+    });
+  }
+  for (auto& th : threads) th.join();
+  ::signal(SIGUSR2, SIG_IGN);  // a last timer signal may still be pending
   EXPECT_EQ(p.area->writer().hits(0), kThreads * kCalls);
+  EXPECT_GT(g_aborts.load(), 0u);  // the restart path ran, and counted right
+  std::printf("per-CPU: %llu of %llu timer signals landed inside the restartable sequence\n",
+              static_cast<unsigned long long>(g_aborts.load()),
+              static_cast<unsigned long long>(g_signals.load()));
   p.site->remove();
 }
 
@@ -276,13 +380,13 @@ TEST(JumpExec, FourThreadsEveryRecordReadBack) {
   auto plan = plan_kind("nop5", why);
   ASSERT_TRUE(plan) << why;
   constexpr std::uint64_t kCalls = 50000;
-  auto p = place(*plan, true, 1 << 18);  // room for all
+  auto p = place(*plan, Mode::Events, 1 << 18);  // room for all
   p.site->install();
   std::barrier start(kThreads);
   hammer(inferior::kind_entry("nop5"), kCalls, start);
   p.site->remove();
   std::uint64_t cursor = 0;
-  auto d = jump::drain(p.area->writer().ring(), cursor, true);
+  auto d = jump::drain(p.area->writer().ring(0), cursor, true);
   EXPECT_EQ(d.lost, 0u);
   EXPECT_EQ(d.records.size(), kThreads * kCalls);
   for (auto c : check_records(d.records)) EXPECT_EQ(c, kCalls);
@@ -294,19 +398,20 @@ TEST(JumpExec, SlowReaderCountsWhatItLost) {
   auto plan = plan_kind("nop5", why);
   ASSERT_TRUE(plan) << why;
   constexpr std::uint64_t kCalls = 100000;
-  auto p = place(*plan, true, 64);  // a small ring: the reader cannot keep up
+  auto p = place(*plan, Mode::Events, 256);  // a small ring: the reader cannot keep up
   p.site->install();
   std::atomic<bool> done{false};
   std::vector<jump::Record> records;
-  std::uint64_t lost = 0, cursor = 0, drains = 0;
+  std::uint64_t lost = 0, cursor = 0, drains = 0, while_running = 0;
   std::thread reader([&] {
-    auto ring = p.area->writer().ring();
+    auto ring = p.area->writer().ring(0);
     while (!done.load()) {
       auto d = jump::drain(ring, cursor);
       records.insert(records.end(), d.records.begin(), d.records.end());
       lost += d.lost;
       ++drains;
     }
+    while_running = records.size();
     auto d = jump::drain(ring, cursor, true);
     records.insert(records.end(), d.records.begin(), d.records.end());
     lost += d.lost;
@@ -320,7 +425,8 @@ TEST(JumpExec, SlowReaderCountsWhatItLost) {
   EXPECT_GT(lost, 0u);
   EXPECT_GT(records.size(), 0u);
   check_records(records);
-  std::printf("slow reader: %zu records, %llu lost, %llu drains\n", records.size(),
+  std::printf("slow reader: %zu records (%llu while the writers ran), %llu lost, %llu drains\n",
+              records.size(), static_cast<unsigned long long>(while_running),
               static_cast<unsigned long long>(lost), static_cast<unsigned long long>(drains));
 }
 
@@ -358,11 +464,11 @@ struct Workers {
   std::vector<std::thread> threads;
 };
 
-void cycle_while_running(const std::string& kind, bool events) {
+void cycle_while_running(const std::string& kind, Mode mode) {
   std::string why;
   auto plan = plan_kind(kind, why);
   ASSERT_TRUE(plan) << why;
-  auto p = place(*plan, events, 1 << 10);
+  auto p = place(*plan, mode, 1 << 10);
   auto original = bytes_at(plan->site, plan->length);
   ThreadSync sync;
   sync.watch(*p.site, p.placed.trampoline);
@@ -390,7 +496,8 @@ void cycle_while_running(const std::string& kind, bool events) {
 }  // namespace
 
 TEST(JumpExec, InstallRemoveCyclesWhileFourThreadsRun) {
-  cycle_while_running("nop5", false);   // one instruction displaced
-  cycle_while_running("frame", false);  // three: threads between them are moved
-  cycle_while_running("jcc_taken", true);
+  cycle_while_running("nop5", Mode::Count);   // one instruction displaced
+  cycle_while_running("frame", Mode::Count);  // three: threads between them are moved
+  cycle_while_running("jcc_taken", Mode::Events);
+  if (have_rseq()) cycle_while_running("frame", Mode::PerCpu);
 }

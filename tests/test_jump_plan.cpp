@@ -44,6 +44,13 @@ const Bytes kMovRaxRdi = {0x48, 0x89, 0xf8};
 const Bytes kCmpRdi5 = {0x48, 0x83, 0xff, 0x05};
 const Bytes kSetz = {0x0f, 0x94, 0xc1};
 
+TrampolineSpec spec(RuntimeAddr at, RuntimeAddr counter) {
+  TrampolineSpec s;
+  s.address = at;
+  s.hit_counter = counter;
+  return s;
+}
+
 }  // namespace
 
 TEST(JumpPlan, Nop5AtEntryCoversOneInstructionAndFlagsAreDead) {
@@ -190,7 +197,7 @@ TEST(Trampoline, CountingAtAnEntryIsOneLockedIncrementThenTheCopy) {
   auto p = plan(cat({kNop5, kRet}), 0, why);
   ASSERT_TRUE(p);
   RuntimeAddr at(0x402000), counter(0x403000);
-  auto t = build_trampoline(*p, {at, counter, std::nullopt}, why);
+  auto t = build_trampoline(*p, spec(at, counter), why);
   ASSERT_TRUE(t) << why;
   // lock incq counter(%rip) (8 bytes), the nop5, jmp back (5): nothing pushed, no red zone.
   ASSERT_EQ(t->code.size(), 8u + 5u + 5u);
@@ -211,24 +218,31 @@ TEST(Trampoline, FlagsAndFarCounterAreSavedUnderTheRedZone) {
   auto p = plan(cat({kCmpRdi5, kMovRaxRdi, kMovRaxRdi, kSetz, kRet}), 4, why);
   ASSERT_TRUE(p);
   ASSERT_TRUE(p->preserve_flags);
-  auto t =
-      build_trampoline(*p, {RuntimeAddr(0x402000), RuntimeAddr(0x7f0000000000), std::nullopt}, why);
+  auto t = build_trampoline(*p, spec(RuntimeAddr(0x402000), RuntimeAddr(0x7f0000000000)), why);
   ASSERT_TRUE(t) << why;
   std::vector<std::string> text;
-  for (std::size_t off = 0; off < t->code.size() && text.size() < 8;) {
+  for (std::size_t off = 0; off < t->code.size() && text.size() < 14;) {
     auto in = decode(std::span(t->code).subspan(off), RuntimeAddr(0x402000 + off));
     ASSERT_TRUE(in);
     text.push_back(in->text);
     off += in->length;
   }
-  EXPECT_EQ(text[0], "lea -0x80(%rsp), %rsp");
-  EXPECT_EQ(text[1], "pushfq");
-  EXPECT_EQ(text[2], "push %rax");
-  EXPECT_EQ(text[3], "mov $0x7F0000000000, %rax");
-  EXPECT_EQ(text[4], "lock inc (%rax)");  // f0 48 ff 00: REX.W, a qword
-  EXPECT_EQ(text[5], "pop %rax");
-  EXPECT_EQ(text[6], "popfq");
-  EXPECT_EQ(text[7], "lea 0x80(%rsp), %rsp");
+  const std::vector<std::string> expected = {
+      "lea -0x80(%rsp), %rsp",      // over the red zone
+      "push %rax",                  // flags: lahf/seto into %rax
+      "lahf",                       //
+      "seto %al",                   //
+      "push %rax",                  //
+      "push %rsi",                  // the counter out of reach: its address in %rsi
+      "mov $0x7F0000000000, %rsi",  //
+      "lock inc (%rsi)",            // f0 48 ff 06: REX.W, a qword
+      "pop %rsi",                   //
+      "pop %rax",                   //
+      "add $0x7F, %al",             // OF back when %al was 1
+      "sahf",                       // SF ZF AF PF CF back
+      "pop %rax",                   //
+      "lea 0x80(%rsp), %rsp"};
+  EXPECT_EQ(text, expected);
   // A thread between the two movs moves to the copy of the second.
   ASSERT_EQ(t->copies.size(), 1u);
   EXPECT_EQ(t->copies[0].first.value(), kFn + 7);
@@ -241,8 +255,8 @@ TEST(Trampoline, RefusesARipOperandOutOfReach) {
   std::string why;
   auto p = plan(code, 0, why);
   ASSERT_TRUE(p) << why;
-  EXPECT_FALSE(build_trampoline(
-      *p, {RuntimeAddr(0x7f0000000000), RuntimeAddr(0x7f0000001000), std::nullopt}, why));
+  EXPECT_FALSE(
+      build_trampoline(*p, spec(RuntimeAddr(0x7f0000000000), RuntimeAddr(0x7f0000001000)), why));
   EXPECT_NE(why.find("out of reach"), std::string::npos) << why;
 }
 
