@@ -204,10 +204,9 @@ TEST(Trampoline, CountingAtAnEntryIsOneLockedIncrementThenTheCopy) {
   auto inc = decode(t->code, at);
   ASSERT_TRUE(inc);
   EXPECT_EQ(inc->text.substr(0, 4), "lock");
-  EXPECT_EQ((inc->next() + static_cast<std::int64_t>(*reinterpret_cast<const std::int32_t*>(
-                               inc->bytes.data() + inc->disp_offset)))
-                .value(),
-            counter.value());
+  std::int32_t disp;
+  std::memcpy(&disp, inc->bytes.data() + inc->disp_offset, 4);
+  EXPECT_EQ(inc->next() + disp, counter);
   auto back = decode(std::span(t->code).subspan(13), at + 13);
   ASSERT_TRUE(back);
   EXPECT_EQ(back->target.value(), kFn + 5);
