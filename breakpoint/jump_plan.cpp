@@ -122,9 +122,10 @@ bool is_endbr64(const Instruction& in) {
 
 // Whether the status flags can be live at the site, and why. At a function's entry they are
 // not: the SysV ABI gives a callee no flags to rely on (only DF = 0, which lock inc and lock xadd
-// leave alone). Elsewhere, the code from the site on is walked: a flag read before it is written
-// is live; all six written first means none is; a call or a return ends the walk with none live
-// (the ABI again); any other branch, or the function's end, ends it undecided, hence live.
+// leave alone). Elsewhere, the straight line from the site on is walked: a flag read before it is
+// written is live; all six written first means none is; a call or a return ends the walk with
+// none live (the ABI again); any other branch (a jcc too: its target is not followed), or the
+// function's end, ends it undecided, hence live.
 bool flags_live(const std::vector<Instruction>& function, std::size_t first, std::string& why) {
   if (first == 0 || (first == 1 && is_endbr64(function.front()))) {
     why = "function entry: the ABI leaves no status flags live";
@@ -146,7 +147,7 @@ bool flags_live(const std::vector<Instruction>& function, std::size_t first, std
       why = at(in) + " leaves no status flags live (ABI)";
       return false;
     }
-    if (in.flow != Flow::Sequential && in.flow != Flow::RelCondJump) break;
+    if (in.flow != Flow::Sequential) break;  // a branch: the paths after it are not followed
   }
   why = "status flags may be live at the site";
   return true;

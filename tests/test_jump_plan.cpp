@@ -157,6 +157,12 @@ TEST(JumpPlan, FlagsLiveOnlyWhereTheCodeMayReadThem) {
   auto endbr = plan(cat({{0xf3, 0x0f, 0x1e, 0xfa}, kNop5, kSetz, kRet}), 4, why);
   ASSERT_TRUE(endbr) << why;
   EXPECT_FALSE(endbr->preserve_flags) << endbr->flags_reason;
+  // A jcc ends the walk undecided: inc writes ZF (which the jz reads) but not CF, and where the
+  // jz goes, CF may be read. (The cmp after it on the straight line does not make it dead.)
+  auto jcc = plan(cat({kMovRaxRdi, kMovRaxRdi, {0x48, 0xff, 0xc0}, {0x74, 0x00}, kCmpRdi5, kRet}),
+                  3, why);  // mov; (site) mov; inc %rax; jz +0; cmp; ret
+  ASSERT_TRUE(jcc) << why;
+  EXPECT_TRUE(jcc->preserve_flags) << jcc->flags_reason;
   // inc writes all but CF: not enough, a jb after it reads the caller's CF.
   auto inc = plan(cat({kMovRaxRdi, kMovRaxRdi, {0x48, 0xff, 0xc0}, {0x72, 0x00}, kRet}), 3, why);
   ASSERT_TRUE(inc) << why;
