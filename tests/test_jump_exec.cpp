@@ -51,6 +51,10 @@ std::string name_of(Mode m) {
   return m == Mode::Count ? "count" : m == Mode::PerCpu ? "percpu" : "events";
 }
 
+void PrintTo(Mode m, std::ostream* os) {
+  *os << name_of(m);
+}
+
 // glibc's rseq registration for this process's threads, as the tracer would read it from the
 // tracee's libc (__rseq_size, __rseq_offset).
 bool have_rseq() {
