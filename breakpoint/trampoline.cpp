@@ -41,11 +41,9 @@ constexpr auto RAX = ZYDIS_REGISTER_RAX, RCX = ZYDIS_REGISTER_RCX, RDX = ZYDIS_R
 // never RAX (which holds the saved flags when they are kept).
 constexpr auto kScratch = RSI;
 
-// One record into the site's ring (see event_ring.hpp for the protocol). The position comes from
-// the hit counter: the one locked instruction of the hit. On entry nothing is live in rax, rcx,
-// rdx, rsi; %rdi is the site's.
-void emit_record(Assembler& a, const TrampolineSpec& spec) {
-  const EventTarget& ev = *spec.events;
+// %rcx = the hit's position (the hit counter, incremented), %rax = TSC. The position comes
+// from the hit counter: the one locked instruction of the hit.
+void take_position_and_time(Assembler& a, const TrampolineSpec& spec) {
   a.must(ZYDIS_MNEMONIC_MOV, {reg(ECX), imm(1)});
   a.must(ZYDIS_MNEMONIC_XADD,
          {reach(a, spec.hit_counter, kScratch, near(spec.address, spec.hit_counter)), reg(RCX)},
@@ -53,7 +51,11 @@ void emit_record(Assembler& a, const TrampolineSpec& spec) {
   a.must(ZYDIS_MNEMONIC_RDTSC, {});  // edx:eax; not ordered with the xadd, nor needs to be
   a.must(ZYDIS_MNEMONIC_SHL, {reg(RDX), imm(32)});
   a.must(ZYDIS_MNEMONIC_OR, {reg(RAX), reg(RDX)});
-  // rsi = slots + (position & (capacity - 1)) * 24
+}
+
+// %rsi = slots + (position & (capacity - 1)) * 24; clobbers %rdx.
+void slot_address(Assembler& a, const TrampolineSpec& spec) {
+  const EventTarget& ev = *spec.events;
   a.must(ZYDIS_MNEMONIC_MOV, {reg(EDX), reg(ECX)});
   a.must(ZYDIS_MNEMONIC_AND, {reg(EDX), imm(static_cast<std::int64_t>(ev.capacity - 1))});
   a.must(ZYDIS_MNEMONIC_LEA, {reg(RDX), mem(RDX, 0, 8, RDX, 2)});
@@ -63,6 +65,13 @@ void emit_record(Assembler& a, const TrampolineSpec& spec) {
     a.must(ZYDIS_MNEMONIC_MOV, {reg(RSI), imm(static_cast<std::int64_t>(ev.slots.value()))});
   }
   a.must(ZYDIS_MNEMONIC_LEA, {reg(RSI), mem(RSI, 0, 8, RDX, 8)});
+}
+
+// One record into the site's ring (see event_ring.hpp for the protocol). On entry nothing is live
+// in rax, rcx, rdx, rsi; %rdi is the site's.
+void emit_record(Assembler& a, const TrampolineSpec& spec) {
+  take_position_and_time(a, spec);
+  slot_address(a, spec);
   // seq = 0 first, the commit word last: x86 makes stores visible in program order.
   a.must(ZYDIS_MNEMONIC_MOV, {mem(RSI, jump::kSeqOffset, 4), imm(0)});
   a.must(ZYDIS_MNEMONIC_MOV, {mem(RSI, 0), reg(RAX)});
@@ -70,7 +79,7 @@ void emit_record(Assembler& a, const TrampolineSpec& spec) {
   // {id, seq} in one store: seq = 2 * position + 1 (32 bits) in the high half.
   a.must(ZYDIS_MNEMONIC_LEA, {reg(ECX), mem(RCX, 1, 8, RCX, 1)});
   a.must(ZYDIS_MNEMONIC_SHL, {reg(RCX), imm(32)});
-  a.must(ZYDIS_MNEMONIC_MOV, {reg(EDX), imm(ev.id)});
+  a.must(ZYDIS_MNEMONIC_MOV, {reg(EDX), imm(spec.events->id)});
   a.must(ZYDIS_MNEMONIC_OR, {reg(RCX), reg(RDX)});
   a.must(ZYDIS_MNEMONIC_MOV, {mem(RSI, jump::kCommitOffset), reg(RCX)});
 }
