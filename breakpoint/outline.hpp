@@ -21,7 +21,8 @@ using ScratchMapper = std::function<std::optional<RuntimeAddr>(RuntimeAddr near)
 inline constexpr std::size_t kPageSize = 4096;
 inline constexpr std::size_t kSlotSize = 32;  // 15-byte instruction + 14-byte absolute jump
 
-// The bytes of `in` relocated to run at `at`, followed by a jump back to in.next().
+// The bytes of `in` relocated to run at `at`, followed by a jump back to in.next()
+// (relocate_block() of one instruction).
 // Empty with `why` set when the instruction cannot run elsewhere.
 std::vector<std::uint8_t> relocate(const Instruction& in, RuntimeAddr at, std::string& why);
 
