@@ -33,6 +33,12 @@ void write_text(std::ostream& out, const RestoreReport& r, bool dry_run) {
                                                    [](const auto& b) { return !b.why_not.empty(); })
                   : put_back)
       << " int3 byte(s)\n";
+  for (const auto& j : r.jumps) {
+    out << "  jump at " << j.address.hex() << " " << j.where << " (" << j.length
+        << " bytes, patched by process " << j.tracer_pid << ", " << j.hits << " hits): " << j.state
+        << (j.restored ? ", original bytes put back" : "") << "\n";
+  }
+  for (const auto& n : r.notes) out << "  " << n << "\n";
   for (const auto& b : r.bytes) {
     out << "  " << b.address.hex() << " " << base_name(b.module) << " "
         << (b.where.empty() ? "?" : b.where) << ": int3 -> " << hex_byte(b.original);
@@ -51,7 +57,21 @@ nlohmann::json to_json(const RestoreReport& r) {
                      {"restored", b.restored},
                      {"why_not", b.why_not}});
   }
-  return {{"pid", r.pid}, {"mappings_compared", r.mappings_compared}, {"bytes", bytes}};
+  nlohmann::json jumps = nlohmann::json::array();
+  for (const auto& j : r.jumps) {
+    jumps.push_back({{"address", j.address.hex()},
+                     {"symbol", j.where},
+                     {"length", j.length},
+                     {"hits", j.hits},
+                     {"tracer_pid", j.tracer_pid},
+                     {"state", j.state},
+                     {"restored", j.restored}});
+  }
+  return {{"pid", r.pid},
+          {"mappings_compared", r.mappings_compared},
+          {"bytes", bytes},
+          {"jumps", jumps},
+          {"notes", r.notes}};
 }
 
 }  // namespace

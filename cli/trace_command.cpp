@@ -40,7 +40,12 @@ nlohmann::json to_json(const TraceReport& r) {
                       {"hits", p.hits},
                       {"hits_per_s", r.duration_s > 0 ? p.hits / r.duration_s : 0.0},
                       {"threads", p.threads.size()},
+                      {"via", p.via},
+                      {"why_not_jump", p.why_not_jump},
                       {"step_over", p.step_over}});
+    if (p.via == "jump" && (p.events_read || p.events_lost)) {
+      probes.back()["events"] = {{"read", p.events_read}, {"lost", p.events_lost}};
+    }
     if (r.stacks) {
       nlohmann::json list = nlohmann::json::array();
       for (const auto& s : p.stacks) list.push_back({{"count", s.count}, {"frames", s.frames}});
@@ -85,8 +90,14 @@ void write_text(std::ostream& out, const TraceReport& r, unsigned top, bool quie
                     r.duration_s > 0 ? p.hits / r.duration_s : 0.0, p.threads.size());
       out << line;
     }
-    out << "\nstep-over:";
-    for (const auto& p : r.probes) out << "\n  " << p.probe.spec << ": " << p.step_over;
+    out << "\nhow:";
+    for (const auto& p : r.probes) {
+      out << "\n  " << p.probe.spec << ": " << (p.via == "int3" ? "int3, " : "") << p.step_over;
+      if (!p.why_not_jump.empty()) out << "; no jump: " << p.why_not_jump;
+      if (p.events_read || p.events_lost) {
+        out << "; events: " << p.events_read << " records read, " << p.events_lost << " lost";
+      }
+    }
     out << "\nhits by thread:";
     for (const auto& [tid, hits] : r.thread_hits) out << " " << tid << "=" << hits;
     out << "\n";
@@ -138,10 +149,15 @@ int trace_command(const std::vector<std::string>& all_args) {
       "duration,d", po::value(&duration), "trace for this many seconds")(
       "kill-on-exit", po::bool_switch(&opts.kill_on_exit),
       "kill a launched command when the trace ends (default: it runs on untraced)")(
+      "via", po::value(&opts.via)->default_value("auto"),
+      "int3, jump (a jmp to a trampoline: no trap, no stop per hit), or auto (a jump where the "
+      "site allows, int3 elsewhere)")("events", po::bool_switch(&opts.events),
+                                      "jump probes write a {TSC, id, arg} record per hit into a "
+                                      "ring shared with probecost")(
       "step-over", po::value(&opts.step_over)->default_value("auto"),
-      "singlestep, emulate, outline or auto")("format,f", po::value(&format)->default_value("text"),
-                                              "text or json")("output,o", po::value(&output),
-                                                              "write the report to FILE")(
+      "int3 probes: singlestep, emulate, outline or auto")(
+      "format,f", po::value(&format)->default_value("text"), "text or json")(
+      "output,o", po::value(&output), "write the report to FILE")(
       "quiet,q", "only the summary; no progress line");
   po::variables_map vm;
   try {
@@ -170,6 +186,7 @@ int trace_command(const std::vector<std::string>& all_args) {
     }
   }
   check_step_over_name(opts.step_over);
+  check_via(opts.via);
   if (opts.stack_depth == 0) throw UsageError("--stack-depth must be at least 1");
   for (const auto& p : opts.probes) parse_probe(p);  // syntax errors before touching anything
   if (!list.empty()) {

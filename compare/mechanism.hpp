@@ -20,7 +20,8 @@ struct Mechanism {
   HitSource hits;
   std::string probe_symbol;  // traced mechanisms: where the tracer inserts int3
   std::string step_over;     // traced mechanisms: the strategy; "floor": no breakpoint, the
-                             // tracer only resumes a compiled-in int3
+                             // tracer only resumes a compiled-in int3; "jump": no int3, a jump
+                             // to a trampoline
   // Iterations when --iterations is not given: enough for a stable figure, few enough that
   // the whole default run stays well under a minute (int3-ptrace is ~10^4 times the marker).
   std::uint64_t default_iterations;
@@ -28,6 +29,7 @@ struct Mechanism {
   bool traced() const { return hits == HitSource::TracerHits; }
   bool probing() const { return hits != HitSource::SiteCalls; }
   bool floor() const { return step_over == "floor"; }
+  bool jump() const { return step_over == "jump"; }
 };
 
 const std::vector<Mechanism>& all_mechanisms();

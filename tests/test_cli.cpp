@@ -83,17 +83,18 @@ TEST(Compare, JsonReportHasEveryMechanismWithExactHits) {
     double cost = m["cpu_ns_per_hit"]["median"];
     EXPECT_NEAR(m["extrapolation"][0]["cpu_percent"].get<double>(), 750000 * cost / 1e7, 1e-6);
   }
-  EXPECT_EQ(names, (std::vector<std::string>{"baseline", "marker-off", "marker", "int3-signal",
-                                             "int3-ptrace", "int3-ptrace-fast", "ptrace-floor"}));
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"baseline", "marker-off", "marker", "int3-signal",
+                                      "int3-ptrace", "int3-ptrace-fast", "jump", "ptrace-floor"}));
 }
 
 TEST(Compare, PtraceCountsEveryHitOfFourThreads) {
   Result r =
       run_probecost({"compare", "-m", "int3-ptrace,int3-signal,marker,int3-ptrace-fast", "-m",
-                     "ptrace-floor", "-t", "4", "-n", "2000", "-r", "1", "-f", "json"});
+                     "ptrace-floor,jump", "-t", "4", "-n", "2000", "-r", "1", "-f", "json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto j = nlohmann::json::parse(r.out);
-  ASSERT_EQ(j["mechanisms"].size(), 6u);
+  ASSERT_EQ(j["mechanisms"].size(), 7u);
   for (const auto& m : j["mechanisms"]) EXPECT_EQ(m["hits"], 8000) << m["name"];
 }
 

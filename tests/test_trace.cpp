@@ -30,7 +30,7 @@ class TraceTest : public ::testing::TestWithParam<std::string> {};
 TEST_P(TraceTest, AttachCountsExactlyWhatTheProcessCountedThenDetachesClean) {
   Target target(GetParam(), 4);
   ASSERT_EQ(target.ready_line, "ready " + std::to_string(target.pid));
-  Trace trace({"-p", std::to_string(target.pid), "-b", "probecost_test_site"});
+  Trace trace({"-p", std::to_string(target.pid), "-b", "probecost_test_site", "--via", "int3"});
   ASSERT_TRUE(trace.ready) << trace.stderr_text;
   // The four threads are created while traced, and each calls the site 2500 times.
   ASSERT_EQ(target.ask("go 2500"), "calls=10000");

@@ -124,6 +124,7 @@ void TracedProcess::detach() {
   std::exception_ptr failure;
   if (alive()) {
     try {
+      remove_patches();
       sites_.disable_all();
     } catch (...) {
       failure = std::current_exception();
@@ -153,6 +154,7 @@ void TracedProcess::kill() {
   if (detached_ || (tasks_.empty() && end_)) return;
   if (alive()) {
     try {
+      remove_patches();
       sites_.disable_all();  // for the processes that share its memory
     } catch (const std::exception&) {
     }
@@ -173,6 +175,21 @@ void TracedProcess::kill() {
   }
   if (!end_) end_ = WaitStatus(SIGKILL);
   tasks_.clear();
+}
+
+void TracedProcess::remove_patches() {
+  // Every thread is stopped, and none can be inside a patched range (a thread only enters one
+  // at its first byte, to take the jump). The trampolines stay mapped: a thread stopped in one
+  // goes on through it, to the original code it jumps back to.
+  std::exception_ptr first;
+  for (auto& p : patches_) {
+    try {
+      p->remove();
+    } catch (...) {
+      if (!first) first = std::current_exception();
+    }
+  }
+  if (first) std::rethrow_exception(first);
 }
 
 void TracedProcess::start_guardian() {

@@ -77,13 +77,10 @@ long TracedProcess::inject_syscall(Task& t, long nr, const std::array<long, 6>& 
   return result;
 }
 
-std::optional<RuntimeAddr> TracedProcess::map_scratch(RuntimeAddr near, Task* via) {
+std::optional<long> TracedProcess::syscall_in_tracee(long nr, const std::array<long, 6>& args,
+                                                     Task* via) {
   Task* t = via ? via : any_stopped_thread();
   if (!t) return std::nullopt;
-  // Within +-2 GiB of `near` (less a margin), so that a relocated RIP-relative operand and a
-  // 5-byte jmp back both reach. MAP_FIXED_NOREPLACE: never clobber an existing mapping.
-  constexpr std::uint64_t kReach = (1ull << 31) - (1ull << 20);
-  auto hint = free_range_near(read_maps(proc_tid()), near, kPageSize, kReach);
   // The `syscall` borrows two bytes at the thread's PC, which another thread could execute
   // meanwhile (the instruction after a one-byte site, say): everyone else waits.
   struct Others {
@@ -96,15 +93,25 @@ std::optional<RuntimeAddr> TracedProcess::map_scratch(RuntimeAddr near, Task* vi
       }
     }
   } others{*this, stop_all(t->tid())};
+  return inject_syscall(*t, nr, args);
+}
+
+std::optional<RuntimeAddr> TracedProcess::map_scratch(RuntimeAddr near, Task* via) {
+  // Within +-2 GiB of `near` (less a margin), so that a relocated RIP-relative operand and a
+  // 5-byte jmp back both reach. MAP_FIXED_NOREPLACE: never clobber an existing mapping.
+  constexpr std::uint64_t kReach = (1ull << 31) - (1ull << 20);
+  auto hint = free_range_near(read_maps(proc_tid()), near, kPageSize, kReach);
   long flags = MAP_PRIVATE | MAP_ANONYMOUS | (hint ? MAP_FIXED_NOREPLACE : 0);
-  long addr = inject_syscall(*t, SYS_mmap,
-                             {static_cast<long>(hint ? hint->value() : 0),
-                              static_cast<long>(kPageSize), PROT_READ | PROT_EXEC, flags, -1, 0});
-  if (addr < 0 && addr > -4096) {
+  auto addr = syscall_in_tracee(SYS_mmap,
+                                {static_cast<long>(hint ? hint->value() : 0),
+                                 static_cast<long>(kPageSize), PROT_READ | PROT_EXEC, flags, -1, 0},
+                                via);
+  if (!addr) return std::nullopt;
+  if (*addr < 0 && *addr > -4096) {
     throw Error::from_errno("mmap of a scratch page in process " + std::to_string(pid_),
-                            static_cast<int>(-addr));
+                            static_cast<int>(-*addr));
   }
-  scratch_pages_.push_back(RuntimeAddr(static_cast<std::uint64_t>(addr)));
+  scratch_pages_.push_back(RuntimeAddr(static_cast<std::uint64_t>(*addr)));
   return scratch_pages_.back();
 }
 

@@ -62,6 +62,11 @@ std::size_t TracedProcess::thread_count() const {
                        [](const auto& kv) { return kv.second.role() == Task::Role::Thread; });
 }
 
+PatchSite& TracedProcess::add_patch(const JumpPatch& patch, std::string label) {
+  patches_.push_back(std::make_unique<PatchSite>(memory_, patch, std::move(label)));
+  return *patches_.back();
+}
+
 Task& TracedProcess::add_task(pid_t tid, Task::Role role) {
   return tasks_.try_emplace(tid, tid, role).first->second;
 }
@@ -115,6 +120,7 @@ void TracedProcess::task_gone(pid_t tid, WaitStatus ws) {
   end_ = ws;
   if (launched_) end_cpu_seconds_ = children_cpu_seconds() - children_cpu_at_launch_;
   sites_.forget_all();
+  for (auto& p : patches_) p->forget();
   std::erase_if(tasks_, [](const auto& kv) { return kv.second.role() == Task::Role::Thread; });
 }
 
@@ -287,6 +293,11 @@ void TracedProcess::release_fork_child(Task& child) {
     for (const auto& site : sites_) {
       if (site->enabled()) child_memory.write_byte(site->address(), site->saved_byte());
     }
+    // Its jumps lead into a shared mapping of ours: they would count its calls as the
+    // process's. Its copy of the text gets the original bytes.
+    for (const auto& p : patches_) {
+      if (p->installed()) child_memory.write(p->address(), p->patch().original_bytes());
+    }
   } catch (const Error&) {
     // Gone already: nothing to clean.
   }
@@ -319,6 +330,7 @@ void TracedProcess::on_exec(Task& t) {
     return kv.first != leader && kv.second.role() == Task::Role::Thread;
   });
   sites_.forget_all();  // the old address space, and our int3 bytes with it, are gone
+  for (auto& p : patches_) p->forget();
   exec_ended_ = true;
   memory_.reopen();
 }

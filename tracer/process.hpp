@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "breakpoint/patch_site.hpp"
 #include "breakpoint/site_table.hpp"
 #include "tracer/memory.hpp"
 #include "tracer/task.hpp"
@@ -69,6 +70,9 @@ class TracedProcess {
   bool launched() const { return launched_; }
   ProcMemory& memory() { return memory_; }
   SiteTable& sites() { return sites_; }
+  // Jump-patched sites: owned here so that every way out removes them, as it does int3 bytes.
+  PatchSite& add_patch(const JumpPatch& patch, std::string label);
+  const std::vector<std::unique_ptr<PatchSite>>& patches() const { return patches_; }
   std::map<pid_t, Task>& tasks() { return tasks_; }
   Task* task(pid_t tid);
   std::size_t thread_count() const;  // threads of the process itself (not memory sharers)
@@ -120,6 +124,14 @@ class TracedProcess {
   // PTRACE_EVENT_EXEC of `task`.
   void on_exec(Task& task);
 
+  // Runs system call `nr` in a stopped thread of the tracee (`via`, or any), every other
+  // thread stopped meanwhile, and returns its raw result (-errno on failure). Nothing when no
+  // thread can run it now.
+  std::optional<long> syscall_in_tracee(long nr, const std::array<long, 6>& args,
+                                        Task* via = nullptr);
+  // A stopped thread that may run an injected system call (one with no deferred event).
+  Task* any_stopped_thread();
+
   // Maps one executable scratch page in the tracee, as close to `near` as possible (an mmap
   // injected into `via`, or any stopped thread). It stays mapped after detach, as the kernel's
   // uprobes leave their [uprobes] page: a thread may still be executing a copy in it.
@@ -155,8 +167,8 @@ class TracedProcess {
   void fix_up_trap(Task& task);
   bool consume_queued_sigtrap(Task& task, RuntimeAddr site);
   bool is_our_trap_at(RuntimeAddr site);
-  Task* any_stopped_thread();
   void detach_vfork_waiters();
+  void remove_patches();
   void settle_new_tasks();
   long inject_syscall(Task& task, long nr, const std::array<long, 6>& args);
 
@@ -164,6 +176,7 @@ class TracedProcess {
   bool launched_;
   ProcMemory memory_;
   SiteTable sites_;
+  std::vector<std::unique_ptr<PatchSite>> patches_;
   std::map<pid_t, Task> tasks_;
   std::deque<pid_t> deferred_;           // tasks given a deferred event, oldest first
   std::map<pid_t, pid_t> vfork_parent_;  // vfork child -> the thread waiting in vfork()

@@ -3,10 +3,13 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <cstring>
 
 #include "breakpoint/decoder.hpp"
 #include "breakpoint/error.hpp"
+#include "breakpoint/jump_area.hpp"
 #include "breakpoint/site.hpp"
 #include "tracer/maps.hpp"
 #include "tracer/process.hpp"
@@ -79,6 +82,65 @@ void compare_mapping(TracedProcess& proc, const ProcessSymbols& symbols, const M
   }
 }
 
+const char* state_name(PatchState s) {
+  switch (s) {
+    case PatchState::Patched:
+      return "patched";
+    case PatchState::Transition:
+      return "half-patched";
+    case PatchState::Original:
+      return "original";
+    case PatchState::Foreign:
+      return "changed since (left alone)";
+  }
+  return "?";
+}
+
+// The header and site table of a jump area the tracee maps at `m`.
+std::optional<jump::ParsedArea> read_area(TracedProcess& proc, const Mapping& m, std::string& why) {
+  std::uint64_t size = m.end - m.start;
+  std::vector<std::uint8_t> bytes(std::min<std::uint64_t>(size, sizeof(jump::AreaHeader)));
+  proc.memory().read(m.start, bytes);
+  if (bytes.size() == sizeof(jump::AreaHeader)) {
+    jump::AreaHeader h;
+    std::memcpy(&h, bytes.data(), sizeof h);
+    // Only as far as the site table goes, within the mapping (parse_area checks it all again).
+    std::uint64_t table = h.sites_offset + std::uint64_t{h.site_capacity} * sizeof(jump::SiteEntry);
+    if (table > bytes.size() && table <= size && h.site_capacity <= 65536) {
+      bytes.resize(table);
+      proc.memory().read(m.start, bytes);
+    }
+  }
+  return jump::parse_area(bytes, m.start, why);
+}
+
+void restore_jumps(TracedProcess& proc, const ProcessSymbols& symbols, const Mapping& m,
+                   bool dry_run, RestoreReport& report) {
+  std::string why;
+  auto area = read_area(proc, m, why);
+  if (!area) {
+    report.notes.push_back("jump area at " + m.start.hex() + " not read: " + why);
+    return;
+  }
+  for (const auto& site : area->sites) {
+    RestoredJump j;
+    j.address = site.patch.site;
+    j.where = symbols.describe(j.address);
+    j.length = site.patch.length;
+    j.hits = site.hits;
+    j.tracer_pid = area->tracer_pid;
+    std::vector<std::uint8_t> now(site.patch.length);
+    proc.memory().read(j.address, now);
+    PatchState state = patch_state(site.patch, now);
+    j.state = state_name(state);
+    // Every thread is stopped, and none can be inside a patched range: bytes in any order.
+    if (!dry_run && (state == PatchState::Patched || state == PatchState::Transition)) {
+      j.restored = restore(proc.memory(), site.patch) != PatchState::Foreign;
+    }
+    report.jumps.push_back(j);
+  }
+}
+
 }  // namespace
 
 RestoreReport restore_process(pid_t pid, bool dry_run) {
@@ -86,9 +148,22 @@ RestoreReport restore_process(pid_t pid, bool dry_run) {
   report.pid = pid;
   auto proc = TracedProcess::attach(pid);
   ProcessSymbols symbols(proc->proc_tid());
-  for (const Mapping& m : read_maps(proc->proc_tid())) {
-    if (m.exec && !m.path.empty() && m.path[0] == '/') compare_mapping(*proc, symbols, m, report);
+  auto maps = read_maps(proc->proc_tid());
+  // Jumps first: their original bytes may hold what looks like an int3 to the file comparison.
+  for (const Mapping& m : maps) {
+    if (m.path.find(std::string("/memfd:") + jump::kAreaName) == 0 && m.offset == 0 && m.write)
+      restore_jumps(*proc, symbols, m, dry_run, report);
   }
+  for (const Mapping& m : maps) {
+    if (m.exec && !m.path.empty() && m.path[0] == '/' && m.path.rfind("/memfd:", 0) != 0)
+      compare_mapping(*proc, symbols, m, report);
+  }
+  // A jump's padding is int3 too, and is the jump's (restored, or left with it).
+  std::erase_if(report.bytes, [&](const RestoredByte& b) {
+    return std::any_of(report.jumps.begin(), report.jumps.end(), [&](const RestoredJump& j) {
+      return j.address <= b.address && b.address < j.address + static_cast<std::int64_t>(j.length);
+    });
+  });
   for (RestoredByte& b : report.bytes) {
     if (!b.why_not.empty() || dry_run) continue;
     // The site owns the byte from now on; detach() puts it back, after rewinding a thread

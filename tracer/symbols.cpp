@@ -186,6 +186,26 @@ std::optional<Symbol> ProcessSymbols::containing(RuntimeAddr at) const {
   return Symbol{path ? path : "?", name, at - static_cast<std::int64_t>(offset), sym.st_size};
 }
 
+std::optional<Symbol> ProcessSymbols::sized_function_containing(RuntimeAddr at) const {
+  Dwfl_Module* mod = dwfl_addrmodule(dwfl_, at.value());
+  if (!mod) return std::nullopt;
+  std::optional<Symbol> best;
+  int n = dwfl_module_getsymtab(mod);
+  for (int i = 1; i < n; ++i) {
+    GElf_Sym sym;
+    GElf_Addr addr;
+    const char* name = dwfl_module_getsym_info(mod, i, &sym, &addr, nullptr, nullptr, nullptr);
+    if (!name || GELF_ST_TYPE(sym.st_info) != STT_FUNC || sym.st_shndx == SHN_UNDEF ||
+        !sym.st_size || at.value() < addr || at.value() - addr >= sym.st_size)
+      continue;
+    if (!best || sym.st_size < best->size) {
+      const char* path = module_path(mod);
+      best = Symbol{path ? path : "?", name, RuntimeAddr(addr), sym.st_size};
+    }
+  }
+  return best;
+}
+
 std::string ProcessSymbols::describe(RuntimeAddr at) const {
   Dwfl_Module* mod = dwfl_addrmodule(dwfl_, at.value());
   if (!mod) return at.hex();

@@ -12,6 +12,7 @@
 #include <unordered_map>
 
 #include "breakpoint/error.hpp"
+#include "tracer/jump_probes.hpp"
 #include "tracer/process.hpp"
 #include "tracer/session.hpp"
 #include "tracer/stacks.hpp"
@@ -129,7 +130,82 @@ std::vector<Symbol> list_target_symbols(const TraceOptions& opts, const std::str
   return ProcessSymbols(proc->proc_tid()).list(pattern);
 }
 
+void check_via(const std::string& via) {
+  if (via != "int3" && via != "jump" && via != "auto") {
+    throw UsageError("unknown --via '" + via + "' (int3, jump or auto)");
+  }
+}
+
+namespace {
+
+// How one probe is in: an int3 site, or a jump probe (its index in JumpProbes).
+struct Placement {
+  std::optional<std::size_t> jump;
+  std::string why_not_jump;
+};
+
+void enable_int3(TracedProcess& p, const ResolvedProbe& probe, StepOver& step_over) {
+  BreakpointSite& site = p.sites().add(probe.address, probe.spec);
+  if (site.enabled()) return;  // two specs naming one address
+  try {
+    site.enable();
+  } catch (const SiteOccupied&) {
+    throw Error("cannot probe " + probe.spec + " (" + probe.symbol + " at " + probe.address.hex() +
+                ") in process " + std::to_string(p.pid()) +
+                ": it holds an int3 already. If a probecost was killed while tracing it, "
+                "'probecost restore -p " +
+                std::to_string(p.pid()) + "' puts the bytes back");
+  }
+  step_over.prepare(site);
+}
+
+// Every probe in, with every thread stopped: a jump where --via allows and the site qualifies,
+// else an int3.
+std::vector<Placement> install_probes(TracedProcess& p, const std::vector<ResolvedProbe>& probes,
+                                      const TraceOptions& opts, StepOver& step_over,
+                                      JumpProbes* jumps, const ProcessSymbols& symbols) {
+  std::vector<Placement> out;
+  std::map<std::uint64_t, std::size_t> jump_at;  // two specs naming one address share a probe
+  for (const auto& probe : probes) {
+    Placement pl;
+    if (jumps) {
+      auto known = jump_at.find(probe.address.value());
+      if (known != jump_at.end()) {
+        pl.jump = known->second;
+      } else {
+        pl.jump = jumps->add(probe.address, symbols, static_cast<std::uint32_t>(jumps->size() + 1),
+                             probe.spec, pl.why_not_jump);
+        if (pl.jump) jump_at[probe.address.value()] = *pl.jump;
+      }
+      if (!pl.jump && opts.via == "jump") {
+        throw UsageError("cannot patch a jump at " + probe.spec + " (" + probe.address.hex() +
+                         ") in process " + std::to_string(p.pid()) + ": " + pl.why_not_jump +
+                         " (--via auto falls back to int3 there)");
+      }
+    }
+    if (!pl.jump) enable_int3(p, probe, step_over);
+    out.push_back(pl);
+  }
+  return out;
+}
+
+std::uint64_t jump_hits(const JumpProbes* jumps) {
+  std::uint64_t n = 0;
+  for (std::size_t i = 0; jumps && i < jumps->size(); ++i) n += jumps->hits(i);
+  return n;
+}
+
+}  // namespace
+
 TraceReport run_trace(const TraceOptions& opts, std::ostream& notes) {
+  check_via(opts.via);
+  if (opts.stacks && opts.via == "jump") {
+    throw UsageError(
+        "--stacks needs int3 probes: a jump probe never stops the thread to unwind it "
+        "(use --via int3, or auto, which uses int3 with --stacks)");
+  }
+  if (opts.events && opts.via == "int3")
+    throw UsageError("--events needs jump probes (--via jump or auto)");
   TraceReport report;
   auto proc = start_target(opts);
   TracedProcess& p = *proc;
@@ -142,20 +218,14 @@ TraceReport run_trace(const TraceOptions& opts, std::ostream& notes) {
   auto step_over = make_step_over(opts.step_over, p.memory(),
                                   [&p](RuntimeAddr near) { return p.map_scratch(near); });
   if (!p.launched()) p.start_guardian();
-  for (const auto& probe : probes) {
-    BreakpointSite& site = p.sites().add(probe.address, probe.spec);
-    if (site.enabled()) continue;  // two specs naming one address
-    try {
-      site.enable();
-    } catch (const SiteOccupied&) {
-      throw Error("cannot probe " + probe.spec + " (" + probe.symbol + " at " +
-                  probe.address.hex() + ") in process " + std::to_string(p.pid()) +
-                  ": it holds an int3 already. If a probecost was killed while tracing it, "
-                  "'probecost restore -p " +
-                  std::to_string(p.pid()) + "' puts the bytes back");
-    }
-    step_over->prepare(site);
+  std::unique_ptr<JumpProbes> jumps;
+  if (opts.via != "int3" && !opts.stacks) {
+    JumpOptions jo;
+    jo.events = opts.events;
+    jo.event_sites = static_cast<std::uint32_t>(probes.size());
+    jumps = std::make_unique<JumpProbes>(p, jo);
   }
+  auto placements = install_probes(p, probes, opts, *step_over, jumps.get(), symbols);
   Recorder rec;
   if (opts.stacks) rec.collector.emplace(opts.stack_depth);
   Session session(p, *step_over);
@@ -177,10 +247,12 @@ TraceReport run_trace(const TraceOptions& opts, std::ostream& notes) {
   Session::End end = session.run(nullptr, [&] {
     double t = now_s();
     if (p.alive()) tracee_last = p.cpu_seconds();
+    for (std::size_t i = 0; jumps && jumps->events() && i < jumps->size(); ++i) jumps->drain(i);
     if (opts.progress && t >= next_progress) {
       next_progress += 1;
-      notes << "\r\033[K[" << static_cast<int>(t - t0) << "s] " << session.stats().hits << " hits ("
-            << static_cast<std::uint64_t>(session.stats().hits / (t - t0)) << "/s)" << std::flush;
+      std::uint64_t hits = session.stats().hits + jump_hits(jumps.get());
+      notes << "\r\033[K[" << static_cast<int>(t - t0) << "s] " << hits << " hits ("
+            << static_cast<std::uint64_t>(hits / (t - t0)) << "/s)" << std::flush;
     }
     return false;
   });
@@ -189,20 +261,7 @@ TraceReport run_trace(const TraceOptions& opts, std::ostream& notes) {
   if (opts.progress) notes << "\r\033[K" << std::flush;
   report.duration_s = t1 - t0;
   report.ending = describe_end(end, p);
-  report.hits = session.stats().hits;
-  report.syscalls_per_hit =
-      report.hits ? static_cast<double>(sys::counters().total() - syscalls0) / report.hits : 0;
-
-  for (const auto& probe : probes) {
-    ProbeReport pr;
-    pr.probe = probe;
-    BreakpointSite* site = p.sites().find(probe.address);
-    pr.hits = site ? site->hits : 0;
-    pr.step_over = site ? step_over->describe(*site) : "";
-    pr.threads = rec.threads_by_site[probe.address.value()];
-    pr.stacks = top_stacks(rec, probe.address.value());
-    report.probes.push_back(pr);
-  }
+  std::uint64_t syscalls = sys::counters().total() - syscalls0;
   report.thread_hits = rec.thread_hits;
 
   // Every way out: the tracee is left as it was (or, asked for, killed).
@@ -221,6 +280,30 @@ TraceReport run_trace(const TraceOptions& opts, std::ostream& notes) {
   } else {
     p.detach();
   }
+  // Jump probes are out now (or the process is gone): their counts and rings are final.
+  for (std::size_t i = 0; i < probes.size(); ++i) {
+    ProbeReport pr;
+    pr.probe = probes[i];
+    pr.why_not_jump = placements[i].why_not_jump;
+    if (auto j = placements[i].jump) {
+      pr.via = "jump";
+      if (jumps->events()) jumps->drain(*j, true);
+      pr.hits = jumps->hits(*j);
+      pr.events_read = jumps->records_read(*j);
+      pr.events_lost = jumps->records_lost(*j);
+      pr.step_over = "jump over " + std::to_string(jumps->patched_length(*j)) + " bytes";
+    } else {
+      pr.via = "int3";
+      BreakpointSite* site = p.sites().find(probes[i].address);
+      pr.hits = site ? site->hits : 0;
+      pr.step_over = site ? step_over->describe(*site) : "";
+      pr.threads = rec.threads_by_site[probes[i].address.value()];
+      pr.stacks = top_stacks(rec, probes[i].address.value());
+    }
+    report.probes.push_back(pr);
+  }
+  report.hits = session.stats().hits + jump_hits(jumps.get());
+  report.syscalls_per_hit = report.hits ? static_cast<double>(syscalls) / report.hits : 0;
   report.tracee_cpu_s = std::max(0.0, tracee_last - tracee0);
   report.per_hit_ns = report.hits ? report.tracer_cpu_s * 1e9 / report.hits : 0;
   report.stack_ns_per_hit = report.hits ? rec.stack_seconds * 1e9 / report.hits : 0;

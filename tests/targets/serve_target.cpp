@@ -50,6 +50,21 @@ probecost_long_insn:
   movabs $0x1122334455667788, %rax
   ret
   .size probecost_long_insn, .-probecost_long_insn
+
+  # Sites a jump cannot patch: shorter than a jmp rel32, and a call in the first 5 bytes.
+  .globl probecost_tiny
+  .type probecost_tiny, @function
+probecost_tiny:
+  xor %eax, %eax
+  ret
+  .size probecost_tiny, .-probecost_tiny
+
+  .globl probecost_calls_first
+  .type probecost_calls_first, @function
+probecost_calls_first:
+  call probecost_tiny
+  ret
+  .size probecost_calls_first, .-probecost_calls_first
 )");
 
 extern "C" __attribute__((noipa)) void probecost_test_site(std::uint64_t i) {
