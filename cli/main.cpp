@@ -55,7 +55,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (cmd == "--version") {
-    std::cout << "probecost 0.1.0\n";
+    std::cout << "probecost " PROBECOST_VERSION "\n";
     return 0;
   }
   install_stop_handlers();

@@ -12,6 +12,7 @@
 #include "breakpoint/step_over.hpp"
 #include "cli/commands.hpp"
 #include "tracer/trace.hpp"
+#include "tracer/wait_status.hpp"
 
 namespace po = boost::program_options;
 
@@ -29,6 +30,12 @@ std::string fmt(const char* f, double v) {
   return buf;
 }
 
+std::string fmt_str(const char* f, const std::string& v) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf, f, v.c_str());
+  return buf;
+}
+
 nlohmann::json to_json(const TraceReport& r) {
   nlohmann::json probes = nlohmann::json::array();
   nlohmann::json stacks = nlohmann::json::object();
@@ -41,6 +48,7 @@ nlohmann::json to_json(const TraceReport& r) {
                       {"hits_per_s", r.duration_s > 0 ? p.hits / r.duration_s : 0.0},
                       {"threads", p.threads.size()},
                       {"via", p.via},
+                      {"image", p.image},
                       {"why_not_jump", p.why_not_jump},
                       {"step_over", p.step_over}});
     if (p.via == "jump" && (p.events_read || p.events_lost)) {
@@ -67,6 +75,12 @@ nlohmann::json to_json(const TraceReport& r) {
       {"tracer_cpu_percent", r.duration_s > 0 ? 100 * r.tracer_cpu_s / r.duration_s : 0.0},
       {"ending", r.ending}};
   if (r.launched) j["command_end"] = r.command_end;
+  if (r.command_status) {
+    WaitStatus ws(*r.command_status);
+    j["command_status"] = ws.exited() ? ws.exit_code() : 128 + ws.term_signal();
+  }
+  j["images"] = r.images;
+  j["version"] = PROBECOST_VERSION;
   if (r.stacks) {
     j["stacks"] = stacks;
     j["stack_ns_per_hit"] = r.stack_ns_per_hit;
@@ -74,20 +88,38 @@ nlohmann::json to_json(const TraceReport& r) {
   return j;
 }
 
-void write_text(std::ostream& out, const TraceReport& r, unsigned top, bool quiet) {
+// Probe rows, most hits first (within each image, images in the order they ran).
+std::vector<const ProbeReport*> sorted_rows(const TraceReport& r) {
+  std::vector<const ProbeReport*> rows;
+  for (const auto& p : r.probes) rows.push_back(&p);
+  std::stable_sort(rows.begin(), rows.end(), [&](const ProbeReport* a, const ProbeReport* b) {
+    auto image = [&](const ProbeReport* p) {
+      return std::find(r.images.begin(), r.images.end(), p->image) - r.images.begin();
+    };
+    return image(a) != image(b) ? image(a) < image(b) : a->hits > b->hits;
+  });
+  return rows;
+}
+
+void write_text(std::ostream& out, const TraceReport& r, unsigned top) {
   out << "probecost trace: process " << r.pid << ", " << fmt("%.2f", r.duration_s) << " s, "
       << r.hits << " hits; ended: " << r.ending << "\n";
-  if (!quiet) {
+  {
     char line[512];
-    std::snprintf(line, sizeof line, "\n%-28s %-16s %-18s %-24s %10s %10s %7s\n", "probe",
-                  "address", "module", "symbol", "hits", "hits/s", "threads");
+    bool images = r.images.size() > 1;
+    std::snprintf(line, sizeof line, "\n%s%-28s %-16s %-18s %-24s %10s %10s %7s\n",
+                  images ? "image            " : "", "probe", "address", "module", "symbol", "hits",
+                  "hits/s (traced)", "threads");
     out << line;
-    for (const auto& p : r.probes) {
-      std::snprintf(line, sizeof line, "%-28s %-16s %-18s %-24s %10llu %10.0f %7zu\n",
-                    p.probe.spec.c_str(), p.probe.address.hex().c_str(),
+    for (const ProbeReport* pp : sorted_rows(r)) {
+      const ProbeReport& p = *pp;
+      std::string image = images ? fmt_str("%-16s ", base_name(p.image)) : "";
+      std::snprintf(line, sizeof line, "%s%-28s %-16s %-18s %-24s %10llu %15.0f %7s\n",
+                    image.c_str(), p.probe.spec.c_str(), p.probe.address.hex().c_str(),
                     base_name(p.probe.module).c_str(), p.probe.symbol.c_str(),
                     static_cast<unsigned long long>(p.hits),
-                    r.duration_s > 0 ? p.hits / r.duration_s : 0.0, p.threads.size());
+                    r.duration_s > 0 ? p.hits / r.duration_s : 0.0,
+                    p.via == "jump" ? "-" : std::to_string(p.threads.size()).c_str());
       out << line;
     }
     out << "\nhow:";
@@ -158,7 +190,9 @@ int trace_command(const std::vector<std::string>& all_args) {
       "int3 probes: singlestep, emulate, outline or auto")(
       "format,f", po::value(&format)->default_value("text"), "text or json")(
       "output,o", po::value(&output), "write the report to FILE")(
-      "quiet,q", "only the summary; no progress line");
+      "no-follow-exec",
+      "end the trace when the process calls exec (default: probe the new "
+      "image)")("quiet,q", "no progress line, no notes");
   po::variables_map vm;
   try {
     po::store(po::command_line_parser(args).options(desc).run(), vm);
@@ -200,20 +234,33 @@ int trace_command(const std::vector<std::string>& all_args) {
   bool quiet = vm.count("quiet") > 0;
   opts.progress = !quiet && ::isatty(STDERR_FILENO);
   opts.announce = !quiet;
+  opts.follow_exec = !vm.count("no-follow-exec");
   TraceReport report = run_trace(opts, std::cerr);
   auto write = [&](std::ostream& out) {
     if (format == "json") {
       out << to_json(report).dump(2) << "\n";
     } else {
-      write_text(out, report, top, quiet);
+      write_text(out, report, top);
     }
   };
   if (output.empty() || output == "-") {
-    write(std::cout);
+    // A launched command's standard output is its own (as with strace -c and perf stat): the
+    // report goes to standard error.
+    std::ostream& out = report.launched && output.empty() ? std::cerr : std::cout;
+    write(out);
+    out.flush();
   } else {
     std::ofstream out(output);
     if (!out) throw Error::from_errno("cannot write " + output);
     write(out);
+    out.flush();
+    if (!out) throw Error::from_errno("writing " + output);
+  }
+  // Like strace and perf stat: the launched command's own exit status, or 128 + its signal.
+  if (report.command_status) {
+    WaitStatus ws(*report.command_status);
+    if (ws.exited()) return ws.exit_code();
+    if (ws.killed()) return 128 + ws.term_signal();
   }
   return 0;
 }

@@ -248,6 +248,14 @@ void TracedProcess::seize_all_threads() {
   }
 }
 
+void TracedProcess::resume_after_exec() {
+  sites_.clear();
+  patches_.clear();
+  scratch_pages_.clear();
+  exec_ended_ = false;
+  run_to_entry();
+}
+
 void TracedProcess::run_to_entry() {
   std::ifstream auxv("/proc/" + std::to_string(pid_) + "/auxv", std::ios::binary);
   std::uint64_t kv[2], entry = 0;

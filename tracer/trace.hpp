@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <ostream>
 #include <set>
 #include <string>
@@ -26,6 +27,7 @@ struct TraceOptions {
   std::string step_over = "auto";
   std::string via = "auto";  // int3, jump, or auto: a jump where the site allows one
   bool events = false;       // jump probes write a record per hit, drained while it runs
+  bool follow_exec = true;   // after an exec, probe the new image (else the trace ends)
   bool progress = false;     // one line per second on stderr
   bool announce = true;      // "tracing ..." on stderr once the probes are in
 };
@@ -37,6 +39,7 @@ struct StackCount {
 
 struct ProbeReport {
   ResolvedProbe probe;
+  std::string image;         // the executable the process ran when this probe was in
   std::string via;           // "int3" or "jump"
   std::string why_not_jump;  // with --via auto, for an int3 probe
   std::string step_over;     // how a hit gets past it (int3), or how much the jump replaced
@@ -59,8 +62,10 @@ struct TraceReport {
   double stack_ns_per_hit = 0;  // part of it spent unwinding (with --stacks)
   double syscalls_per_hit = 0;
   bool stacks = false;
-  std::string ending;       // why the trace ended
-  std::string command_end;  // a launched command: how it ended
+  std::string ending;                 // why the trace ended
+  std::string command_end;            // a launched command: how it ended
+  std::optional<int> command_status;  // and its raw wait status, when it ended
+  std::vector<std::string> images;    // executables traced, in order (more than one: exec)
 };
 
 TraceReport run_trace(const TraceOptions& opts, std::ostream& notes);
