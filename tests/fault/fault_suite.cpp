@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
@@ -164,7 +165,7 @@ int main(int argc, char** argv) {
     std::mt19937_64 rng(scenario_seed(opt.seed, s.name));
     int n = opt.cycles ? opt.cycles : (opt.long_form ? s.long_cycles : s.short_cycles);
     Totals t;
-    int shown = 0;
+    int shown = 0, with_problems = 0;
     for (int i = 0; i < n; ++i) {
       fault::Cycle c;
       c.index = i;
@@ -182,15 +183,16 @@ int main(int argc, char** argv) {
       t.add(o);
       if (!s.separate) by_strategy[c.strategy].add(o);
       bool noteworthy = !o.clean() || o.restore == fault::Outcome::Restore::Failed;
+      with_problems += noteworthy;
       if (noteworthy && (opt.verbose || shown < 3)) {
         ++shown;
         std::printf("  %s #%d (%s): %s\n", s.name.c_str(), i, c.strategy.c_str(), o.why.c_str());
         std::fflush(stdout);
       }
     }
-    if (shown < t.bad()) {
+    if (shown < with_problems) {
       std::printf("  %s: %d more cycles with problems (-v shows all)\n", s.name.c_str(),
-                  t.bad() - shown);
+                  with_problems - shown);
     }
     results.emplace_back(&s, t);
   }
@@ -226,6 +228,14 @@ int main(int argc, char** argv) {
     } else {
       std::printf("   restore: probecost has no 'restore' command yet\n");
     }
+  }
+  auto& window = fault::handler_window_ms();
+  if (!window.empty()) {
+    std::sort(window.begin(), window.end());
+    std::printf(
+        "\nprobecost caught SIGINT/SIGTERM/SIGHUP %.1f ms after its fork (median; max "
+        "%.1f ms): the dynamic loader's time, before which no program can\n",
+        window[window.size() / 2], window.back());
   }
   bool pass = all.bad() == 0 && restore_failures == 0;
   std::printf(

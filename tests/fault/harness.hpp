@@ -45,6 +45,10 @@ class TraceRun {
   ~TraceRun();
   // Waits for the "tracing process" line on its stderr.
   bool wait_tracing(Deadline deadline);
+  // Waits until probecost catches SIGINT, SIGTERM and SIGHUP (SigCgt in /proc/PID/status):
+  // before that, in the dynamic loader's work, no program can catch a signal. The time it took
+  // from the fork is added to handler_window_ms().
+  bool wait_handlers(Deadline deadline);
   pid_t pid() const { return child_.pid(); }
   void signal(int sig) { child_.signal(sig); }
   // Waits for probecost to end by `deadline`; if it does not, counts a hang, sends SIGINT, and
@@ -58,6 +62,7 @@ class TraceRun {
 
  private:
   Child child_;
+  Clock::time_point started_ = Clock::now();
   Pipe err_;
   LineReader err_lines_{-1};
   int out_ = -1;  // memfd
@@ -80,5 +85,7 @@ void check_command_end(const nlohmann::json& report, Outcome& o);
 void check_hits(const nlohmann::json& report, std::uint64_t expected, Outcome& o);
 
 std::string fmt_seconds(double s);
+// Every wait_handlers() time, in ms.
+std::vector<double>& handler_window_ms();
 
 }  // namespace fault

@@ -197,22 +197,20 @@ char proc_state(pid_t pid) {
   return close == std::string::npos || close + 2 >= stat.size() ? '?' : stat[close + 2];
 }
 
-bool all_threads_in_state(pid_t pid, char state) {
-  std::string dir = "/proc/" + std::to_string(pid) + "/task";
+std::string thread_states(pid_t pid) {
+  std::string dir = "/proc/" + std::to_string(pid) + "/task", states;
   DIR* d = ::opendir(dir.c_str());
-  if (!d) return false;
-  bool all = true, any = false;
+  if (!d) return states;
   while (dirent* e = ::readdir(d)) {
-    if (e->d_name[0] == '.') continue;
-    std::ifstream in(dir + "/" + e->d_name + "/stat");
-    std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    auto close = stat.rfind(')');
-    if (close == std::string::npos || close + 2 >= stat.size()) continue;
-    any = true;
-    all = all && stat[close + 2] == state;
+    if (e->d_name[0] != '.') states += proc_state(static_cast<pid_t>(std::atoi(e->d_name)));
   }
   ::closedir(d);
-  return any && all;
+  return states;
+}
+
+bool all_threads_in_state(pid_t pid, char state) {
+  std::string states = thread_states(pid);
+  return !states.empty() && states.find_first_not_of(state) == std::string::npos;
 }
 
 void become_subreaper() {

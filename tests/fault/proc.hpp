@@ -1,7 +1,6 @@
 #pragma once
 // Processes for the fault suite: started with chosen fds, waited for with a deadline (pidfd +
 // poll, never a sleep), read line by line with a deadline, and always reaped.
-#include <sched.h>
 #include <sys/types.h>
 
 #include <chrono>
@@ -86,6 +85,8 @@ class Child {
 std::string describe_status(int status);
 // The state letter of /proc/PID/stat ('R', 'S', 'T', 't', 'Z'), '?' when gone.
 char proc_state(pid_t pid);
+// The state letters of every thread of `pid`, e.g. "TTR".
+std::string thread_states(pid_t pid);
 // True when every thread of `pid` is in the given state.
 bool all_threads_in_state(pid_t pid, char state);
 // Waits until `pred` holds (polling /proc, which the kernel changes with no notification we
@@ -94,7 +95,7 @@ template <typename F>
 bool poll_until(F&& pred, Deadline deadline) {
   while (!pred()) {
     if (Clock::now() > deadline) return false;
-    sched_yield();
+    pause_for(0.0002);  // not sched_yield: a spinning driver would slow what it waits for
   }
   return true;
 }

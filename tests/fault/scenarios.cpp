@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cycles.hpp"
 #include "harness.hpp"
 #include "text_check.hpp"
 
@@ -102,43 +103,38 @@ double cycle_duration(const Cycle& c) {
   }
 }
 
-// Attach for a --duration, then check the target as it goes on untraced.
-Outcome attach_for_duration(const Config& cfg, const Cycle& c, std::vector<std::string> target) {
+int random_stop_signal(const Cycle& c) {
+  static const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+  return sigs[c.below(3)];
+}
+
+}  // namespace
+
+Outcome attach_for_duration(const Config& cfg, const Cycle& c, std::vector<std::string> target,
+                            double d) {
   Outcome o;
-  double d = cycle_duration(c);
   auto t = Traced::attach(cfg, c, std::move(target), {"--duration", fmt_seconds(d)});
   t.run().finish(after(d + cfg.bound), o, after_text(cfg, "--duration " + fmt_seconds(d)));
   t.check_attached(cfg, o);
   return o;
 }
 
-Outcome busy_two(const Config& cfg, const Cycle& c) {
-  return attach_for_duration(cfg, c, {"fault_busy", "--threads", "2"});
-}
-Outcome busy_churn(const Config& cfg, const Cycle& c) {
-  return attach_for_duration(cfg, c, {"fault_busy", "--churn", "--seed", std::to_string(c.index)});
-}
-Outcome busy_many(const Config& cfg, const Cycle& c) {
-  return attach_for_duration(cfg, c, {"fault_busy", "--threads", "32"});
-}
-
-int random_stop_signal(const Cycle& c) {
-  static const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
-  return sigs[c.below(3)];
-}
-
-// SIGINT, SIGTERM or SIGHUP at a random moment (sometimes before the probes are in), and in
-// a third of the cycles a second one soon after. The report must still come, with exit 0.
-Outcome signals(const Config& cfg, const Cycle& c) {
+// SIGINT, SIGTERM or SIGHUP at a random moment from the time probecost can catch them (often
+// before the probes are in), and in a third of the cycles a second one soon after. The report
+// must still come, with exit 0.
+Outcome signal_cycle(const Config& cfg, const Cycle& c, bool launched, bool second) {
   Outcome o;
   o.faults = 0;
-  bool launched = c.index % 4 == 3;
   auto t = launched ? Traced::launch(cfg, c, {"fault_busy", "--calls", "20000"})
                     : Traced::attach(cfg, c, {"fault_busy", "--threads", "2"});
+  // From the moment probecost can catch them: before, in the dynamic loader, nothing can.
+  if (!t.run().wait_handlers(after(cfg.bound))) {
+    o.lose("probecost never installed its SIGINT/SIGTERM/SIGHUP handlers");
+  }
   pause_for(c.uniform(0, 0.08));
   t.run().signal(random_stop_signal(c));
   ++o.faults;
-  if (c.below(3) == 0) {
+  if (second) {
     pause_for(c.uniform(0, 0.005));
     t.run().signal(random_stop_signal(c));
     ++o.faults;
@@ -154,11 +150,11 @@ Outcome signals(const Config& cfg, const Cycle& c) {
 }
 
 // exit() from the main thread or a hitting thread, a random moment after the probes are in.
-Outcome exit_while_hit(const Config& cfg, const Cycle& c) {
+Outcome exit_cycle(const Config& cfg, const Cycle& c, bool launched, bool from_thread,
+                   unsigned threads) {
   Outcome o;
-  std::string from = c.index % 2 ? "thread" : "main";
-  std::vector<std::string> target = {"fault_exit", "--threads", "3", "--from", from};
-  bool launched = (c.index / 2) % 2 == 1;
+  std::vector<std::string> target = {"fault_exit", "--threads", std::to_string(threads), "--from",
+                                     from_thread ? "thread" : "main"};
   auto t = launched ? Traced::launch(cfg, c, target) : Traced::attach(cfg, c, target);
   if (!t.wait_traced(after(cfg.bound))) {
     o.lose("probecost never started tracing: " + t.run().stderr_text());
@@ -202,10 +198,10 @@ Outcome exit_during_attach(const Config& cfg, const Cycle& c) {
 }
 
 // exec from the main thread or from a hitting thread (which becomes the leader).
-Outcome exec_while_hit(const Config& cfg, const Cycle& c, const std::string& from) {
+Outcome exec_cycle(const Config& cfg, const Cycle& c, bool launched, bool from_thread) {
   Outcome o;
-  std::vector<std::string> target = {"fault_exec", "--threads", "3", "--from", from};
-  bool launched = c.index % 2 == 1;
+  std::vector<std::string> target = {"fault_exec", "--threads", "3", "--from",
+                                     from_thread ? "thread" : "main"};
   auto t = launched ? Traced::launch(cfg, c, target) : Traced::attach(cfg, c, target);
   if (!t.wait_traced(after(cfg.bound))) {
     o.lose("probecost never started tracing: " + t.run().stderr_text());
@@ -229,19 +225,13 @@ Outcome exec_while_hit(const Config& cfg, const Cycle& c, const std::string& fro
   }
   return o;
 }
-Outcome exec_main(const Config& cfg, const Cycle& c) {
-  return exec_while_hit(cfg, c, "main");
-}
-Outcome exec_thread(const Config& cfg, const Cycle& c) {
-  return exec_while_hit(cfg, c, "thread");
-}
 
 // Children made while hit. Attached (even cycles): for a random --duration, then checked.
 // Launched (odd cycles): a known number of calls, which must all be counted (the calls of
 // vfork and CLONE_VM children, which run in the traced memory, included).
-Outcome children_while_hit(const Config& cfg, const Cycle& c, const std::string& mode) {
+Outcome children_cycle(const Config& cfg, const Cycle& c, const std::string& mode, bool launched) {
   Outcome o;
-  if (c.index % 2 == 0) {
+  if (!launched) {
     double d = c.uniform(0.02, 0.12);
     auto t = Traced::attach(cfg, c, {"fault_fork", "--mode", mode}, {"--duration", fmt_seconds(d)});
     t.run().finish(after(d + cfg.bound), o, after_text(cfg, "--duration " + fmt_seconds(d)));
@@ -263,17 +253,18 @@ Outcome children_while_hit(const Config& cfg, const Cycle& c, const std::string&
 
 // A process stopped by SIGSTOP when probecost attaches: it must still be stopped after
 // detach, and run correctly after SIGCONT.
-Outcome stopped(const Config& cfg, const Cycle& c) {
+Outcome stopped_cycle(const Config& cfg, const Cycle& c, double d) {
   Outcome o;
   auto target = start_target(cfg, {"fault_busy", "--threads", "2"});
   target->child.signal(SIGSTOP);
   if (!target->child.wait_stopped(after(cfg.bound))) throw std::runtime_error("no group-stop");
-  double d = c.index % 2 ? 0.01 : 0.05;
   TraceRun run(cfg, trace_args(c.strategy, {"-p", std::to_string(target->pid), "-b", kProbe,
                                             "--duration", fmt_seconds(d)}));
   run.finish(after(d + cfg.bound), o, after_text(cfg, "--duration " + fmt_seconds(d)));
-  if (!all_threads_in_state(target->pid, 'T')) {
-    o.harm(std::string("no longer stopped after detach (state ") + proc_state(target->pid) + ")");
+  // A detached thread of a stopped group wakes and goes back into the group-stop before it
+  // runs any code of its own: give it a moment to get there.
+  if (!poll_until([&] { return all_threads_in_state(target->pid, 'T'); }, after(1))) {
+    o.harm("no longer stopped after detach (thread states " + thread_states(target->pid) + ")");
   }
   check_text(target->pid, o, "after detach");
   target->child.signal(SIGCONT);
@@ -282,7 +273,7 @@ Outcome stopped(const Config& cfg, const Cycle& c) {
 }
 
 // A site whose first instruction is rep movsb / rep stosb: one hit per call.
-Outcome rep_site(const Config& cfg, const Cycle& c, const std::string& kind) {
+Outcome rep_cycle(const Config& cfg, const Cycle& c, const std::string& kind) {
   Outcome o;
   auto t = Traced::launch(cfg, c, {"fault_rep", "--kind", kind, "--calls", "100", "--bytes", "64"},
                           {}, "rep_" + kind + "_site");
@@ -317,9 +308,8 @@ Outcome attach_exact(const Config& cfg, const Cycle& c) {
 // probecost killed by SIGKILL mid-trace. Busy target (even cycles): harmed today by design of
 // int3 (a thread hits the byte with no tracer left). Idle target (odd cycles): the int3 bytes
 // stay in the text; `probecost restore -p PID`, when it exists, must put the file's bytes back.
-Outcome sigkill(const Config& cfg, const Cycle& c) {
+Outcome sigkill_cycle(const Config& cfg, const Cycle& c, bool idle) {
   Outcome o;
-  bool idle = c.index % 2 == 1;
   std::vector<std::string> target = {"fault_busy", "--threads", "2"};
   if (idle) target.push_back("--idle");
   auto t = Traced::attach(cfg, c, target);
@@ -348,6 +338,44 @@ Outcome sigkill(const Config& cfg, const Cycle& c) {
   }
   t.check_attached(cfg, o);
   return o;
+}
+
+namespace {
+
+// The variants of each scenario, by cycle number.
+Outcome busy_two(const Config& cfg, const Cycle& c) {
+  return attach_for_duration(cfg, c, {"fault_busy", "--threads", "2"}, cycle_duration(c));
+}
+Outcome busy_churn(const Config& cfg, const Cycle& c) {
+  return attach_for_duration(cfg, c, {"fault_busy", "--churn", "--seed", std::to_string(c.index)},
+                             cycle_duration(c));
+}
+Outcome busy_many(const Config& cfg, const Cycle& c) {
+  return attach_for_duration(cfg, c, {"fault_busy", "--threads", "32"}, cycle_duration(c));
+}
+Outcome signals(const Config& cfg, const Cycle& c) {
+  return signal_cycle(cfg, c, c.index % 4 == 3, c.below(3) == 0);
+}
+Outcome exit_while_hit(const Config& cfg, const Cycle& c) {
+  return exit_cycle(cfg, c, (c.index / 2) % 2 == 1, c.index % 2 == 1, 3);
+}
+Outcome exec_main(const Config& cfg, const Cycle& c) {
+  return exec_cycle(cfg, c, c.index % 2 == 1, false);
+}
+Outcome exec_thread(const Config& cfg, const Cycle& c) {
+  return exec_cycle(cfg, c, c.index % 2 == 1, true);
+}
+Outcome children_while_hit(const Config& cfg, const Cycle& c, const std::string& mode) {
+  return children_cycle(cfg, c, mode, c.index % 2 == 1);
+}
+Outcome stopped(const Config& cfg, const Cycle& c) {
+  return stopped_cycle(cfg, c, c.index % 2 ? 0.01 : 0.05);
+}
+Outcome rep_site(const Config& cfg, const Cycle& c, const std::string& kind) {
+  return rep_cycle(cfg, c, kind);
+}
+Outcome sigkill(const Config& cfg, const Cycle& c) {
+  return sigkill_cycle(cfg, c, c.index % 2 == 1);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <mutex>
 #include <random>
 
@@ -113,8 +114,23 @@ void say(const std::string& line) {
   write_all(g_ctl_fd, l.data(), l.size());
 }
 
+namespace {
+
+// A tracer that still holds us has its int3 bytes in our text, rightly: compare the text with
+// the files only when nobody traces us (an attached target after detach).
+bool traced() {
+  std::ifstream in("/proc/self/status");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("TracerPid:", 0) == 0) return std::stol(line.substr(10)) != 0;
+  }
+  return false;
+}
+
+}  // namespace
+
 void say_end(const std::string& extra) {
-  auto diffs = text_differences(::getpid(), 1);
+  bool check = !traced();
+  auto diffs = check ? text_differences(::getpid(), 1) : std::vector<std::string>{};
   char trap[96] = "";
   if (g_traps) {
     auto at =
@@ -122,7 +138,7 @@ void say_end(const std::string& extra) {
     std::snprintf(trap, sizeof trap, " trap_code=%ld trap_at=probe_fn%+lld", g_trap_code.load(),
                   at);
   }
-  std::string text = diffs.empty() ? "ok" : diffs.front();
+  std::string text = !check ? "traced" : diffs.empty() ? "ok" : diffs.front();
   for (auto& c : text) c = c == ' ' ? '_' : c;
   say("end calls=" + std::to_string(g_calls.load()) + " bad=" + std::to_string(g_bad.load()) +
       " traps=" + std::to_string(g_traps.load()) + trap + " text=" + text +
