@@ -7,10 +7,13 @@
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "breakpoint/error.hpp"
 #include "breakpoint/step_over.hpp"
 #include "cli/commands.hpp"
+#include "cli/output.hpp"
+#include "cli/parse.hpp"
 #include "tracer/trace.hpp"
 #include "tracer/wait_status.hpp"
 
@@ -161,8 +164,7 @@ int trace_command(const std::vector<std::string>& all_args) {
   if (dashdash != all_args.end()) command.assign(dashdash + 1, all_args.end());
 
   TraceOptions opts;
-  std::string format, output, list, duration;
-  unsigned top = 5;
+  std::string format, output, list, duration, stack_depth, top_text;
   po::options_description desc(
       "probecost trace (-p PID | -- COMMAND ARGS...) -b PROBE [-b PROBE ...] [options]\n\n"
       "Puts int3 probes into a running process or a command, counts every hit with an empty\n"
@@ -176,8 +178,8 @@ int trace_command(const std::vector<std::string>& all_args) {
       "all-matches", po::bool_switch(&opts.all_matches),
       "a symbol found in several modules: probe all of them")(
       "stacks", po::bool_switch(&opts.stacks), "capture the call stack at every hit")(
-      "stack-depth", po::value(&opts.stack_depth)->default_value(16), "frames per stack")(
-      "top", po::value(&top)->default_value(5), "stacks to print per probe")(
+      "stack-depth", po::value(&stack_depth)->default_value("16"), "frames per stack")(
+      "top", po::value(&top_text)->default_value("5"), "stacks to print per probe")(
       "duration,d", po::value(&duration), "trace for this many seconds")(
       "kill-on-exit", po::bool_switch(&opts.kill_on_exit),
       "kill a launched command when the trace ends (default: it runs on untraced)")(
@@ -189,17 +191,12 @@ int trace_command(const std::vector<std::string>& all_args) {
       "step-over", po::value(&opts.step_over)->default_value("auto"),
       "int3 probes: singlestep, emulate, outline or auto")(
       "format,f", po::value(&format)->default_value("text"), "text or json")(
-      "output,o", po::value(&output), "write the report to FILE")(
-      "no-follow-exec",
-      "end the trace when the process calls exec (default: probe the new "
-      "image)")("quiet,q", "no progress line, no notes");
-  po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(args).options(desc).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    throw UsageError(std::string(e.what()) + " (see 'probecost trace --help')");
-  }
+      "output,o", po::value(&output),
+      "write the report to FILE (default: standard output; standard error when probecost "
+      "launched the command, whose standard output is its own)")(
+      "no-follow-exec", "end the trace when the process calls exec (default: probe the new image)")(
+      "quiet,q", "no progress line, no notes");
+  po::variables_map vm = parse_options(args, desc, "trace");
   if (vm.count("help")) {
     std::cout << desc << "\n";
     return 0;
@@ -221,7 +218,8 @@ int trace_command(const std::vector<std::string>& all_args) {
   }
   check_step_over_name(opts.step_over);
   check_via(opts.via);
-  if (opts.stack_depth == 0) throw UsageError("--stack-depth must be at least 1");
+  opts.stack_depth = static_cast<unsigned>(parse_count("--stack-depth", stack_depth, 1, 4096));
+  unsigned top = static_cast<unsigned>(parse_count("--top", top_text, 0));
   for (const auto& p : opts.probes) parse_probe(p);  // syntax errors before touching anything
   if (!list.empty()) {
     auto syms = list_target_symbols(opts, list);
@@ -231,31 +229,22 @@ int trace_command(const std::vector<std::string>& all_args) {
     return 0;
   }
   if (opts.probes.empty()) throw UsageError("no probe: give -b PROBE (or --list PATTERN)");
+  // Before anything is attached or launched: fail now, not after the trace. A launched
+  // command's standard output is its own (as with strace -c and perf stat): the report goes to
+  // standard error then.
+  Output out(output, command.empty() ? STDOUT_FILENO : STDERR_FILENO);
   bool quiet = vm.count("quiet") > 0;
   opts.progress = !quiet && ::isatty(STDERR_FILENO);
   opts.announce = !quiet;
   opts.follow_exec = !vm.count("no-follow-exec");
   TraceReport report = run_trace(opts, std::cerr);
-  auto write = [&](std::ostream& out) {
-    if (format == "json") {
-      out << to_json(report).dump(2) << "\n";
-    } else {
-      write_text(out, report, top);
-    }
-  };
-  if (output.empty() || output == "-") {
-    // A launched command's standard output is its own (as with strace -c and perf stat): the
-    // report goes to standard error.
-    std::ostream& out = report.launched && output.empty() ? std::cerr : std::cout;
-    write(out);
-    out.flush();
+  std::ostringstream text;
+  if (format == "json") {
+    text << to_json(report).dump(2) << "\n";
   } else {
-    std::ofstream out(output);
-    if (!out) throw Error::from_errno("cannot write " + output);
-    write(out);
-    out.flush();
-    if (!out) throw Error::from_errno("writing " + output);
+    write_text(text, report, top);
   }
+  out.write(text.str());
   // Like strace and perf stat: the launched command's own exit status, or 128 + its signal.
   if (report.command_status) {
     WaitStatus ws(*report.command_status);

@@ -118,14 +118,18 @@ std::string describe_end(Session::End end, const TracedProcess& proc) {
   return "stopped";
 }
 
-// After we let go of a launched command: by default it runs to its end, untraced.
+// After we let go of a launched command: by default it runs to its end, untraced, and we wait
+// for it, as a wrapper does (its status becomes ours). Stop signals that reach us meanwhile
+// are not the command's: only a second one (a user insisting) makes us stop waiting, and the
+// command runs on by itself.
 std::optional<int> wait_for_command(pid_t pid) {
   int status = 0;
+  int seen = stop_signals_seen();
   for (;;) {
     pid_t r = ::waitpid(pid, &status, 0);
     if (r == pid) return status;
-    if (r < 0 && errno == EINTR && !stop_requested()) continue;
-    return std::nullopt;
+    if (r < 0 && errno != EINTR) return std::nullopt;
+    if (stop_signals_seen() > seen && force_requested()) return std::nullopt;
   }
 }
 
@@ -144,6 +148,7 @@ class TraceRun {
 
  private:
   void install_image();
+  void refuse_leftovers();
   std::vector<ResolvedProbe> resolve(bool first_image);
   void enable_int3(const ResolvedProbe& probe);
   Placement place(const ResolvedProbe& probe, std::map<std::uint64_t, std::size_t>& jump_at);
@@ -241,9 +246,32 @@ void TraceRun::install_image() {
     jo.event_sites = static_cast<std::uint32_t>(std::max<std::size_t>(probes_.size(), 1));
     jumps_ = std::make_unique<JumpProbes>(p, jo);
   }
+  refuse_leftovers();
   placements_.clear();
   std::map<std::uint64_t, std::size_t> jump_at;
   for (const auto& probe : probes_) placements_.push_back(place(probe, jump_at));
+}
+
+// A jump a probecost that died left at a probe's address: probing over it would make nonsense
+// of both (an int3 over its jmp, or a plan over its bytes). The bytes must go back first.
+void TraceRun::refuse_leftovers() {
+  std::vector<std::string> notes;
+  for (const auto& area : read_jump_areas(*proc_, notes)) {
+    for (const auto& site : area.sites) {
+      std::vector<std::uint8_t> now(site.patch.length);
+      proc_->memory().read(site.patch.site, now);
+      if (patch_state(site.patch, now) == PatchState::Original) continue;
+      for (const auto& probe : probes_) {
+        std::int64_t off = probe.address - site.patch.site;
+        if (off < 0 || off >= static_cast<std::int64_t>(site.patch.length)) continue;
+        throw Error("cannot probe " + probe.spec + " (" + probe.symbol + " at " +
+                    probe.address.hex() + ") in process " + std::to_string(proc_->pid()) +
+                    ": a jump probe that probecost (process " + std::to_string(area.tracer_pid) +
+                    ") left there is still in. 'probecost restore -p " +
+                    std::to_string(proc_->pid()) + "' puts the bytes back");
+      }
+    }
+  }
 }
 
 std::uint64_t TraceRun::jump_hits() const {
@@ -270,7 +298,7 @@ Session::End TraceRun::run_session(Session& session) {
 // The current image's results, once its probes are out (or its address space is gone): jump
 // counts and rings are final then.
 void TraceRun::close_image() {
-  for (std::size_t i = 0; i < probes_.size(); ++i) {
+  for (std::size_t i = 0; i < std::min(probes_.size(), placements_.size()); ++i) {
     ProbeReport pr;
     pr.probe = probes_[i];
     pr.image = report_.images.back();
@@ -307,7 +335,9 @@ void TraceRun::let_go() {
       report_.command_end = "killed by probecost (--kill-on-exit)";
     } else {
       p.detach();
-      report_.command_status = wait_for_command(p.pid());
+      // It may have ended while we let go of it (reaped by the detach's waits).
+      report_.command_status =
+          p.end() ? std::optional<int>(p.end()->raw()) : wait_for_command(p.pid());
       report_.command_end = report_.command_status
                                 ? WaitStatus(*report_.command_status).describe()
                                 : "still running (probecost stopped waiting for it)";
@@ -327,7 +357,19 @@ TraceReport TraceRun::run() {
   report_.launched = p.launched();
   report_.stacks = opts_.stacks;
   if (!p.launched()) p.start_guardian();
-  install_image();
+  // Interrupted while starting: nothing goes in, and the process is let go as it is.
+  if (stop_requested()) {
+    step_over_ = std::make_unique<SingleStepOver>();  // no site: never used
+  } else {
+    try {
+      install_image();
+    } catch (const Error&) {
+      // A write or an injected system call that failed because the process is exiting under
+      // us: there is nothing to probe; the session reports its end.
+      if (!p.dying()) throw;
+      if (!step_over_) step_over_ = std::make_unique<SingleStepOver>();
+    }
+  }
   if (opts_.stacks) rec_.collector.emplace(opts_.stack_depth);
   Session session(p, *step_over_);
   session.set_hit_observer([&](pid_t tid, StoppedThread& thread, BreakpointSite& site) {
