@@ -276,8 +276,12 @@ pid_t TracedProcess::on_new_task(Task& parent) {
   } else {
     role = Task::Role::ForkChild;
   }
+  // A child whose first stop came before this event was held if it looked like another
+  // process's (Unknown). One of our own threads was not: it was resumed and may be stopped
+  // again for something else, such as a breakpoint hit waiting in `deferred`, which must not
+  // be dropped (the thread would go on one byte past the site, its first instruction skipped).
   Task* known = task(child);
-  bool reported = known && known->stopped();
+  bool reported = known && known->stopped() && known->role() == Task::Role::Unknown;
   Task& c = add_task(child, role);
   c.set_role(role);
   if (event == PTRACE_EVENT_VFORK) {
