@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 
 namespace probecost::sys {
 
@@ -24,6 +25,12 @@ std::FILE* log_file() {
   return f;
 }
 
+double log_time() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
+}
+
 }  // namespace
 
 Counters& counters() {
@@ -36,8 +43,9 @@ long ptrace_call(enum __ptrace_request request, pid_t tid, void* addr, void* dat
   long r = ::ptrace(request, tid, addr, data);
   if (std::FILE* f = log_file()) {
     int e = errno;
-    std::fprintf(f, "ptrace %d tid %d addr %p data %p -> %ld%s\n", static_cast<int>(request), tid,
-                 addr, data, r, r == -1 && e ? (e == ESRCH ? " ESRCH" : " error") : "");
+    std::fprintf(f, "%.6f ptrace %d tid %d addr %p data %p -> %ld%s\n", log_time(),
+                 static_cast<int>(request), tid, addr, data, r,
+                 r == -1 && e ? (e == ESRCH ? " ESRCH" : " error") : "");
     errno = e;
   }
   return r;
@@ -48,20 +56,21 @@ pid_t wait_for(pid_t tid, int* status, int options, bool interruptible) {
     ++counters().wait;
     pid_t r = ::waitpid(tid, status, options);
     if (std::FILE* f = log_file(); f && r > 0)
-      std::fprintf(f, "wait -> %d status %#x\n", r, *status);
+      std::fprintf(f, "%.6f wait -> %d status %#x\n", log_time(), r, *status);
     if (r >= 0 || errno != EINTR || interruptible) return r;
   }
 }
 
 int tgkill(pid_t tgid, pid_t tid, int sig) {
   ++counters().other;
-  if (std::FILE* f = log_file()) std::fprintf(f, "tgkill %d %d sig %d\n", tgid, tid, sig);
+  if (std::FILE* f = log_file())
+    std::fprintf(f, "%.6f tgkill %d %d sig %d\n", log_time(), tgid, tid, sig);
   return static_cast<int>(::syscall(SYS_tgkill, tgid, tid, sig));
 }
 
 int tkill(pid_t tid, int sig) {
   ++counters().other;
-  if (std::FILE* f = log_file()) std::fprintf(f, "tkill %d sig %d\n", tid, sig);
+  if (std::FILE* f = log_file()) std::fprintf(f, "%.6f tkill %d sig %d\n", log_time(), tid, sig);
   return static_cast<int>(::syscall(SYS_tkill, tid, sig));
 }
 
