@@ -133,8 +133,11 @@ void write_text(std::ostream& out, const TraceReport& r, unsigned top) {
         out << "; events: " << p.events_read << " records read, " << p.events_lost << " lost";
       }
     }
-    out << "\nhits by thread:";
-    for (const auto& [tid, hits] : r.thread_hits) out << " " << tid << "=" << hits;
+    // Jump probes count in the tracee, per process: only int3 hits are known per thread.
+    if (!r.thread_hits.empty()) {
+      out << "\nhits by thread:";
+      for (const auto& [tid, hits] : r.thread_hits) out << " " << tid << "=" << hits;
+    }
     out << "\n";
   }
   out << "tracer CPU " << fmt("%.3f", r.tracer_cpu_s) << " s ("
