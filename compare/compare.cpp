@@ -22,9 +22,16 @@ std::vector<double> minus(std::vector<double> v, double base) {
   return v;
 }
 
+std::vector<double> wall_per_hit(const std::vector<Sample>& samples) {
+  std::vector<double> v;
+  for (const auto& s : samples) v.push_back(s.wall_ns / (double(s.iterations) * s.threads));
+  return v;
+}
+
 void summarize_mechanism(MechanismResult& r, const MechanismResult& baseline,
                          const std::vector<double>& rates) {
   const auto& s = r.samples;
+  if (!r.skipped.empty()) return;
   double events = static_cast<double>(r.iterations) * s.front().threads;
   r.expected_hits = r.iterations * s.front().threads;
   r.hits = s.front().hits;
@@ -41,6 +48,8 @@ void summarize_mechanism(MechanismResult& r, const MechanismResult& baseline,
   r.cpu_ns_per_hit =
       summarize(minus(field(s, &Sample::cpu_ns_per_iter),
                       summarize(field(baseline.samples, &Sample::cpu_ns_per_iter)).median));
+  r.wall_ns_per_hit =
+      summarize(minus(wall_per_hit(s), summarize(wall_per_hit(baseline.samples)).median));
   r.tracee_cpu_ns_per_hit = summarize(field(s, &Sample::tracee_cpu_ns)).median / events;
   r.tracer_cpu_ns_per_hit = summarize(field(s, &Sample::tracer_cpu_ns)).median / events;
   std::vector<double> syscalls, stops;
@@ -70,6 +79,8 @@ CompareResult run_compare(const CompareConfig& cfg,
   run.work = cfg.work;
   run.cpus = result.cpus;
   run.step_over = cfg.step_over;
+  run.handlers = cfg.handlers;
+  run.spare_probes = cfg.spare_probes;
 
   for (const auto& m : mechs) {
     MechanismResult r;
@@ -82,12 +93,21 @@ CompareResult run_compare(const CompareConfig& cfg,
   int total = static_cast<int>(cfg.repeat * mechs.size()), done = 0;
   for (unsigned rep = 0; rep < cfg.repeat; ++rep) {
     for (auto& r : result.mechanisms) {
+      if (!r.skipped.empty()) {
+        ++done;
+        continue;
+      }
       if (progress) {
         progress(done, total,
                  r.mechanism.name + " run " + std::to_string(rep + 1) + "/" +
                      std::to_string(cfg.repeat));
       }
-      r.samples.push_back(run_once(r.mechanism, run));
+      Sample sample = run_once(r.mechanism, run);
+      if (sample.skipped.empty()) {
+        r.samples.push_back(sample);
+      } else {
+        r.skipped = sample.skipped;
+      }
       ++done;
     }
   }

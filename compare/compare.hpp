@@ -20,7 +20,9 @@ struct CompareConfig {
   Placement placement = Placement::SameCpu;
   std::vector<double> rates = {750'000};
   std::string inferior;
-  std::string step_over;  // for int3-ptrace-fast; empty: auto
+  std::string step_over;      // for int3-ptrace-fast; empty: auto
+  unsigned handlers = 0;      // see RunConfig
+  bool spare_probes = false;  // see RunConfig
 };
 
 struct MechanismResult {
@@ -41,6 +43,8 @@ struct MechanismResult {
   double x_marker = 0;  // per_hit_ns / marker's per_hit_ns; 0 when there is no marker row
   std::vector<Extrapolation> extrapolation;
   std::string problem;
+  std::string skipped;      // the machine refused this mechanism (no uprobe PMU, no permission)
+  Summary wall_ns_per_hit;  // longest thread's loop / all threads' hits, minus the baseline's
 };
 
 struct CompareResult {
@@ -51,7 +55,8 @@ struct CompareResult {
   bool trustworthy() const;
 };
 
-// `progress(done, total, what)` is called before each run.
+// The mechanisms in run order, with the baseline first; the runs of a skipped mechanism stop at
+// its first, which says why. `progress(done, total, what)` is called before each run.
 CompareResult run_compare(const CompareConfig& cfg,
                           const std::function<void(int, int, const std::string&)>& progress);
 

@@ -1,0 +1,45 @@
+#pragma once
+// The kernel's uprobe as a mechanism: a counting perf event on the uprobe PMU
+// (/sys/bus/event_source/devices/uprobe/type) for the inferior's probe site, no BPF, no tracer.
+// The kernel writes its int3 over the site, counts each hit in the event, and then runs the
+// displaced instruction itself: emulated, or single-stepped from a copy out of line, or (a
+// 5-byte NOP on x86-64 kernels that optimise uprobes) replaced by a call into a trampoline.
+#include <sys/types.h>
+
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "breakpoint/address.hpp"
+#include "compare/mechanism.hpp"
+#include "compare/runner.hpp"
+#include "tracer/process.hpp"
+
+namespace probecost {
+
+// The uprobe PMU's perf type, or why this kernel has none (type < 0).
+struct UprobePmu {
+  int type = -1;
+  std::string unavailable;
+};
+UprobePmu uprobe_pmu();
+
+// What the kernel does with the probed instruction after the handlers, per
+// arch/x86/kernel/uprobes.c: branch_setup_xol_ops (nops, jmp, call, jcc) and push_setup_xol_ops
+// (push reg) emulate it on the saved registers; can_optimize (a 5-byte NOP, 6.18+) rewrites the
+// site into a call to the uprobe trampoline after the first hit; anything else is
+// single-stepped from the [uprobes] page, a second trap per hit.
+struct UprobeHandling {
+  std::string instruction;  // as decoded
+  std::string how;          // one line for the report
+  bool single_stepped = false;
+};
+UprobeHandling uprobe_handling(std::span<const std::uint8_t> bytes, RuntimeAddr at);
+
+// One run of the inferior with the kernel's uprobe on m.probe_symbol (cfg.handlers events per
+// thread, and with cfg.spare_probes one on each spare site). Fills hits, handler_hits and
+// step_over_plan (how the kernel handles the site); sets `skipped` when the kernel or the
+// permissions refuse.
+void run_uprobe(const Mechanism& m, LaunchSpec spec, const RunConfig& cfg, Sample& s);
+
+}  // namespace probecost
