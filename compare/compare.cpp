@@ -66,11 +66,15 @@ void summarize_mechanism(MechanismResult& r, const MechanismResult& baseline,
 
 CompareResult run_compare(const CompareConfig& cfg,
                           const std::function<void(int, int, const std::string&)>& progress) {
+  return run_mechanisms(select_mechanisms(cfg.mechanisms), cfg, progress);
+}
+
+CompareResult run_mechanisms(const std::vector<Mechanism>& mechs, const CompareConfig& cfg,
+                             const std::function<void(int, int, const std::string&)>& progress) {
   CompareResult result;
   result.config = cfg;
   result.machine = describe_machine();
   result.cpus = plan_cpus(cfg.placement, result.machine.cpus);
-  std::vector<Mechanism> mechs = select_mechanisms(cfg.mechanisms);
 
   RunConfig run;
   run.inferior = cfg.inferior;

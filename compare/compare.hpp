@@ -22,7 +22,7 @@ struct CompareConfig {
   std::string inferior;
   std::string step_over;      // for int3-ptrace-fast; empty: auto
   unsigned handlers = 0;      // see RunConfig
-  bool spare_probes = false;  // see RunConfig
+  unsigned spare_probes = 0;  // see RunConfig
 };
 
 struct MechanismResult {
@@ -59,5 +59,9 @@ struct CompareResult {
 // its first, which says why. `progress(done, total, what)` is called before each run.
 CompareResult run_compare(const CompareConfig& cfg,
                           const std::function<void(int, int, const std::string&)>& progress);
+// The same with mechanisms made by the caller (cfg.mechanisms unused); the first is the
+// baseline every cost is relative to.
+CompareResult run_mechanisms(const std::vector<Mechanism>& mechs, const CompareConfig& cfg,
+                             const std::function<void(int, int, const std::string&)>& progress);
 
 }  // namespace probecost

@@ -157,12 +157,14 @@ void fill_from_report(const std::string& text, const Mechanism& m, Sample& s) {
   }
   std::vector<double> ns, cycles;
   std::uint64_t traps = 0, records = 0;
+  std::uint64_t start = UINT64_MAX, end = 0;
   for (const auto& t : r.at("threads")) {
     double n = static_cast<double>(s.iterations);
     ns.push_back(t.at("ns").get<double>() / n);
     cycles.push_back(t.at("cycles").get<double>() / n);
     s.tracee_cpu_ns += t.at("cpu_ns").get<double>();
-    s.wall_ns = std::max(s.wall_ns, t.at("ns").get<double>());
+    start = std::min(start, t.value("start_ns", std::uint64_t{0}));
+    end = std::max(end, t.value("end_ns", std::uint64_t{0}));
     s.site_calls += t.at("calls").get<std::uint64_t>();
     traps += t.at("traps").get<std::uint64_t>();
     s.tracee_cpus_seen.push_back(t.at("cpu").get<int>());
@@ -174,6 +176,7 @@ void fill_from_report(const std::string& text, const Mechanism& m, Sample& s) {
       }
     }
   }
+  s.wall_ns = end > start ? static_cast<double>(end - start) : 0;
   s.checksum = r.value("checksum", std::uint64_t{0});
   s.slot = r.value("slot", std::uint64_t{0});
   s.ns_per_iter = summarize(ns).median;
@@ -234,10 +237,11 @@ std::string strategy_for(const Mechanism& m, const RunConfig& cfg) {
 
 // An int3 on each of the inferior's spare sites, never hit: what many installed probes cost a
 // hit elsewhere (the tracer's site lookup).
-std::uint64_t add_spare_sites(TracedProcess& p, StepOver& step_over) {
+std::uint64_t add_spare_sites(TracedProcess& p, StepOver& step_over, unsigned count) {
   Symbol base = ProcessSymbols(p.pid()).resolve(kSpareSitesSymbol);
   std::uint64_t n = 0;
-  for (std::uint64_t off = 0; off + kSpareSiteBytes <= base.size; off += kSpareSiteBytes, ++n) {
+  for (std::uint64_t off = 0; n < count && off + kSpareSiteBytes <= base.size;
+       off += kSpareSiteBytes, ++n) {
     BreakpointSite& spare = p.sites().add(base.address + off, kSpareSitesSymbol);
     spare.enable();
     step_over.prepare(spare);
@@ -263,7 +267,7 @@ void run_traced(const Mechanism& m, const LaunchSpec& spec, const RunConfig& cfg
     site.enable();
     step_over->prepare(site);
     s.step_over_plan = step_over->describe(site);
-    if (cfg.spare_probes) s.spare_probes = add_spare_sites(p, *step_over);
+    if (cfg.spare_probes) s.spare_probes = add_spare_sites(p, *step_over, cfg.spare_probes);
   }
   Session session(p, *step_over);
   session.set_floor_mode(m.floor());

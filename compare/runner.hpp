@@ -39,7 +39,8 @@ struct RunConfig {
   std::string step_over;      // non-empty: overrides the strategy of fast mechanisms ("auto")
   unsigned handlers = 0;      // traced and uprobe mechanisms: handlers run per hit (0: the
                               // mechanism's own count only; N: N counting handlers / N events)
-  bool spare_probes = false;  // also a probe on each of the inferior's spare sites
+  unsigned spare_probes = 0;  // traced mechanisms: also an int3 on this many of the inferior's
+                              // spare sites (uprobe: see SpareUprobes)
 };
 
 // The inferior's never-called spare sites (inferior/spares.S): 16-byte slots under one symbol.
@@ -68,7 +69,7 @@ struct Sample {
   std::vector<std::uint64_t> handler_hits;  // with RunConfig::handlers: each handler's count
   std::uint64_t spare_probes = 0;           // probes installed on spare sites
   std::uint64_t spare_hits = 0;             // must stay 0
-  double wall_ns = 0;                       // longest thread's loop: all threads' hits took this
+  double wall_ns = 0;  // first thread's loop start to last thread's loop end: all hits took this
 };
 
 Sample run_once(const Mechanism& m, const RunConfig& cfg);

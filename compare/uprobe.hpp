@@ -7,8 +7,10 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "breakpoint/address.hpp"
 #include "compare/mechanism.hpp"
@@ -37,9 +39,39 @@ struct UprobeHandling {
 UprobeHandling uprobe_handling(std::span<const std::uint8_t> bytes, RuntimeAddr at);
 
 // One run of the inferior with the kernel's uprobe on m.probe_symbol (cfg.handlers events per
-// thread, and with cfg.spare_probes one on each spare site). Fills hits, handler_hits and
-// step_over_plan (how the kernel handles the site); sets `skipped` when the kernel or the
-// permissions refuse.
+// thread). Fills hits, handler_hits and step_over_plan (how the kernel handles the site); sets
+// `skipped` when the kernel or the permissions refuse.
 void run_uprobe(const Mechanism& m, LaunchSpec spec, const RunConfig& cfg, Sample& s);
+
+// Where the kernel puts a uprobe for `symbol` of a live process: the file mapped there and the
+// offset in it.
+struct UprobeTarget {
+  std::string path;
+  std::uint64_t offset = 0;
+  RuntimeAddr address;
+  std::uint64_t size = 0;
+};
+UprobeTarget locate_uprobe_target(pid_t pid, const std::string& symbol);
+
+class Counters;
+
+// `count` uprobes on the inferior's spare sites (never called), system-wide, for as long as
+// this lives: "many probes installed elsewhere" for every inferior started meanwhile.
+class SpareUprobes {
+ public:
+  SpareUprobes(const std::string& inferior, unsigned count);
+  ~SpareUprobes();  // slow: the kernel waits for grace periods per probe removed
+  SpareUprobes(const SpareUprobes&) = delete;
+  SpareUprobes& operator=(const SpareUprobes&) = delete;
+  const std::string& skipped() const { return skipped_; }  // why there are none
+  std::size_t size() const { return fds_.size(); }
+  std::uint64_t hits() const;  // must stay 0
+
+ private:
+  std::unique_ptr<Counters> counters_;
+  std::vector<int> fds_;
+  std::string path_;
+  std::string skipped_;
+};
 
 }  // namespace probecost

@@ -23,6 +23,7 @@
 #include <cstring>
 
 #include "breakpoint/error.hpp"
+#include "compare/child.hpp"
 #include "compare/uprobe.hpp"
 #include "tracer/maps.hpp"
 #include "tracer/memory.hpp"
@@ -31,83 +32,6 @@
 
 namespace probecost {
 
-namespace {
-
-// The inferior as our untraced child: killed and reaped on every way out but a normal end.
-class Child {
- public:
-  explicit Child(pid_t pid) : pid_(pid) {}
-  ~Child() {
-    if (pid_ <= 0) return;
-    ::kill(pid_, SIGKILL);
-    int status;
-    while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
-    }
-  }
-  Child(const Child&) = delete;
-  Child& operator=(const Child&) = delete;
-  pid_t pid() const { return pid_; }
-
-  // Waits for its SIGSTOP at the start line.
-  void wait_for_stop() {
-    int status = wait(WUNTRACED);
-    if (!WIFSTOPPED(status)) {
-      pid_ = 0;
-      throw Error("the inferior " + WaitStatus(status).describe() + " before its loop");
-    }
-  }
-  // SIGCONT, then waits for its exit, which must be a clean one.
-  void resume_to_end() {
-    if (::kill(pid_, SIGCONT) != 0) throw Error::from_errno("SIGCONT to the inferior");
-    int status = wait(0);
-    pid_ = 0;
-    WaitStatus ws(status);
-    if (!ws.exited() || ws.exit_code() != 0) throw Error("the inferior " + ws.describe());
-  }
-
- private:
-  int wait(int flags) {
-    int status = 0;
-    while (::waitpid(pid_, &status, flags) < 0) {
-      if (errno != EINTR) throw Error::from_errno("waitpid on the inferior");
-      if (stop_requested()) throw Error("interrupted");
-    }
-    return status;
-  }
-  pid_t pid_;
-};
-
-// Where the kernel puts the uprobe: the file mapped at the symbol, and the offset in it.
-struct Target {
-  std::string path;
-  std::uint64_t offset = 0;
-  RuntimeAddr address;
-  std::uint64_t size = 0;
-};
-
-Target locate(pid_t pid, const std::string& symbol) {
-  Symbol sym = ProcessSymbols(pid).resolve(symbol);
-  for (const Mapping& m : read_maps(pid)) {
-    if (m.contains(sym.address) && !m.path.empty()) {
-      return {m.path, static_cast<std::uint64_t>(sym.address - m.start) + m.offset, sym.address,
-              sym.size};
-    }
-  }
-  throw Error("no file mapping holds " + symbol + " at " + sym.address.hex());
-}
-
-std::vector<pid_t> threads_of(pid_t pid) {
-  std::vector<pid_t> tids;
-  std::string dir = "/proc/" + std::to_string(pid) + "/task";
-  DIR* d = ::opendir(dir.c_str());
-  if (!d) throw Error::from_errno("cannot list " + dir);
-  while (dirent* e = ::readdir(d)) {
-    if (e->d_name[0] != '.') tids.push_back(std::stoi(e->d_name));
-  }
-  ::closedir(d);
-  return tids;
-}
-
 // Counting perf events, closed together.
 class Counters {
  public:
@@ -115,13 +39,13 @@ class Counters {
     for (int fd : fds_) ::close(fd);
   }
   // An fd, or the errno of the refusal.
-  int open(int type, const std::string& path, std::uint64_t offset, pid_t tid) {
+  int open(int type, const std::string& path, std::uint64_t offset, pid_t tid, int cpu = -1) {
     perf_event_attr attr{};
     attr.size = sizeof attr;
     attr.type = static_cast<std::uint32_t>(type);
     attr.config1 = reinterpret_cast<std::uint64_t>(path.c_str());  // uprobe_path
     attr.config2 = offset;                                         // probe_offset
-    long fd = ::syscall(SYS_perf_event_open, &attr, tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
+    long fd = ::syscall(SYS_perf_event_open, &attr, tid, cpu, -1, PERF_FLAG_FD_CLOEXEC);
     if (fd < 0) return -errno;
     fds_.push_back(static_cast<int>(fd));
     return static_cast<int>(fd);
@@ -135,6 +59,20 @@ class Counters {
  private:
   std::vector<int> fds_;
 };
+
+namespace {
+
+std::vector<pid_t> threads_of(pid_t pid) {
+  std::vector<pid_t> tids;
+  std::string dir = "/proc/" + std::to_string(pid) + "/task";
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) throw Error::from_errno("cannot list " + dir);
+  while (dirent* e = ::readdir(d)) {
+    if (e->d_name[0] != '.') tids.push_back(std::stoi(e->d_name));
+  }
+  ::closedir(d);
+  return tids;
+}
 
 std::string refusal(int err) {
   std::string why = std::strerror(err);
@@ -154,7 +92,7 @@ void raise_fd_limit() {
   }
 }
 
-std::string describe_site(pid_t pid, const Target& t) {
+std::string describe_site(pid_t pid, const UprobeTarget& t) {
   std::array<std::uint8_t, 15> bytes{};
   ProcMemory(pid).read(t.address, bytes);
   UprobeHandling h = uprobe_handling(bytes, t.address);
@@ -172,7 +110,7 @@ void run_uprobe(const Mechanism& m, LaunchSpec spec, const RunConfig& cfg, Sampl
   spec.argv.push_back("--stop-before-loop");
   Child child(spawn(spec));
   child.wait_for_stop();
-  Target site = locate(child.pid(), m.probe_symbol);
+  UprobeTarget site = locate_uprobe_target(child.pid(), m.probe_symbol);
   s.step_over_plan = describe_site(child.pid(), site);
 
   Counters counters;
@@ -188,17 +126,6 @@ void run_uprobe(const Mechanism& m, LaunchSpec spec, const RunConfig& cfg, Sampl
       fds.push_back(fd);
     }
   }
-  std::vector<int> spares;
-  if (cfg.spare_probes) {
-    raise_fd_limit();
-    Target base = locate(child.pid(), kSpareSitesSymbol);
-    for (std::uint64_t off = 0; off + kSpareSiteBytes <= base.size; off += kSpareSiteBytes) {
-      int fd = counters.open(pmu.type, base.path, base.offset + off, child.pid());
-      if (fd < 0)
-        throw Error("spare uprobe " + std::to_string(spares.size()) + ": " + refusal(-fd));
-      spares.push_back(fd);
-    }
-  }
   child.resume_to_end();
 
   for (const auto& fds : by_handler) {
@@ -207,8 +134,57 @@ void run_uprobe(const Mechanism& m, LaunchSpec spec, const RunConfig& cfg, Sampl
     s.handler_hits.push_back(total);
   }
   s.hits = s.handler_hits.front();
-  s.spare_probes = spares.size();
-  for (int fd : spares) s.spare_hits += Counters::read(fd);
+}
+
+UprobeTarget locate_uprobe_target(pid_t pid, const std::string& symbol) {
+  Symbol sym = ProcessSymbols(pid).resolve(symbol);
+  for (const Mapping& m : read_maps(pid)) {
+    if (m.contains(sym.address) && !m.path.empty()) {
+      return {m.path, static_cast<std::uint64_t>(sym.address - m.start) + m.offset, sym.address,
+              sym.size};
+    }
+  }
+  throw Error("no file mapping holds " + symbol + " at " + sym.address.hex());
+}
+
+// Removing a uprobe perf event waits for RCU-tasks-trace and SRCU grace periods, one removal
+// at a time (tens of ms each in a VM): a thousand per run would take longer than the runs.
+// So the spares are system-wide events (pid -1, CPU 0), opened once for all the runs that want
+// them: the kernel installs them into every process that maps the file, as bpftrace's
+// `uprobe:FILE:SYMBOL` does without -p. Nothing calls the spare sites, so they never count.
+SpareUprobes::SpareUprobes(const std::string& inferior, unsigned count)
+    : counters_(std::make_unique<Counters>()) {
+  UprobePmu pmu = uprobe_pmu();
+  if (pmu.type < 0) {
+    skipped_ = pmu.unavailable;
+    return;
+  }
+  LaunchSpec spec;
+  spec.argv = {inferior, "--site", "plain", "--iterations", "1", "--stop-before-loop"};
+  UprobeTarget base;
+  {
+    Child child(spawn(spec));
+    child.wait_for_stop();
+    base = locate_uprobe_target(child.pid(), kSpareSitesSymbol);
+  }
+  raise_fd_limit();
+  for (unsigned i = 0; i < count && (i + 1) * kSpareSiteBytes <= base.size; ++i) {
+    path_ = base.path;
+    int fd = counters_->open(pmu.type, path_, base.offset + i * kSpareSiteBytes, -1, 0);
+    if (fd < 0) {
+      skipped_ = refusal(-fd);
+      return;
+    }
+    fds_.push_back(fd);
+  }
+}
+
+SpareUprobes::~SpareUprobes() = default;
+
+std::uint64_t SpareUprobes::hits() const {
+  std::uint64_t n = 0;
+  for (int fd : fds_) n += Counters::read(fd);
+  return n;
 }
 
 }  // namespace probecost

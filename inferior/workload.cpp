@@ -37,6 +37,7 @@ struct ThreadResult {
   pid_t tid = 0;
   int cpu = -1;
   std::uint64_t ns = 0, cycles = 0, cpu_ns = 0;
+  std::uint64_t start_ns = 0, end_ns = 0;  // CLOCK_MONOTONIC: all threads' loops span min..max
   std::uint64_t calls = 0, traps = 0;
   std::uint64_t marker_written = 0, marker_overwritten = 0;
   bool marker_valid = true;
@@ -207,6 +208,8 @@ void run_thread(const Options& o, unsigned index, Site site, StartLine& start, T
   std::uint64_t cpu1 = now_ns(CLOCK_THREAD_CPUTIME_ID);
 
   r.ns = ns1 - ns0;
+  r.start_ns = ns0;
+  r.end_ns = ns1;
   r.cycles = c1 - c0;
   r.cpu_ns = cpu1 - cpu0;
   r.calls = t_site_calls;
@@ -222,9 +225,9 @@ void run_thread(const Options& o, unsigned index, Site site, StartLine& start, T
 nlohmann::json report(const Options& o, const std::vector<ThreadResult>& results) {
   nlohmann::json threads = nlohmann::json::array();
   for (const auto& r : results) {
-    nlohmann::json t = {{"tid", r.tid},       {"cpu", r.cpu},       {"ns", r.ns},
-                        {"cycles", r.cycles}, {"cpu_ns", r.cpu_ns}, {"calls", r.calls},
-                        {"traps", r.traps}};
+    nlohmann::json t = {{"tid", r.tid},       {"cpu", r.cpu},           {"ns", r.ns},
+                        {"cycles", r.cycles}, {"cpu_ns", r.cpu_ns},     {"calls", r.calls},
+                        {"traps", r.traps},   {"start_ns", r.start_ns}, {"end_ns", r.end_ns}};
     if (o.marker_on) {
       t["marker"] = {{"written", r.marker_written},
                      {"overwritten", r.marker_overwritten},
