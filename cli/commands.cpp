@@ -1,89 +1,17 @@
 #include "cli/commands.hpp"
 
-#include <limits.h>
 #include <unistd.h>
 
-#include <boost/program_options.hpp>
-#include <cstdio>
-#include <fstream>
 #include <iostream>
-#include <sstream>
 
 #include "breakpoint/error.hpp"
 #include "breakpoint/step_over.hpp"
+#include "cli/common.hpp"
 #include "compare/bench.hpp"
 #include "compare/compare.hpp"
 #include "compare/report.hpp"
 
-namespace po = boost::program_options;
-
 namespace probecost::cli {
-
-namespace {
-
-po::variables_map parse(const std::vector<std::string>& args, const po::options_description& desc,
-                        const std::string& cmd) {
-  po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(args).options(desc).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    throw UsageError(std::string(e.what()) + " (see 'probecost " + cmd + " --help')");
-  }
-  return vm;
-}
-
-std::vector<double> parse_rates(const std::vector<std::string>& texts) {
-  std::vector<double> rates;
-  for (const auto& t : texts) rates.push_back(parse_rate(t));
-  return rates;
-}
-
-std::vector<std::string> split_commas(const std::vector<std::string>& in) {
-  std::vector<std::string> out;
-  for (const auto& s : in) {
-    std::stringstream ss(s);
-    for (std::string part; std::getline(ss, part, ',');) {
-      if (!part.empty()) out.push_back(part);
-    }
-  }
-  return out;
-}
-
-// probecost-inferior is installed next to probecost.
-std::string default_inferior() {
-  char self[PATH_MAX];
-  ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
-  if (n <= 0) return "probecost-inferior";
-  std::string path(self, n);
-  return path.substr(0, path.rfind('/') + 1) + "probecost-inferior";
-}
-
-std::string find_inferior(std::string path) {
-  if (path.empty()) path = default_inferior();
-  if (::access(path.c_str(), X_OK) != 0) {
-    throw UsageError("the inferior '" + path +
-                     "' is missing or not executable (build it, or pass --inferior PATH)");
-  }
-  return path;
-}
-
-// Writes through -o FILE or to stdout.
-template <typename F>
-void emit(const std::string& file, F&& write) {
-  if (file.empty() || file == "-") return write(std::cout);
-  std::ofstream out(file);
-  if (!out) throw Error::from_errno("cannot write " + file);
-  write(out);
-}
-
-void progress_line(int done, int total, const std::string& what) {
-  std::fprintf(stderr, "\r\033[K[%d/%d] %s", done, total, what.c_str());
-  if (done == total) std::fprintf(stderr, "\r\033[K");
-  std::fflush(stderr);
-}
-
-}  // namespace
 
 int compare_command(const std::vector<std::string>& args) {
   CompareConfig cfg;
