@@ -185,7 +185,14 @@ using StartLine = std::barrier<StopFirst>;
 void run_thread(const Options& o, unsigned index, Site site, StartLine& start, ThreadResult& r) {
   r.tid = gettid();
   pin(o, index);
-  std::vector<char> src(o.work_bytes + 1, 'x'), dst(o.work_bytes + 1, 0);
+  // One buffer: the source page-aligned, the destination 2 KiB into a page, so that every run
+  // copies with the same alignment and no store aliases a load 4 KiB away (which malloc's
+  // placement would otherwise vary from run to run).
+  std::size_t span = (o.work_bytes + 4095) / 4096 * 4096;
+  std::vector<char> buffer(2 * span + 3 * 4096, 'x');
+  char* src = reinterpret_cast<char*>((reinterpret_cast<std::uintptr_t>(buffer.data()) + 4095) &
+                                      ~std::uintptr_t{4095});
+  char* dst = src + span + 4096 + 2048;
   if (o.marker_on) {
     if (is_variant(o)) {
       variants::thread_init();
@@ -199,7 +206,7 @@ void run_thread(const Options& o, unsigned index, Site site, StartLine& start, T
   std::uint64_t ns0 = now_ns(CLOCK_MONOTONIC);
   std::uint64_t c0 = tsc();
   if (o.work_bytes) {
-    loop<true>(site, o.iterations, o.work_bytes, dst.data(), src.data());
+    loop<true>(site, o.iterations, o.work_bytes, dst, src);
   } else {
     loop<false>(site, o.iterations, 0, nullptr, nullptr);
   }
