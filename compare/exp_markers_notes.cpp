@@ -132,7 +132,7 @@ std::string enabled_note(const nlohmann::json& d) {
        "the disabled loop, by how the probe took its arguments. ";
   double a0 = added(d, "flag", 0, true), a6 = added(d, "flag", 6, true);
   if (std::fabs(a6 - a0) < 0.2 * std::fabs(a0)) {
-    s += "Today the call and the record (its rdtsc above all) cost the same whatever the number "
+    s += "Today the call and the record cost the same whatever the number "
          "of register arguments.";
   } else {
     s += "Six arguments cost " + c(a6 - a0) + " cycles more than none.";

@@ -52,8 +52,8 @@ std::string note_for(const std::string& name, const std::vector<Point>& pts, int
   std::string s = name + ": " + fmt("%.0f", w1) + " ns per hit with 1 thread, " + fmt("%.0f", w2) +
                   " with 2 on " + std::to_string(std::min(2, cpus)) + " CPUs (" +
                   fmt("%.2f", w1 > 0 ? w2 / w1 : 0) + "x), " + fmt("%.0f", w8) + " with 8 (" +
-                  fmt("%.2f", w1 > 0 ? w8 / w1 : 0) + "x); each thread saw " +
-                  fmt("%.0f", eight.per_hit_ns.median) + " ns per hit at 8.";
+                  fmt("%.2f", w1 > 0 ? w8 / w1 : 0) + "x); at 8 a thread's own loop took " +
+                  fmt("%.0f", eight.per_hit_ns.median) + " ns per hit, turns waited included.";
   return s;
 }
 
