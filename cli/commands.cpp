@@ -125,51 +125,29 @@ int bench_command(const std::vector<std::string>& args) {
 }
 
 int overhead_command(const std::vector<std::string>& args) {
-  std::string cost, format, output, placement;
-  std::vector<std::string> rates, mechanisms;
-  CompareConfig cfg;
+  std::string cost, format, output;
+  std::vector<std::string> rates;
   po::options_description desc(
-      "probecost overhead (--cost TIME | -m MECH[,MECH...]) [--rate RATE ...]\n\n"
+      "probecost overhead --cost TIME [--rate RATE ...]\n\n"
       "CPU share = rate x cost per event; slowdown = 1 + share; saturation = 1 / cost.\n"
-      "With -m, the cost is measured first: the mechanism's CPU time per hit (tracee +\n"
-      "tracer) on probecost-inferior, as `probecost compare` measures it.\n"
-      "Example: probecost overhead --cost 2.01us --rate 750k   (the 2006 int3 figure)\n"
-      "         probecost overhead -m uprobe,int3-ptrace-fast --rate 750k\n\noptions");
+      "Example: probecost overhead --cost 2.01us --rate 750k   (the 2006 int3 figure)\n\noptions");
   desc.add_options()("help,h", "this help")("cost,c", po::value(&cost),
                                             "cost per event: 220ns, 2.01us, 1ms")(
-      "mechanisms,m", po::value(&mechanisms)->multitoken(),
-      "measure these mechanisms and predict from their cost (see 'probecost compare --help')")(
       "rate", po::value(&rates)->multitoken(), "event rate(s): 750k, 1.2M (default 750000)")(
-      "repeat,r", po::value(&cfg.repeat)->default_value(3), "with -m: runs of each mechanism")(
-      "placement", po::value(&placement)->default_value("same-cpu"), "with -m: as for compare")(
       "format,f", po::value(&format)->default_value("text"), "text, json or csv")(
-      "output,o", po::value(&output), "write to FILE")("inferior", po::value(&cfg.inferior),
-                                                       "path of probecost-inferior");
+      "output,o", po::value(&output), "write to FILE");
   auto vm = parse(args, desc, "overhead");
   if (vm.count("help")) {
     std::cout << desc << "\n";
     return 0;
   }
-  if (cost.empty() == mechanisms.empty()) {
-    throw UsageError(
-        "--cost is required, or -m MECHANISM to measure one (not both), e.g. "
-        "--cost 2.01us or -m uprobe");
-  }
-  cfg.rates = rates.empty() ? std::vector<double>{750'000} : parse_rates(split_commas(rates));
+  if (cost.empty()) throw UsageError("--cost is required, e.g. --cost 2.01us");
+  double cost_ns = parse_duration_ns(cost);
+  std::vector<double> r =
+      rates.empty() ? std::vector<double>{750'000} : parse_rates(split_commas(rates));
   Format f = parse_format(format);
-  if (!cost.empty()) {
-    double cost_ns = parse_duration_ns(cost);
-    emit(output, [&](std::ostream& out) { write_extrapolation(out, cost_ns, cfg.rates, f); });
-    return 0;
-  }
-  cfg.mechanisms = split_commas(mechanisms);
-  select_mechanisms(cfg.mechanisms);  // unknown names fail here, before anything runs
-  if (cfg.repeat == 0) throw UsageError("--repeat must be at least 1");
-  cfg.placement = parse_placement(placement);
-  cfg.inferior = find_inferior(cfg.inferior);
-  CompareResult result = run_compare(cfg, ::isatty(STDERR_FILENO) ? progress_line : nullptr);
-  emit(output, [&](std::ostream& out) { write_predictions(out, result, f); });
-  return result.trustworthy() ? 0 : 1;
+  emit(output, [&](std::ostream& out) { write_extrapolation(out, cost_ns, r, f); });
+  return 0;
 }
 
 }  // namespace probecost::cli

@@ -3,7 +3,6 @@
 #include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "breakpoint/error.hpp"
 
@@ -253,46 +252,6 @@ void write_report(std::ostream& out, const CompareResult& r, Format f, bool verb
     case Format::Csv:
       return write_csv(out, r);
   }
-}
-
-void write_predictions(std::ostream& out, const CompareResult& r, Format f) {
-  nlohmann::json all = nlohmann::json::array();
-  bool first = true;
-  for (const auto& m : r.mechanisms) {
-    if (m.mechanism.name == "baseline") continue;
-    if (f == Format::Json) {
-      nlohmann::json ex = nlohmann::json::array();
-      for (const auto& e : m.extrapolation) ex.push_back(extrapolation_json(e));
-      all.push_back({{"mechanism", m.mechanism.name},
-                     {"cost_ns", m.skipped.empty() ? nlohmann::json(m.cpu_ns_per_hit.median)
-                                                   : nlohmann::json(nullptr)},
-                     {"skipped", m.skipped.empty() ? nullptr : nlohmann::json(m.skipped)},
-                     {"extrapolation", ex}});
-      continue;
-    }
-    if (!m.skipped.empty()) {
-      if (f == Format::Text) out << m.mechanism.name << ": skipped: " << m.skipped << "\n";
-      continue;
-    }
-    if (f == Format::Csv) {
-      std::stringstream rows;
-      write_extrapolation(rows, m.cpu_ns_per_hit.median, r.config.rates, f);
-      std::string line;
-      for (bool header = true; std::getline(rows, line); header = false) {
-        if (header && first) out << "mechanism," << line << "\n";
-        if (!header) out << m.mechanism.name << "," << line << "\n";
-      }
-      first = false;
-      continue;
-    }
-    out << m.mechanism.name << ": measured " << human_ns(m.cpu_ns_per_hit.median)
-        << " of CPU per hit (" << placement_name(r.config.placement) << ", median of "
-        << r.config.repeat << " runs)\n";
-    std::stringstream lines;
-    write_extrapolation(lines, m.cpu_ns_per_hit.median, r.config.rates, f);
-    for (std::string line; std::getline(lines, line);) out << "  " << line << "\n";
-  }
-  if (f == Format::Json) out << nlohmann::json{{"mechanisms", all}}.dump(2) << "\n";
 }
 
 void write_extrapolation(std::ostream& out, double cost_ns, const std::vector<double>& rates,

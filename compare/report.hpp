@@ -15,9 +15,6 @@ void write_report(std::ostream& out, const CompareResult& r, Format f, bool verb
 void write_extrapolation(std::ostream& out, double cost_ns, const std::vector<double>& rates,
                          Format f);
 
-// `probecost overhead -m MECH`: each measured mechanism's CPU cost per hit, extrapolated.
-void write_predictions(std::ostream& out, const CompareResult& r, Format f);
-
 // "1,234,567" style grouping, and a time in the unit that reads best (ns, µs, ms).
 std::string group_thousands(double v);
 std::string human_ns(double ns);

@@ -58,22 +58,6 @@ TEST(Overhead, The2006Arithmetic) {
   EXPECT_NEAR(j["extrapolation"][0]["cpu_percent"].get<double>(), 16.5, 0.01);
 }
 
-// overhead -m measures the mechanism first, then extrapolates from its CPU cost per hit.
-TEST(Overhead, PredictsFromAMeasuredMechanism) {
-  Result r = run_probecost(
-      {"overhead", "-m", "marker,uprobe-nop5", "-r", "1", "--rate", "750k", "-f", "json"});
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  auto j = nlohmann::json::parse(r.out);
-  ASSERT_EQ(j["mechanisms"].size(), 2u);
-  for (const auto& m : j["mechanisms"]) {
-    if (!m["skipped"].is_null()) continue;  // no uprobe PMU here
-    double cost = m["cost_ns"];
-    EXPECT_GT(cost, 0) << m["mechanism"];
-    EXPECT_NEAR(m["extrapolation"][0]["cpu_percent"].get<double>(), 750000 * cost / 1e7, 1e-6);
-  }
-  expect_usage_error({"overhead", "--cost", "1us", "-m", "marker"}, "not both");
-}
-
 TEST(Compare, JsonReportHasEveryMechanismWithExactHits) {
   Result r = run_probecost(
       {"compare", "-n", "3000", "-r", "2", "-f", "json", "--rate", "750k", "--rate", "1.2M"});
