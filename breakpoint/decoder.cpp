@@ -153,6 +153,58 @@ void classify(const ZydisDecodedInstruction& zi, const ZydisDecodedOperand* ops,
   }
 }
 
+bool is_far(const ZydisDecodedInstruction& zi) {
+  return zi.meta.branch_type == ZYDIS_BRANCH_TYPE_FAR;
+}
+
+// Zydis' category says which instructions leave the straight line; the mnemonic and the operand
+// tell the kinds apart that a relocator treats differently.
+Instruction::Flow flow_of(const ZydisDecodedInstruction& zi, const ZydisDecodedOperand& op0) {
+  using F = Instruction::Flow;
+  const bool relative = op0.type == ZYDIS_OPERAND_TYPE_IMMEDIATE && op0.imm.is_relative;
+  switch (zi.mnemonic) {
+    case ZYDIS_MNEMONIC_LOOP:
+    case ZYDIS_MNEMONIC_LOOPE:
+    case ZYDIS_MNEMONIC_LOOPNE:
+    case ZYDIS_MNEMONIC_JCXZ:
+    case ZYDIS_MNEMONIC_JECXZ:
+    case ZYDIS_MNEMONIC_JRCXZ:
+      return F::RelShortOnly;
+    case ZYDIS_MNEMONIC_XBEGIN:
+      return F::Transaction;
+    case ZYDIS_MNEMONIC_IRET:
+    case ZYDIS_MNEMONIC_IRETD:
+    case ZYDIS_MNEMONIC_IRETQ:
+      return F::Return;
+    default:
+      break;
+  }
+  switch (zi.meta.category) {
+    case ZYDIS_CATEGORY_UNCOND_BR:
+      return is_far(zi) ? F::FarBranch : relative ? F::RelJump : F::IndirectJump;
+    case ZYDIS_CATEGORY_COND_BR:
+      return F::RelCondJump;
+    case ZYDIS_CATEGORY_CALL:
+      return is_far(zi) ? F::FarBranch : relative ? F::RelCall : F::IndirectCall;
+    case ZYDIS_CATEGORY_RET:
+      return is_far(zi) ? F::FarBranch : F::Return;
+    case ZYDIS_CATEGORY_SYSCALL:
+    case ZYDIS_CATEGORY_SYSRET:
+      return F::SystemCall;
+    case ZYDIS_CATEGORY_INTERRUPT:
+      return F::Interrupt;
+    default:
+      return F::Sequential;
+  }
+}
+
+void note_flags(const ZydisDecodedInstruction& zi, Instruction& in) {
+  if (!zi.cpu_flags) return;
+  const auto& f = *zi.cpu_flags;
+  in.status_flags_read = f.tested & kStatusFlags;
+  in.status_flags_written = (f.modified | f.set_0 | f.set_1 | f.undefined) & kStatusFlags;
+}
+
 }  // namespace
 
 std::optional<Instruction> decode(std::span<const std::uint8_t> bytes, RuntimeAddr at) {
@@ -183,6 +235,8 @@ std::optional<Instruction> decode(std::span<const std::uint8_t> bytes, RuntimeAd
     if (ops[i].mem.segment == ZYDIS_REGISTER_FS || ops[i].mem.segment == ZYDIS_REGISTER_GS)
       in.uses_segment_fs_gs = true;
   }
+  in.rep = (zi.attributes &
+            (ZYDIS_ATTRIB_HAS_REP | ZYDIS_ATTRIB_HAS_REPE | ZYDIS_ATTRIB_HAS_REPNE)) != 0;
   if (in.rip_relative) {
     in.disp_offset = zi.raw.disp.offset;
     in.disp_size = zi.raw.disp.size / 8;
@@ -196,6 +250,9 @@ std::optional<Instruction> decode(std::span<const std::uint8_t> bytes, RuntimeAd
     }
   }
   classify(zi, ops, in);
+  in.flow = flow_of(zi, ops[0]);
+  in.mnemonic = zi.mnemonic;
+  note_flags(zi, in);
   return in;
 }
 

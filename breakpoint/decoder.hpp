@@ -70,9 +70,36 @@ struct Instruction {
   std::uint8_t disp_offset = 0, disp_size = 0;
   std::uint8_t imm_offset = 0, imm_size = 0;
   bool uses_segment_fs_gs = false;
+  // rep/repe/repne string instruction: one single-step runs one iteration of it.
+  bool rep = false;
+
+  // How the instruction passes control on, for deciding whether it can run from a copy elsewhere.
+  enum class Flow {
+    Sequential,    // falls through to next() (ud2 and hlt too: they fault the same anywhere)
+    RelJump,       // jmp rel8/rel32
+    RelCondJump,   // jcc rel8/rel32
+    RelShortOnly,  // loop, loopcc, jrcxz: a rel8 target and no rel32 form
+    RelCall,       // call rel32
+    IndirectJump,  // jmp through a register or memory (rip_relative: through a fixed slot)
+    IndirectCall,  // call through a register or memory
+    Return,        // ret, iret
+    SystemCall,    // syscall, sysenter (and sysret/sysexit, which fault in user mode)
+    Interrupt,     // int n, int3, int1, into
+    Transaction,   // xbegin: its abort address is relative to RIP
+    FarBranch,     // jmp/call/ret far, through a segment selector
+  };
+  Flow flow = Flow::Sequential;
+  int mnemonic = 0;  // the ZydisMnemonic, for re-encoding without exposing Zydis here
+  // RFLAGS status bits (CF PF AF ZF SF OF, at their RFLAGS positions) the instruction reads, and
+  // those it writes or leaves undefined.
+  std::uint32_t status_flags_read = 0, status_flags_written = 0;
 
   RuntimeAddr next() const { return address + length; }
 };
+
+// The six status flags of RFLAGS, which `lock inc` and `lock xadd` overwrite.
+inline constexpr std::uint32_t kStatusFlags =
+    (1u << 0) | (1u << 2) | (1u << 4) | (1u << 6) | (1u << 7) | (1u << 11);
 
 // Decodes the instruction at `bytes` (up to 15 of them), which sits at `at` in the tracee.
 std::optional<Instruction> decode(std::span<const std::uint8_t> bytes, RuntimeAddr at);

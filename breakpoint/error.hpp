@@ -25,4 +25,11 @@ class UsageError : public Error {
   explicit UsageError(const std::string& what) : Error(what) {}
 };
 
+// A breakpoint address that holds int3 already: the program's own, another debugger's, or one
+// a probecost that died left behind (see `probecost restore`).
+class SiteOccupied : public Error {
+ public:
+  explicit SiteOccupied(const std::string& what) : Error(what) {}
+};
+
 }  // namespace probecost

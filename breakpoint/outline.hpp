@@ -5,6 +5,7 @@
 // and the int3 stays in place for every other thread.
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,13 +14,15 @@
 
 namespace probecost {
 
-// Maps an executable page in the tracee, as close to `near` as it can; returns its address.
-using ScratchMapper = std::function<RuntimeAddr(RuntimeAddr near)>;
+// Maps an executable page in the tracee, as close to `near` as it can; returns its address, or
+// nothing when no thread can be made to map it now (all running, or held in a group-stop).
+using ScratchMapper = std::function<std::optional<RuntimeAddr>(RuntimeAddr near)>;
 
 inline constexpr std::size_t kPageSize = 4096;
 inline constexpr std::size_t kSlotSize = 32;  // 15-byte instruction + 14-byte absolute jump
 
-// The bytes of `in` relocated to run at `at`, followed by a jump back to in.next().
+// The bytes of `in` relocated to run at `at`, followed by a jump back to in.next()
+// (relocate_block() of one instruction).
 // Empty with `why` set when the instruction cannot run elsewhere.
 std::vector<std::uint8_t> relocate(const Instruction& in, RuntimeAddr at, std::string& why);
 
@@ -28,8 +31,8 @@ class Outliner {
   Outliner(TraceeMemory& memory, ScratchMapper mapper)
       : memory_(&memory), mapper_(std::move(mapper)) {}
   // Writes the relocated copy of `in` into a scratch slot; returns the slot, or nothing with
-  // `why` set.
-  std::optional<RuntimeAddr> place(const Instruction& in, std::string& why);
+  // `why` set. `later` is set instead when no page can be mapped now.
+  std::optional<RuntimeAddr> place(const Instruction& in, std::string& why, bool& later);
   // The pages mapped so far (to unmap them, or to recognise a PC inside one).
   const std::vector<RuntimeAddr>& pages() const { return pages_; }
 

@@ -15,7 +15,8 @@ void BreakpointSite::enable() {
   if (saved_ == kInt3) {
     // Someone else's int3 (the program's own, or a debugger's): we could never tell its traps
     // from ours, and restoring would "restore" 0xCC.
-    throw Error("cannot place a breakpoint at " + address_.hex() + ": it already holds int3");
+    throw SiteOccupied("cannot place a breakpoint at " + address_.hex() +
+                       ": it already holds int3");
   }
   memory_->write_byte(address_, kInt3);
   // Read back the first time (as LLDB does): a write that silently went nowhere would count zero
@@ -25,6 +26,12 @@ void BreakpointSite::enable() {
   }
   verified_ = true;
   enabled_ = true;
+  if (watcher_ && *watcher_) (*watcher_)(address_, saved_);
+}
+
+void BreakpointSite::adopt(std::uint8_t original) {
+  saved_ = original;
+  enabled_ = verified_ = true;
 }
 
 void BreakpointSite::disable() {

@@ -15,7 +15,8 @@ auto lower(std::vector<std::unique_ptr<BreakpointSite>>& v, RuntimeAddr at) {
 BreakpointSite& SiteTable::add(RuntimeAddr at, std::string label) {
   auto it = lower(sites_, at);
   if (it != sites_.end() && (*it)->address() == at) return **it;
-  it = sites_.insert(it, std::make_unique<BreakpointSite>(*memory_, at, std::move(label)));
+  it = sites_.insert(it,
+                     std::make_unique<BreakpointSite>(*memory_, at, std::move(label), &watcher_));
   return **it;
 }
 

@@ -21,6 +21,10 @@ class SiteTable {
   void enable_all();
   void disable_all();  // best effort on every site; rethrows the first failure afterwards
   void forget_all();   // the address space went away (exit, exec)
+  void clear() { sites_.clear(); }  // drops every site, writing nothing
+
+  // Every site enabled from now on is announced to `watcher` once.
+  void set_watcher(SiteWatcher watcher) { watcher_ = std::move(watcher); }
 
   auto begin() const { return sites_.begin(); }
   auto end() const { return sites_.end(); }
@@ -29,6 +33,7 @@ class SiteTable {
 
  private:
   TraceeMemory* memory_;
+  SiteWatcher watcher_;
   std::vector<std::unique_ptr<BreakpointSite>> sites_;  // sorted by address
 };
 

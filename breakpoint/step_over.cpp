@@ -5,11 +5,82 @@
 
 namespace probecost {
 
+namespace {
+
+// Emulation that only moves RIP: no register read beyond RIP, no register write beyond it.
+bool rip_only(const Instruction& in) {
+  return in.kind == Instruction::Kind::Nop || in.kind == Instruction::Kind::JmpRel;
+}
+
+std::optional<Instruction> decode_site(TraceeMemory& memory, const BreakpointSite& site) {
+  std::array<std::uint8_t, 15> bytes{};
+  memory.read(site.address(), bytes);
+  bytes[0] = site.saved_byte();  // memory holds our int3 there now
+  return decode(bytes, site.address());
+}
+
+// Puts the site's int3 back however the step ends (a thread that vanished mid-step too).
+class Reinsert {
+ public:
+  explicit Reinsert(BreakpointSite& site) : site_(site) { site_.disable(); }
+  ~Reinsert() {
+    try {
+      site_.enable();
+    } catch (const Error&) {
+      // The address space is gone (the process exited or exec'd meanwhile).
+    }
+  }
+
+ private:
+  BreakpointSite& site_;
+};
+
+std::optional<RuntimeAddr> rep_next(const std::optional<Instruction>& insn) {
+  if (!insn || !insn->rep) return std::nullopt;
+  return insn->next();
+}
+
+// A rep-prefixed string instruction traps after every iteration when single-stepped, with RIP
+// still on it. Rather than thousands of steps, a temporary int3 on the next instruction lets it
+// run to the end at full speed (every other thread is stopped meanwhile). Where that byte is an
+// int3 already (another probe), it is stepped iteration by iteration instead.
+void finish_repeats(StoppedThread& thread, RuntimeAddr site, TraceeMemory& memory,
+                    RuntimeAddr next) {
+  if (thread.pc() != site) return;
+  std::uint8_t saved = memory.read_byte(next);
+  if (saved == kInt3) {
+    while (thread.pc() == site && thread.single_step()) {
+    }
+    return;
+  }
+  memory.write_byte(next, kInt3);
+  try {
+    thread.run_to_trap(next);
+  } catch (...) {
+    memory.write_byte(next, saved);
+    throw;
+  }
+  memory.write_byte(next, saved);
+}
+
+}  // namespace
+
+void SingleStepOver::prepare(BreakpointSite& site) {
+  if (memory_) rep_next_[site.address().value()] = rep_next(decode_site(*memory_, site));
+}
+
 void SingleStepOver::step(StoppedThread& thread, BreakpointSite& site) {
-  site.disable();
+  auto it = rep_next_.find(site.address().value());
+  step_over(thread, site, memory_, it != rep_next_.end() ? it->second : std::nullopt);
+}
+
+void SingleStepOver::step_over(StoppedThread& thread, BreakpointSite& site, TraceeMemory* memory,
+                               std::optional<RuntimeAddr> next) {
+  Reinsert reinsert(site);
   thread.set_pc(site.address());
-  thread.single_step();
-  site.enable();
+  // memory is null when no rep site was decoded (no TraceeMemory given): next is empty then.
+  if (thread.single_step() && next && memory)
+    finish_repeats(thread, site.address(), *memory, *next);
 }
 
 std::string FastStepOver::name() const {
@@ -24,52 +95,60 @@ std::string FastStepOver::name() const {
   return "?";
 }
 
-namespace {
-
-// Emulation that only moves RIP: no register read beyond RIP, no register write beyond it.
-bool rip_only(const Instruction& in) {
-  return in.kind == Instruction::Kind::Nop || in.kind == Instruction::Kind::JmpRel;
+bool FastStepOver::Plan::needs_registers() const {
+  return method == Method::Emulate && !rip_only(insn);
 }
-
-}  // namespace
 
 void FastStepOver::prepare(BreakpointSite& site) {
   Plan plan;
-  std::array<std::uint8_t, 15> bytes{};
-  memory_->read(site.address(), bytes);
-  bytes[0] = site.saved_byte();  // memory holds our int3 there now
-  auto insn = decode(bytes, site.address());
+  auto insn = decode_site(*memory_, site);
   if (!insn) {
     plan.why_not_faster = "the bytes at " + site.address().hex() + " do not decode";
     plans_[site.address().value()] = plan;
     return;
   }
   plan.insn = *insn;
-  std::string why_emulate = why_not_emulable(*insn), why_outline;
-  auto try_emulate = [&] {
-    if (plan.method == Method::SingleStep && mode_ != Mode::Outline && why_emulate.empty())
-      plan.method = Method::Emulate;
-  };
-  auto try_outline = [&] {
-    if (plan.method != Method::SingleStep || mode_ == Mode::Emulate) return;
-    if (auto copy = outliner_.place(*insn, why_outline)) {
-      plan.method = Method::Outline;
-      plan.copy = *copy;
-    }
-  };
-  if (mode_ == Mode::Auto && rip_only(*insn)) try_emulate();
-  try_outline();
-  try_emulate();
-  if (plan.method == Method::SingleStep) {
-    plan.why_not_faster = why_emulate;
-    if (!why_outline.empty())
-      plan.why_not_faster += (why_emulate.empty() ? "" : "; ") + why_outline;
-  }
-  if (plan.method != Method::Outline && !(plan.method == Method::Emulate && rip_only(*insn)) &&
-      plan.method != Method::SingleStep) {
-    ++sites_needing_registers_;
-  }
+  plan.why_emulate = why_not_emulable(*insn);
+  choose(plan);
+  if (plan.needs_registers()) ++sites_needing_registers_;
   plans_[site.address().value()] = plan;
+}
+
+void FastStepOver::choose(Plan& p) {
+  bool can_emulate = p.why_emulate.empty() && mode_ != Mode::Outline;
+  p.method = Method::SingleStep;
+  if (mode_ == Mode::Auto && can_emulate && rip_only(p.insn)) {
+    p.method = Method::Emulate;
+    return;
+  }
+  if (mode_ != Mode::Emulate && p.why_outline.empty()) {
+    bool later = false;
+    auto copy = outliner_.place(p.insn, p.why_outline, later);
+    if (copy || later) {
+      p.method = Method::Outline;
+      p.placed = copy.has_value();
+      if (copy) p.copy = *copy;
+      return;
+    }
+  }
+  if (can_emulate) {
+    p.method = Method::Emulate;
+    return;
+  }
+  p.why_not_faster = p.why_emulate;
+  if (!p.why_outline.empty())
+    p.why_not_faster += (p.why_emulate.empty() ? "" : "; ") + p.why_outline;
+}
+
+void FastStepOver::ready(BreakpointSite& site) {
+  Plan& p = plans_.at(site.address().value());
+  if (p.method != Method::Outline || p.placed) return;
+  choose(p);
+  if (p.method == Method::Outline && !p.placed) {
+    p.why_outline = "no scratch page could be mapped";
+    choose(p);
+  }
+  if (p.needs_registers()) ++sites_needing_registers_;
 }
 
 bool FastStepOver::needs_all_stop(const BreakpointSite& site) const {
@@ -104,7 +183,7 @@ void FastStepOver::step(StoppedThread& thread, BreakpointSite& site) {
       return;
     }
     case Method::SingleStep:
-      classic_.step(thread, site);
+      SingleStepOver::step_over(thread, site, memory_, rep_next(p.insn));
       return;
   }
 }
@@ -116,7 +195,8 @@ std::string FastStepOver::describe(const BreakpointSite& site) const {
     case Method::Emulate:
       return "emulate " + insn;
     case Method::Outline:
-      return "outline " + insn + " from " + p.copy.hex();
+      return "outline " + insn +
+             (p.placed ? " from " + p.copy.hex() : " (copy placed at the first hit)");
     case Method::SingleStep:
       return "singlestep " + insn + ": " + p.why_not_faster;
   }
@@ -133,7 +213,7 @@ void check_step_over_name(const std::string& name) {
 std::unique_ptr<StepOver> make_step_over(const std::string& name, TraceeMemory& memory,
                                          ScratchMapper mapper) {
   check_step_over_name(name);
-  if (name == "singlestep") return std::make_unique<SingleStepOver>();
+  if (name == "singlestep") return std::make_unique<SingleStepOver>(&memory);
   if (name == "emulate") {
     return std::make_unique<FastStepOver>(FastStepOver::Mode::Emulate, memory, std::move(mapper));
   }

@@ -26,17 +26,25 @@ class StoppedThread {
   virtual void set_pc(RuntimeAddr pc) = 0;     // writes RIP only
   virtual void set_regs(const user_regs_struct& regs) = 0;
   // PTRACE_SINGLESTEP and wait until this thread reports the step's trap. A signal that arrives
-  // meanwhile is kept for delivery at the next resume.
-  virtual void single_step() = 0;
+  // meanwhile is kept for delivery at the next resume. False when the instruction faulted (a
+  // SIGSEGV, SIGBUS, SIGFPE or SIGILL came instead of the trap): it did not complete, and the
+  // fault's signal is kept for the thread.
+  virtual bool single_step() = 0;
+  // Runs the thread until it executes the int3 the caller has written at `at`, and puts RIP
+  // back on `at`. Signals are kept as for single_step(); false when it faulted first.
+  virtual bool run_to_trap(RuntimeAddr at) = 0;
 };
 
 class StepOver {
  public:
   virtual ~StepOver() = default;
   virtual std::string name() const = 0;
-  // Called once per site, after it is enabled and while a tracee thread is stopped (the
-  // outline strategy may map its scratch page then).
+  // Called once per site, after it is enabled (the outline strategy maps its scratch page then
+  // if a thread can be made to, or else at the first hit).
   virtual void prepare(BreakpointSite&) {}
+  // Called on a hit before step(), with the hitting thread stopped: finishes what prepare()
+  // had to leave for later.
+  virtual void ready(BreakpointSite&) {}
   // True when the site's int3 is absent while stepping, so other threads could run through the
   // site unseen: the tracer must stop them around step().
   virtual bool needs_all_stop(const BreakpointSite& site) const = 0;
@@ -53,12 +61,26 @@ class StepOver {
 
 // The classic debugger way: put the original byte back, rewind RIP onto it, single-step one
 // instruction, write int3 again. Two stops per hit.
+//
+// A rep-prefixed string instruction (rep movsb, rep stosb) traps after every iteration when
+// single-stepped, with RIP still on it: it is stepped until RIP leaves it, so that one call
+// is one hit, not one per byte.
 class SingleStepOver final : public StepOver {
  public:
+  explicit SingleStepOver(TraceeMemory* memory = nullptr) : memory_(memory) {}
   std::string name() const override { return "singlestep"; }
+  void prepare(BreakpointSite& site) override;
   bool needs_all_stop(const BreakpointSite&) const override { return true; }
   bool pc_suffices() const override { return true; }
   void step(StoppedThread& thread, BreakpointSite& site) override;
+  // The step itself, for other strategies' fallback. `rep_next`: for a rep-prefixed
+  // instruction, the address of the next one.
+  static void step_over(StoppedThread& thread, BreakpointSite& site, TraceeMemory* memory,
+                        std::optional<RuntimeAddr> rep_next);
+
+ private:
+  TraceeMemory* memory_;
+  std::unordered_map<std::uint64_t, std::optional<RuntimeAddr>> rep_next_;
 };
 
 // One stop per hit: the displaced instruction is emulated on the registers, or executed from a
@@ -79,6 +101,7 @@ class FastStepOver final : public StepOver {
       : mode_(mode), memory_(&memory), outliner_(memory, std::move(mapper)) {}
   std::string name() const override;
   void prepare(BreakpointSite& site) override;
+  void ready(BreakpointSite& site) override;
   bool needs_all_stop(const BreakpointSite& site) const override;
   bool trap_is_unambiguous(const BreakpointSite& site) const override;
   bool pc_suffices() const override { return sites_needing_registers_ == 0; }
@@ -93,12 +116,16 @@ class FastStepOver final : public StepOver {
     Method method = Method::SingleStep;
     Instruction insn;
     RuntimeAddr copy;
+    bool placed = false;  // Outline: the copy is written (else it is, at the first hit)
+    std::string why_emulate, why_outline;
     std::string why_not_faster;
+    bool needs_registers() const;
   };
+  // Picks the method for the plan's instruction, placing the copy if it can.
+  void choose(Plan& plan);
   Mode mode_;
   TraceeMemory* memory_;
   Outliner outliner_;
-  SingleStepOver classic_;
   std::unordered_map<std::uint64_t, Plan> plans_;
   int sites_needing_registers_ = 0;
 };

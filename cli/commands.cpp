@@ -2,77 +2,77 @@
 
 #include <unistd.h>
 
+#include <boost/program_options.hpp>
 #include <iostream>
+#include <sstream>
 
 #include "breakpoint/error.hpp"
 #include "breakpoint/step_over.hpp"
 #include "cli/common.hpp"
+#include "cli/output.hpp"
+#include "cli/parse.hpp"
 #include "compare/bench.hpp"
 #include "compare/compare.hpp"
 #include "compare/report.hpp"
+
+namespace po = boost::program_options;
 
 namespace probecost::cli {
 
 int compare_command(const std::vector<std::string>& args) {
   CompareConfig cfg;
   std::vector<std::string> mechanisms, rates;
-  std::string placement, format, output, iterations;
+  std::string placement, format, output, iterations, repeat, threads;
   po::options_description desc(
       "probecost compare [options]\n\n"
       "Runs probecost-inferior under each mechanism, --repeat times each, and reports the cost\n"
       "per hit (minus the baseline), in ns, TSC cycles and CPU time (tracee + tracer), and the\n"
       "CPU share at each --rate.\n\n"
       "mechanisms: baseline, marker-off, marker, int3-signal, int3-ptrace, int3-ptrace-fast,\n"
-      "ptrace-floor\n\noptions");
+      "jump, uprobe, uprobe-nop5, uprobe-push, ptrace-floor\n\noptions");
   desc.add_options()("help,h", "this help")(
       "mechanisms,m", po::value(&mechanisms)->multitoken(),
       "mechanisms to run (comma-separated or repeated; default all); baseline always runs")(
       "iterations,n", po::value(&iterations),
       "iterations per thread (default: per mechanism, 5M cheap .. 20k ptrace)")(
-      "repeat,r", po::value(&cfg.repeat)->default_value(5), "runs of each mechanism")(
-      "threads,t", po::value(&cfg.threads)->default_value(1), "inferior threads hitting the site")(
+      "repeat,r", po::value(&repeat)->default_value("5"), "runs of each mechanism")(
+      "threads,t", po::value(&threads)->default_value("1"), "inferior threads hitting the site")(
       "work,w", po::value(&cfg.work)->default_value("empty"),
       "work per iteration: empty or memcpy:BYTES")(
       "rate", po::value(&rates)->multitoken(),
       "event rate(s) to extrapolate to, e.g. 750k, 1.2M (repeatable; default 750000)")(
       "placement", po::value(&placement)->default_value("same-cpu"),
       "where tracer and tracee run: same-cpu (both on CPU 0), split (CPUs 0 and 1), free\n"
-      "(no pinning) or follow (tracer pinned where the tracee started, tracee free)")(
+      "(no pinning), follow (tracer pinned where the tracee started, tracee free) or spread\n"
+      "(tracee thread i on CPU i mod CPUs, tracer on CPU 0)")(
       "format,f", po::value(&format)->default_value("text"), "text, json or csv")(
       "output,o", po::value(&output), "write the report to FILE")(
       "inferior", po::value(&cfg.inferior), "path of probecost-inferior")(
       "step-over", po::value(&cfg.step_over)->default_value("auto"),
       "int3-ptrace-fast's strategy: singlestep, emulate, outline or auto")(
       "verbose,v", "also system calls and stops per hit, CPU split");
-  auto vm = parse(args, desc, "compare");
+  auto vm = parse_options(args, desc, "compare");
   if (vm.count("help")) {
     std::cout << desc << "\n";
     return 0;
   }
   if (!mechanisms.empty()) cfg.mechanisms = split_commas(mechanisms);
   if (!rates.empty()) cfg.rates = parse_rates(split_commas(rates));
-  if (vm.count("iterations")) {
-    char* end = nullptr;
-    unsigned long long n = std::strtoull(iterations.c_str(), &end, 10);
-    if (iterations.empty() || *end || n == 0 || iterations[0] == '-') {
-      throw UsageError("bad --iterations '" + iterations + "': want a whole number > 0");
-    }
-    cfg.iterations = n;
-  }
-  if (cfg.repeat == 0) throw UsageError("--repeat must be at least 1");
-  if (cfg.threads == 0) throw UsageError("--threads must be at least 1");
-  if (cfg.work != "empty" && cfg.work.rfind("memcpy:", 0) != 0) {
-    throw UsageError("bad --work '" + cfg.work + "': want empty or memcpy:BYTES");
-  }
+  if (vm.count("iterations"))
+    cfg.iterations = parse_count("--iterations", iterations, 1, UINT64_MAX);
+  cfg.repeat = static_cast<unsigned>(parse_count("--repeat", repeat, 1));
+  cfg.threads = static_cast<unsigned>(parse_count("--threads", threads, 1, 4096));
+  check_work(cfg.work);
   cfg.placement = parse_placement(placement);
   check_step_over_name(cfg.step_over);
   Format f = parse_format(format);
   select_mechanisms(cfg.mechanisms);  // unknown names fail here, before anything runs
   cfg.inferior = find_inferior(cfg.inferior);
+  Output out(output);  // before anything runs: a report that cannot be written fails now
 
   bool show_progress = ::isatty(STDERR_FILENO);
   CompareResult result = run_compare(cfg, show_progress ? progress_line : nullptr);
-  emit(output, [&](std::ostream& out) { write_report(out, result, f, vm.count("verbose") > 0); });
+  out.write(render([&](std::ostream& o) { write_report(o, result, f, vm.count("verbose") > 0); }));
   if (!result.trustworthy()) {
     std::cerr << "probecost compare: some figures are not to be trusted (see WARNING)\n";
     return 1;
@@ -86,7 +86,7 @@ int bench_command(const std::vector<std::string>& args) {
   }
   BenchConfig cfg;
   std::vector<std::string> kinds, strategies;
-  std::string placement, format, output, inferior;
+  std::string placement, format, output, inferior, iterations, threads, repeat;
   po::options_description desc(
       "probecost bench step-over [options]\n\n"
       "Traces probe sites whose first instruction is each kind (nop, push, ret, RIP-relative\n"
@@ -97,15 +97,15 @@ int bench_command(const std::vector<std::string>& args) {
                                             "instruction kinds (default all)")(
       "strategies,s", po::value(&strategies)->multitoken(),
       "strategies (default singlestep,emulate,outline,auto)")(
-      "iterations,n", po::value(&cfg.iterations)->default_value(20000), "hits per thread")(
-      "threads,t", po::value(&cfg.threads)->default_value(1), "inferior threads")(
-      "repeat,r", po::value(&cfg.repeat)->default_value(3), "runs of each")(
+      "iterations,n", po::value(&iterations)->default_value("20000"), "hits per thread")(
+      "threads,t", po::value(&threads)->default_value("1"), "inferior threads")(
+      "repeat,r", po::value(&repeat)->default_value("3"), "runs of each")(
       "placement", po::value(&placement)->default_value("same-cpu"), "same-cpu, split or free")(
       "format,f", po::value(&format)->default_value("text"), "text, json or csv")(
       "output,o", po::value(&output), "write to FILE")("inferior", po::value(&cfg.inferior),
                                                        "path of probecost-inferior");
   std::vector<std::string> rest(args.begin() + 1, args.end());
-  auto vm = parse(rest, desc, "bench step-over");
+  auto vm = parse_options(rest, desc, "bench step-over");
   if (vm.count("help")) {
     std::cout << desc << "\n";
     return 0;
@@ -113,14 +113,15 @@ int bench_command(const std::vector<std::string>& args) {
   if (!kinds.empty()) cfg.kinds = split_commas(kinds);
   if (!strategies.empty()) cfg.strategies = split_commas(strategies);
   for (const auto& s : cfg.strategies) check_step_over_name(s);
-  if (cfg.iterations == 0 || cfg.threads == 0 || cfg.repeat == 0) {
-    throw UsageError("--iterations, --threads and --repeat must be at least 1");
-  }
+  cfg.iterations = parse_count("--iterations", iterations, 1, UINT64_MAX);
+  cfg.threads = static_cast<unsigned>(parse_count("--threads", threads, 1, 4096));
+  cfg.repeat = static_cast<unsigned>(parse_count("--repeat", repeat, 1));
   cfg.placement = parse_placement(placement);
   Format f = parse_format(format);
   cfg.inferior = find_inferior(cfg.inferior);
+  Output out(output);
   BenchResult result = run_step_over_bench(cfg, ::isatty(STDERR_FILENO) ? progress_line : nullptr);
-  emit(output, [&](std::ostream& out) { write_bench(out, result, f); });
+  out.write(render([&](std::ostream& o) { write_bench(o, result, f); }));
   return result.all_correct() ? 0 : 1;
 }
 
@@ -136,7 +137,7 @@ int overhead_command(const std::vector<std::string>& args) {
       "rate", po::value(&rates)->multitoken(), "event rate(s): 750k, 1.2M (default 750000)")(
       "format,f", po::value(&format)->default_value("text"), "text, json or csv")(
       "output,o", po::value(&output), "write to FILE");
-  auto vm = parse(args, desc, "overhead");
+  auto vm = parse_options(args, desc, "overhead");
   if (vm.count("help")) {
     std::cout << desc << "\n";
     return 0;
@@ -146,7 +147,8 @@ int overhead_command(const std::vector<std::string>& args) {
   std::vector<double> r =
       rates.empty() ? std::vector<double>{750'000} : parse_rates(split_commas(rates));
   Format f = parse_format(format);
-  emit(output, [&](std::ostream& out) { write_extrapolation(out, cost_ns, r, f); });
+  Output out(output);
+  out.write(render([&](std::ostream& o) { write_extrapolation(o, cost_ns, r, f); }));
   return 0;
 }
 

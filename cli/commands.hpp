@@ -19,5 +19,6 @@ int report_command(const std::vector<std::string>& args);
 std::vector<Experiment> run_experiments(const std::string& name, const ExperimentConfig& cfg);
 // {"experiments": [...]}
 nlohmann::json experiments_json(const std::vector<Experiment>& list);
+int restore_command(const std::vector<std::string>& args);
 
 }  // namespace probecost::cli

@@ -6,21 +6,10 @@
 #include <cstdio>
 #include <sstream>
 
+#include "breakpoint/error.hpp"
 #include "compare/model.hpp"
 
 namespace probecost::cli {
-
-po::variables_map parse(const std::vector<std::string>& args, const po::options_description& desc,
-                        const std::string& cmd) {
-  po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(args).options(desc).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    throw UsageError(std::string(e.what()) + " (see 'probecost " + cmd + " --help')");
-  }
-  return vm;
-}
 
 std::vector<double> parse_rates(const std::vector<std::string>& texts) {
   std::vector<double> rates;

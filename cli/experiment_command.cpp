@@ -1,10 +1,18 @@
 // probecost experiment NAME|all: the seeds' measurements redone, each beside the seed's figures.
 #include <unistd.h>
 
+#include <boost/program_options.hpp>
+#include <iostream>
+
+#include "breakpoint/error.hpp"
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
+#include "cli/output.hpp"
+#include "cli/parse.hpp"
 #include "compare/experiment.hpp"
 #include "compare/mechanism.hpp"
+
+namespace po = boost::program_options;
 
 namespace probecost::cli {
 
@@ -12,7 +20,7 @@ namespace {
 
 struct ExperimentArgs {
   ExperimentConfig cfg;
-  std::string format = "text", output;
+  std::string format = "text", output, repeat;
 };
 
 po::options_description experiment_options(ExperimentArgs& a, std::vector<std::string>& mechs) {
@@ -25,7 +33,7 @@ po::options_description experiment_options(ExperimentArgs& a, std::vector<std::s
       "  multi-probe      seed 003: 1..8 handlers on one address; 1,000 probes elsewhere\n"
       "  int3-vs-marker   seed 004: today's compare verdict beside the 2006 figures\n"
       "  all              the four, one after the other\n\noptions");
-  desc.add_options()("help,h", "this help")("repeat,r", po::value(&a.cfg.repeat)->default_value(5),
+  desc.add_options()("help,h", "this help")("repeat,r", po::value(&a.repeat)->default_value("5"),
                                             "runs of each measurement")(
       "quick", "tiny runs (exact hits checked, figures meaningless): for tests")(
       "mechanisms,m", po::value(&mechs)->multitoken(),
@@ -81,15 +89,16 @@ int experiment_command(const std::vector<std::string>& args) {
   if (a.format != "text" && a.format != "json") {
     throw UsageError("bad format '" + a.format + "' (text or json)");
   }
-  if (a.cfg.repeat == 0) throw UsageError("--repeat must be at least 1");
+  a.cfg.repeat = static_cast<unsigned>(parse_count("--repeat", a.repeat, 1));
   a.cfg.quick = vm.count("quick") > 0;
   a.cfg.mechanisms = split_commas(mechs);
   if (name != "all") check_experiment_name(name);
   for (const auto& m : a.cfg.mechanisms) mechanism_by_name(m);  // fail before anything runs
   a.cfg.inferior = find_inferior(a.cfg.inferior);
+  Output output(a.output);  // before anything runs: a report that cannot be written fails now
 
   std::vector<Experiment> list = run_experiments(name, a.cfg);
-  emit(a.output, [&](std::ostream& out) {
+  output.write(render([&](std::ostream& out) {
     if (a.format == "json") {
       out << (list.size() == 1 ? experiment_json(list[0]) : experiments_json(list)).dump(2) << "\n";
       return;
@@ -98,7 +107,7 @@ int experiment_command(const std::vector<std::string>& args) {
       if (i) out << "\n\n";
       write_experiment_text(out, list[i]);
     }
-  });
+  }));
   bool ok = true;
   for (const auto& e : list) ok = ok && e.problems.empty();
   if (!ok) std::cerr << "probecost experiment: some figures are not to be trusted (see WARNING)\n";

@@ -1,9 +1,17 @@
 // probecost report -o FILE.html: the experiments drawn on one self-contained page.
+#include <boost/program_options.hpp>
 #include <fstream>
+#include <iostream>
+#include <optional>
 
+#include "breakpoint/error.hpp"
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
+#include "cli/output.hpp"
+#include "cli/parse.hpp"
 #include "compare/html_report.hpp"
+
+namespace po = boost::program_options;
 
 namespace probecost::cli {
 
@@ -33,7 +41,7 @@ std::vector<Experiment> read_experiments(const std::string& path) {
 int report_command(const std::vector<std::string>& args) {
   ExperimentConfig cfg;
   std::vector<std::string> from;
-  std::string output, json_out;
+  std::string output, json_out, repeat;
   po::options_description desc(
       "probecost report -o FILE.html [options]\n\n"
       "Runs the four experiments (or reads their JSON with --from) and writes one HTML page with\n"
@@ -44,17 +52,21 @@ int report_command(const std::vector<std::string>& args) {
       "from", po::value(&from)->multitoken(),
       "JSON of 'probecost experiment NAME|all -f json' instead of running them (repeatable)")(
       "json", po::value(&json_out), "also write the experiments' JSON to FILE")(
-      "repeat,r", po::value(&cfg.repeat)->default_value(5), "runs of each measurement")(
+      "repeat,r", po::value(&repeat)->default_value("5"), "runs of each measurement")(
       "quick", "tiny runs (exact hits checked, figures meaningless): for tests")(
       "inferior", po::value(&cfg.inferior), "path of probecost-inferior");
-  auto vm = parse(args, desc, "report");
+  auto vm = parse_options(args, desc, "report");
   if (vm.count("help")) {
     std::cout << desc << "\n";
     return 0;
   }
   if (output.empty()) throw UsageError("-o FILE.html is required");
-  if (cfg.repeat == 0) throw UsageError("--repeat must be at least 1");
+  cfg.repeat = static_cast<unsigned>(parse_count("--repeat", repeat, 1));
   cfg.quick = vm.count("quick") > 0;
+  // Both files opened before anything runs: one that cannot be written fails now.
+  Output html(output);
+  std::optional<Output> json;
+  if (!json_out.empty()) json.emplace(json_out);
 
   std::vector<Experiment> list;
   for (const auto& f : from) {
@@ -64,10 +76,8 @@ int report_command(const std::vector<std::string>& args) {
     cfg.inferior = find_inferior(cfg.inferior);
     list = run_experiments("all", cfg);
   }
-  if (!json_out.empty()) {
-    emit(json_out, [&](std::ostream& out) { out << experiments_json(list).dump(2) << "\n"; });
-  }
-  emit(output, [&](std::ostream& out) { write_html_report(out, list); });
+  if (json) json->write(experiments_json(list).dump(2) + "\n");
+  html.write(render([&](std::ostream& out) { write_html_report(out, list); }));
   bool ok = true;
   for (const auto& e : list) ok = ok && e.problems.empty();
   return ok ? 0 : 1;

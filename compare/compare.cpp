@@ -1,12 +1,65 @@
 #include "compare/compare.hpp"
 
 #include <algorithm>
+#include <cstdio>
+
+#include "breakpoint/error.hpp"
 
 namespace probecost {
 
 bool CompareResult::trustworthy() const {
   return std::all_of(mechanisms.begin(), mechanisms.end(),
                      [](const MechanismResult& m) { return m.problem.empty(); });
+}
+
+void check_work(const std::string& work) {
+  if (work == "empty") return;
+  std::string bytes = work.rfind("memcpy:", 0) == 0 ? work.substr(7) : "";
+  if (!bytes.empty() && bytes.size() <= 12 &&
+      bytes.find_first_not_of("0123456789") == std::string::npos && std::stoull(bytes) > 0) {
+    return;
+  }
+  throw UsageError("bad --work '" + work +
+                   "': want empty or memcpy:BYTES with BYTES a whole number > 0");
+}
+
+namespace {
+
+std::string ns_text(double v) {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%.1f", v);
+  return buf;
+}
+
+// "spread (max - min) 12.3 ns/hit is larger than the median 4.5" or empty.
+std::string judge(const Summary& s, const char* what) {
+  if (s.median < 0) {
+    return std::string("negative ") + what + " (median " + ns_text(s.median) + ")";
+  }
+  if (s.max - s.min > s.median) {
+    return std::string("the spread of ") + what + " (max - min = " + ns_text(s.max - s.min) +
+           ") is larger than its median (" + ns_text(s.median) + ")";
+  }
+  return {};
+}
+
+}  // namespace
+
+void judge_figures(MechanismResult& r) {
+  if (!r.problem.empty() || r.mechanism.zero_by_design) return;
+  if (r.iterations < kMinTrustedIterations) {
+    r.problem = "only " + std::to_string(r.iterations) +
+                " iterations per run: the first calls' page faults and cache misses, not the "
+                "mechanism, make the figure; run at least " +
+                std::to_string(kMinTrustedIterations);
+    return;
+  }
+  std::string why = judge(r.per_hit_ns, "ns/hit");
+  if (why.empty()) why = judge(r.cpu_ns_per_hit, "CPU ns/hit");
+  if (why.empty() && r.per_hit_cycles.median < 0) why = "negative cycles/hit";
+  if (!why.empty()) {
+    r.problem = why + ": the figure is noise, not a cost; run more --iterations or --repeat";
+  }
 }
 
 namespace {
@@ -29,7 +82,7 @@ std::vector<double> wall_per_hit(const std::vector<Sample>& samples) {
 }
 
 void summarize_mechanism(MechanismResult& r, const MechanismResult& baseline,
-                         const std::vector<double>& rates) {
+                         const std::vector<double>& rates, bool judge_noise) {
   const auto& s = r.samples;
   if (!r.skipped.empty()) return;
   double events = static_cast<double>(r.iterations) * s.front().threads;
@@ -60,6 +113,7 @@ void summarize_mechanism(MechanismResult& r, const MechanismResult& baseline,
   r.syscalls_per_hit = summarize(syscalls).median;
   r.stops_per_hit = summarize(stops).median;
   for (double rate : rates) r.extrapolation.push_back(extrapolate(r.cpu_ns_per_hit.median, rate));
+  if (judge_noise) judge_figures(r);
 }
 
 }  // namespace
@@ -120,7 +174,7 @@ CompareResult run_mechanisms(const std::vector<Mechanism>& mechs, const CompareC
   MechanismResult& baseline = result.mechanisms.front();
   baseline.ns_per_iter = summarize(field(baseline.samples, &Sample::ns_per_iter));
   MechanismResult base_copy = baseline;
-  for (auto& r : result.mechanisms) summarize_mechanism(r, base_copy, cfg.rates);
+  for (auto& r : result.mechanisms) summarize_mechanism(r, base_copy, cfg.rates, cfg.judge_noise);
   auto marker = std::find_if(result.mechanisms.begin(), result.mechanisms.end(),
                              [](const MechanismResult& r) { return r.mechanism.name == "marker"; });
   if (marker != result.mechanisms.end() && marker->per_hit_ns.median > 0) {

@@ -23,6 +23,11 @@ struct CompareConfig {
   std::string step_over;      // for int3-ptrace-fast; empty: auto
   unsigned handlers = 0;      // see RunConfig
   unsigned spare_probes = 0;  // see RunConfig
+  // judge_figures() on every row. The experiments turn it off: their runs are sized for the
+  // question they answer (a disabled marker's ~0, a marker inside a memcpy's spread, --quick)
+  // and their notes say where the spread drowns a difference; what they refuse is an inexact
+  // hit count.
+  bool judge_noise = true;
 };
 
 struct MechanismResult {
@@ -54,6 +59,19 @@ struct CompareResult {
   std::vector<MechanismResult> mechanisms;
   bool trustworthy() const;
 };
+
+// UsageError unless `work` is "empty" or "memcpy:BYTES" with BYTES a whole number > 0: checked
+// by probecost before anything runs, not left to the inferior.
+void check_work(const std::string& work);
+
+// Fewer iterations per run than this measure cold-start effects rather than a cost per hit.
+inline constexpr std::uint64_t kMinTrustedIterations = 1000;
+
+// Sets r.problem (unless already set) when a figure cannot be trusted: fewer than
+// kMinTrustedIterations per run, a negative cost, or a spread (max - min over the runs) larger
+// than the median. Rows that are ~0 by design (Mechanism::zero_by_design) are not judged: for
+// them the last two would hold by construction.
+void judge_figures(MechanismResult& r);
 
 // The mechanisms in run order, with the baseline first; the runs of a skipped mechanism stop at
 // its first, which says why. `progress(done, total, what)` is called before each run.

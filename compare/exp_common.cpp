@@ -22,6 +22,7 @@ CompareConfig base_config(const ExperimentConfig& cfg) {
   c.repeat = cfg.quick ? 1 : cfg.repeat;
   c.placement = Placement::SameCpu;
   c.rates = {};
+  c.judge_noise = false;
   return c;
 }
 

@@ -10,10 +10,9 @@ namespace {
 using exp::delta;
 using exp::fmt;
 
-// The mechanisms measured by default. Any name all_mechanisms() knows works with -m, so a new
-// mechanism (the jump-patched probe, once breakpoint/ has it) only needs adding here.
-const std::vector<std::string> kMechanisms = {"marker", "int3-signal", "int3-ptrace-fast", "uprobe",
-                                              "uprobe-nop5"};
+// The mechanisms measured by default. Any name all_mechanisms() knows works with -m.
+const std::vector<std::string> kMechanisms = {"marker", "int3-signal", "int3-ptrace-fast",
+                                              "jump",   "uprobe",      "uprobe-nop5"};
 const std::vector<unsigned> kThreads = {1, 2, 4, 8};
 
 std::string cpus_cell(unsigned threads, int cpus) {
@@ -73,7 +72,9 @@ std::vector<std::string> notes(const std::vector<std::pair<std::string, std::vec
       "Why: the marker shares nothing (one ring per thread). int3-signal takes the process's "
       "signal lock on each delivery. int3-ptrace-fast has one tracer that handles every stop of "
       "every thread in turn, and a thread on another CPU than the tracer's pays a cross-CPU "
-      "wake-up per hit. The kernel's uprobe looks its probe up under RCU/SRCU in recent kernels, "
+      "wake-up per hit. The jump-patched probe runs in the thread that hits it, like the marker, "
+      "but all threads write one ring (a locked add on its position), so its cache line moves "
+      "between CPUs. The kernel's uprobe looks its probe up under RCU/SRCU in recent kernels, "
       "what seed 001's RCU change did for kprobes, and single-steps from a per-thread slot.");
   return out;
 }

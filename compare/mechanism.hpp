@@ -21,15 +21,21 @@ struct Mechanism {
   HitSource hits;
   std::string probe_symbol;  // traced and uprobe mechanisms: where the probe goes
   std::string step_over;     // traced mechanisms: the strategy; "floor": no breakpoint, the
-                             // tracer only resumes a compiled-in int3
+                             // tracer only resumes a compiled-in int3; "jump": no int3, a jump
+                             // to a trampoline
   // Iterations when --iterations is not given: enough for a stable figure, few enough that
   // the whole default run stays well under a minute (int3-ptrace is ~10^4 times the marker).
   std::uint64_t default_iterations;
+  // baseline and marker-off cost nothing, or less than the clock can resolve: their figures
+  // are ~0 by design and show the resolution of the measurement, not a cost. They are not
+  // judged by the "negative or spread larger than the median" rule (see judge_figures()).
+  bool zero_by_design = false;
 
   bool traced() const { return hits == HitSource::TracerHits; }
   bool uprobe() const { return hits == HitSource::KernelUprobe; }
   bool probing() const { return hits != HitSource::SiteCalls; }
   bool floor() const { return step_over == "floor"; }
+  bool jump() const { return step_over == "jump"; }
 };
 
 const std::vector<Mechanism>& all_mechanisms();

@@ -153,6 +153,16 @@ void write_verdict(std::ostream& out, const CompareResult& r) {
     // The 2006 measurement itself, when it ran.
     if (m.mechanism.name == "int3-signal" && &m != worst) out << "; " << clause(m);
   }
+  for (const auto& m : r.mechanisms) {
+    // The dynamic probe that needs no trap, against the static marker.
+    if (m.mechanism.name == "jump" && &m != worst) {
+      out << "; " << clause(m);
+      if (marker && marker->cpu_ns_per_hit.median > 0) {
+        out << " (" << fmt("%.2f", m.cpu_ns_per_hit.median / marker->cpu_ns_per_hit.median)
+            << "x the marker)";
+      }
+    }
+  }
   if (marker && marker != worst) {
     out << "; " << clause(*marker);
     if (marker->cpu_ns_per_hit.median > 0) {
@@ -198,6 +208,15 @@ void write_text(std::ostream& out, const CompareResult& r, bool verbose) {
     if (verbose)
       row += pad(fmt("%.1f", m.syscalls_per_hit), 13) + pad(fmt("%.1f", m.stops_per_hit), 10);
     out << row << "\n";
+  }
+  std::string zero_rows;
+  for (const auto& m : r.mechanisms) {
+    if (m.mechanism.zero_by_design) zero_rows += (zero_rows.empty() ? "" : ", ") + m.mechanism.name;
+  }
+  if (!zero_rows.empty()) {
+    out << "\n"
+        << zero_rows
+        << ": ~0 by design; their (min .. max) is the resolution of the measurement, not a cost\n";
   }
   for (const auto& m : r.mechanisms) {
     if (!m.problem.empty()) out << "\nWARNING " << m.mechanism.name << ": " << m.problem << "\n";

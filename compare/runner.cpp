@@ -16,6 +16,7 @@
 #include "breakpoint/error.hpp"
 #include "compare/stats.hpp"
 #include "compare/uprobe.hpp"
+#include "tracer/jump_probes.hpp"
 #include "tracer/process.hpp"
 #include "tracer/session.hpp"
 #include "tracer/symbols.hpp"
@@ -230,6 +231,15 @@ void run_untraced(const LaunchSpec& spec, Sample&) {
   }
 }
 
+constexpr std::uint32_t kJumpEventId = 1;
+
+void check_exit(TracedProcess& p) {
+  const auto& status = p.end();
+  if (!status || !status->exited() || status->exit_code() != 0) {
+    throw Error("the traced inferior " + (status ? status->describe() : std::string("vanished")));
+  }
+}
+
 std::string strategy_for(const Mechanism& m, const RunConfig& cfg) {
   // int3-ptrace stays the classic reference whatever --step-over says.
   return (m.step_over == "auto" && !cfg.step_over.empty()) ? cfg.step_over : m.step_over;
@@ -249,12 +259,51 @@ std::uint64_t add_spare_sites(TracedProcess& p, StepOver& step_over, unsigned co
   return n;
 }
 
+// The jump mechanism: no int3. The site is patched once, at exec, into a jump to a trampoline
+// that writes the marker's record {TSC, id, arg} into a ring shared with the tracer (which
+// overwrites its oldest records, as the marker's per-thread ring does); the tracer only waits
+// for the end, then reads the ring and checks records + lost = hits.
+void run_jump(const Mechanism& m, TracedProcess& p, Sample& s) {
+  ProcessSymbols symbols(p.pid());
+  Symbol sym = symbols.resolve(m.probe_symbol);
+  JumpOptions options;
+  options.events = true;
+  options.event_sites = 1;
+  JumpProbes jumps(p, options);
+  std::string why;
+  auto probe = jumps.add(sym.address, symbols, kJumpEventId, sym.name, why);
+  if (!probe) throw Error("cannot patch a jump at " + sym.name + ": " + why);
+  s.step_over_plan = "jump over " + std::to_string(jumps.patched_length(*probe)) + " bytes";
+  SingleStepOver unused;
+  Session session(p, unused);
+  sys::Counters before = sys::counters();
+  double cpu0 = thread_cpu_ns();
+  // Records are read after the run, as the marker's are: a consumer's cost is not the probe's.
+  Session::End end = session.run();
+  jumps.drain(*probe, true);
+  s.tracer_cpu_ns = thread_cpu_ns() - cpu0;
+  s.tracer_syscalls = sys::counters().total() - before.total();
+  s.tracer_stops = session.stats().stops;
+  s.hits = jumps.hits(*probe);
+  if (jumps.records_read(*probe) + jumps.records_lost(*probe) != s.hits) {
+    s.problem = "jump records: " + std::to_string(jumps.records_read(*probe)) + " read + " +
+                std::to_string(jumps.records_lost(*probe)) + " lost != " + std::to_string(s.hits) +
+                " hits";
+  }
+  if (end == Session::End::Interrupted) throw Error("interrupted");
+}
+
 void run_traced(const Mechanism& m, const LaunchSpec& spec, const RunConfig& cfg, Sample& s) {
   std::optional<PinThread> pin(std::in_place,
                                cfg.cpus.tracer_cpu == kFollowTracee ? -1 : cfg.cpus.tracer_cpu);
   auto proc = TracedProcess::launch(spec);
   if (cfg.cpus.tracer_cpu == kFollowTracee) pin.emplace(last_cpu_of(proc->pid()));
   TracedProcess& p = *proc;
+  if (m.jump()) {
+    run_jump(m, p, s);
+    check_exit(p);
+    return;
+  }
   std::unique_ptr<StepOver> step_over;
   if (m.floor()) {
     step_over = std::make_unique<SingleStepOver>();  // never used: there is no site
@@ -290,10 +339,7 @@ void run_traced(const Mechanism& m, const LaunchSpec& spec, const RunConfig& cfg
     if (site->label() == kSpareSitesSymbol) s.spare_hits += site->hits;
   }
   if (end == Session::End::Interrupted) throw Error("interrupted");
-  const auto& status = p.end();
-  if (!status || !status->exited() || status->exit_code() != 0) {
-    throw Error("the traced inferior " + (status ? status->describe() : std::string("vanished")));
-  }
+  check_exit(p);
 }
 
 }  // namespace

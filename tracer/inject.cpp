@@ -1,29 +1,49 @@
-#include "tracer/inject.hpp"
-
+// Making a stopped tracee thread run one system call of our choosing, and what that is for:
+// mapping scratch pages near the code we probe.
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/ptrace.h>
+#include <sys/syscall.h>
 #include <sys/user.h>
-#include <sys/wait.h>
 
 #include "breakpoint/error.hpp"
-#include "tracer/syscalls.hpp"
-#include "tracer/wait_status.hpp"
+#include "breakpoint/outline.hpp"
+#include "tracer/maps.hpp"
+#include "tracer/process.hpp"
 
 namespace probecost {
 
-long inject_syscall(pid_t tid, TraceeMemory& memory, long nr, const std::array<long, 6>& args) {
-  user_regs_struct saved;
-  if (sys::ptrace_call(PTRACE_GETREGS, tid, nullptr, &saved) < 0) {
-    throw Error::from_errno("PTRACE_GETREGS before injecting a system call");
-  }
-  // Borrow the two bytes at the thread's PC for a `syscall` instruction (0f 05), single-step
-  // it, then put bytes and registers back, as if nothing had run.
-  RuntimeAddr pc(saved.rip);
-  std::array<std::uint8_t, 2> code;
-  memory.read(pc, code);
-  const std::array<std::uint8_t, 2> syscall_insn = {0x0f, 0x05};
-  memory.write(pc, syscall_insn);
+namespace {
 
+// Borrows the two bytes at the thread's PC for a `syscall` instruction (0f 05).
+class BorrowedBytes {
+ public:
+  BorrowedBytes(TraceeMemory& memory, RuntimeAddr at) : memory_(memory), at_(at) {
+    memory_.read(at_, saved_);
+    const std::array<std::uint8_t, 2> syscall_insn = {0x0f, 0x05};
+    memory_.write(at_, syscall_insn);
+  }
+  ~BorrowedBytes() {
+    try {
+      memory_.write(at_, saved_);
+    } catch (const Error&) {
+      // The process is gone.
+    }
+  }
+
+ private:
+  TraceeMemory& memory_;
+  RuntimeAddr at_;
+  std::array<std::uint8_t, 2> saved_{};
+};
+
+}  // namespace
+
+long TracedProcess::inject_syscall(Task& t, long nr, const std::array<long, 6>& args) {
+  pid_t tid = t.tid();
+  const user_regs_struct* current = t.regs();
+  if (!current) throw Error("thread " + std::to_string(tid) + " is gone");
+  user_regs_struct saved = *current;
   user_regs_struct regs = saved;
   regs.rax = static_cast<unsigned long long>(nr);
   regs.rdi = args[0];
@@ -35,35 +55,64 @@ long inject_syscall(pid_t tid, TraceeMemory& memory, long nr, const std::array<l
   // orig_rax = -1: the kernel must not take the thread for one interrupted in a system call
   // and "restart" it when we resume.
   regs.orig_rax = static_cast<unsigned long long>(-1);
-  long result = 0;
-  try {
-    if (sys::ptrace_call(PTRACE_SETREGS, tid, nullptr, &regs) < 0) {
-      throw Error::from_errno("PTRACE_SETREGS to inject a system call");
-    }
-    for (;;) {
-      if (sys::ptrace_call(PTRACE_SINGLESTEP, tid, nullptr, nullptr) < 0) {
-        throw Error::from_errno("PTRACE_SINGLESTEP over an injected system call");
-      }
-      int status = 0;
-      if (sys::wait_for(tid, &status, __WALL) != tid || WaitStatus(status).gone()) {
-        throw Error("thread " + std::to_string(tid) + " went away during an injected system call");
-      }
-      if (sys::ptrace_call(PTRACE_GETREGS, tid, nullptr, &regs) < 0) {
-        throw Error::from_errno("PTRACE_GETREGS after an injected system call");
-      }
-      if (regs.rip == pc.value() + 2) break;  // the syscall ran (a signal may have come first)
-    }
-    result = static_cast<long>(regs.rax);
-  } catch (...) {
-    memory.write(pc, code);
-    sys::ptrace_call(PTRACE_SETREGS, tid, nullptr, &saved);
-    throw;
+  RuntimeAddr pc(saved.rip);
+  BorrowedBytes borrowed(memory_, pc);
+  auto gone = [&] {
+    return Error("thread " + std::to_string(tid) + " went away during an injected system call");
+  };
+  if (!t.set_regs(regs)) throw gone();
+  for (;;) {
+    if (!t.single_step()) throw gone();
+    auto ws = wait_for(t);
+    if (!ws) throw gone();
+    // A signal that arrives first is kept for the thread; step again.
+    if (ws->signal_stop() && ws->stop_signal() != SIGTRAP)
+      t.pending_signals.push_back(ws->stop_signal());
+    const user_regs_struct* now = t.regs();
+    if (!now) throw gone();
+    if (now->rip == pc.value() + 2) break;  // the syscall ran
   }
-  memory.write(pc, code);
-  if (sys::ptrace_call(PTRACE_SETREGS, tid, nullptr, &saved) < 0) {
-    throw Error::from_errno("PTRACE_SETREGS after injecting a system call");
-  }
+  long result = static_cast<long>(t.regs()->rax);
+  if (!t.set_regs(saved)) throw gone();
   return result;
+}
+
+std::optional<long> TracedProcess::syscall_in_tracee(long nr, const std::array<long, 6>& args,
+                                                     Task* via) {
+  Task* t = via ? via : any_stopped_thread();
+  if (!t) return std::nullopt;
+  // The `syscall` borrows two bytes at the thread's PC, which another thread could execute
+  // meanwhile (the instruction after a one-byte site, say): everyone else waits.
+  struct Others {
+    TracedProcess& proc;
+    std::vector<pid_t> stopped;
+    ~Others() {
+      try {
+        proc.resume_stopped(stopped);
+      } catch (const Error&) {
+      }
+    }
+  } others{*this, stop_all(t->tid())};
+  return inject_syscall(*t, nr, args);
+}
+
+std::optional<RuntimeAddr> TracedProcess::map_scratch(RuntimeAddr near, Task* via) {
+  // Within +-2 GiB of `near` (less a margin), so that a relocated RIP-relative operand and a
+  // 5-byte jmp back both reach. MAP_FIXED_NOREPLACE: never clobber an existing mapping.
+  constexpr std::uint64_t kReach = (1ull << 31) - (1ull << 20);
+  auto hint = free_range_near(read_maps(proc_tid()), near, kPageSize, kReach);
+  long flags = MAP_PRIVATE | MAP_ANONYMOUS | (hint ? MAP_FIXED_NOREPLACE : 0);
+  auto addr = syscall_in_tracee(SYS_mmap,
+                                {static_cast<long>(hint ? hint->value() : 0),
+                                 static_cast<long>(kPageSize), PROT_READ | PROT_EXEC, flags, -1, 0},
+                                via);
+  if (!addr) return std::nullopt;
+  if (*addr < 0 && *addr > -4096) {
+    throw Error::from_errno("mmap of a scratch page in process " + std::to_string(pid_),
+                            static_cast<int>(-*addr));
+  }
+  scratch_pages_.push_back(RuntimeAddr(static_cast<std::uint64_t>(*addr)));
+  return scratch_pages_.back();
 }
 
 }  // namespace probecost

@@ -1,5 +1,6 @@
 #include "tracer/memory.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -22,6 +23,20 @@ void ProcMemory::reopen() {
   if (fd_ >= 0) ::close(fd_);
   std::string path = "/proc/" + std::to_string(pid_) + "/mem";
   fd_ = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd_ < 0 && errno == ESRCH) {
+    // A zombie leader has no memory of its own any more, but its live threads share it: any
+    // of them gives the same address space (the fd keeps it, whoever exits later).
+    std::string dir = "/proc/" + std::to_string(pid_) + "/task";
+    if (DIR* d = ::opendir(dir.c_str())) {
+      while (dirent* e = ::readdir(d)) {
+        if (e->d_name[0] == '.') continue;
+        fd_ = ::open((dir + "/" + e->d_name + "/mem").c_str(), O_RDWR | O_CLOEXEC);
+        if (fd_ >= 0) break;
+      }
+      ::closedir(d);
+    }
+    if (fd_ < 0) errno = ESRCH;
+  }
   if (fd_ < 0) throw Error::from_errno("cannot open " + path);
 }
 

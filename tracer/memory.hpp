@@ -19,6 +19,7 @@ class ProcMemory final : public TraceeMemory {
   void write(RuntimeAddr at, std::span<const std::uint8_t> bytes) override;
   // After exec the old address space is gone: reopen for the new one.
   void reopen();
+  int fd() const { return fd_; }
 
  private:
   pid_t pid_;

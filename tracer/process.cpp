@@ -1,24 +1,44 @@
 #include "tracer/process.hpp"
 
+#include <linux/kcmp.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/ptrace.h>
 #include <sys/syscall.h>
-#include <sys/user.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <cstddef>
+#include <algorithm>
 #include <fstream>
 
 #include "breakpoint/error.hpp"
 #include "breakpoint/outline.hpp"
-#include "tracer/inject.hpp"
+#include "tracer/guardian.hpp"
 #include "tracer/maps.hpp"
 #include "tracer/proc_files.hpp"
 #include "tracer/syscalls.hpp"
 
 namespace probecost {
+
+namespace {
+
+pid_t tgid_of(pid_t tid) {
+  std::ifstream in("/proc/" + std::to_string(tid) + "/status");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("Tgid:", 0) == 0) return static_cast<pid_t>(std::stoi(line.substr(5)));
+  }
+  return 0;
+}
+
+// Whether two tasks share one address space (kcmp(2) KCMP_VM). Nothing when the kernel cannot
+// say (no kcmp, or a task gone).
+std::optional<bool> share_memory(pid_t a, pid_t b) {
+  long r = ::syscall(SYS_kcmp, a, b, KCMP_VM, 0, 0);
+  if (r < 0) return std::nullopt;
+  return r == 0;
+}
+
+}  // namespace
 
 TracedProcess::~TracedProcess() {
   try {
@@ -32,6 +52,25 @@ TracedProcess::~TracedProcess() {
   }
 }
 
+Task* TracedProcess::task(pid_t tid) {
+  auto it = tasks_.find(tid);
+  return it == tasks_.end() ? nullptr : &it->second;
+}
+
+std::size_t TracedProcess::thread_count() const {
+  return std::count_if(tasks_.begin(), tasks_.end(),
+                       [](const auto& kv) { return kv.second.role() == Task::Role::Thread; });
+}
+
+PatchSite& TracedProcess::add_patch(const JumpPatch& patch, std::string label) {
+  patches_.push_back(std::make_unique<PatchSite>(memory_, patch, std::move(label)));
+  return *patches_.back();
+}
+
+Task& TracedProcess::add_task(pid_t tid, Task::Role role) {
+  return tasks_.try_emplace(tid, tid, role).first->second;
+}
+
 double TracedProcess::cpu_seconds() const {
   if (end_cpu_seconds_) return *end_cpu_seconds_;
   std::string utime = stat_field(pid_, 14), stime = stat_field(pid_, 15);
@@ -39,281 +78,290 @@ double TracedProcess::cpu_seconds() const {
   return static_cast<double>(std::stoull(utime) + std::stoull(stime)) / sysconf(_SC_CLK_TCK);
 }
 
-void TracedProcess::thread_gone(pid_t tid, WaitStatus status) {
-  threads_.erase(tid);
+pid_t TracedProcess::proc_tid() {
+  if (task_state_letter(pid_) != 'Z') return pid_;
+  for (const auto& [tid, t] : tasks_) {
+    if (t.role() == Task::Role::Thread && task_state_letter(tid) != 'Z') return tid;
+  }
+  return pid_;
+}
+
+bool TracedProcess::dying() {
+  if (end_) return true;
+  // The address space is gone once every thread has let go of it (exit_group() in progress):
+  // reads through /proc/PID/mem fail then (mmget_not_zero), where they worked before. Ask at
+  // an address we wrote to.
+  std::optional<RuntimeAddr> known;
+  if (sites_.size()) known = (*sites_.begin())->address();
+  if (!known && !patches_.empty()) known = patches_.front()->address();
+  if (known) {
+    try {
+      memory_.read_byte(*known);
+    } catch (const Error&) {
+      return true;
+    }
+    return false;
+  }
+  // Nothing written yet: whether any thread still answers.
+  for (auto& [tid, t] : tasks_) {
+    if (t.role() != Task::Role::Thread) continue;
+    char state = task_state_letter(tid);
+    if (state != 'Z' && state != 'X' && state != 0) return false;
+  }
+  return true;
+}
+
+// ---- waiting -------------------------------------------------------------------------------
+
+std::optional<TaskEvent> TracedProcess::wait_any(bool interruptible) {
+  int status = 0;
+  pid_t tid = sys::wait_for(-1, &status, __WALL, interruptible);
+  if (tid >= 0) return TaskEvent{tid, WaitStatus(status)};
+  if (errno == EINTR || errno == ECHILD) return std::nullopt;
+  throw Error::from_errno("waitpid");
+}
+
+void TracedProcess::task_gone(pid_t tid, WaitStatus ws) {
+  if (auto vp = vfork_parent_.find(tid); vp != vfork_parent_.end()) {
+    if (Task* parent = task(vp->second)) parent->in_vfork = false;
+    vfork_parent_.erase(vp);
+  }
+  tasks_.erase(tid);
   if (tid != pid_) return;
-  end_ = status;
+  // The leader is reported last, once every other thread of the process has been reaped.
+  end_ = ws;
   if (launched_) end_cpu_seconds_ = children_cpu_seconds() - children_cpu_at_launch_;
   sites_.forget_all();
-  // Only vfork children (other processes) can outlive the leader's report.
-  std::erase_if(threads_, [](const auto& kv) { return !kv.second.vfork_child; });
+  for (auto& p : patches_) p->forget();
+  std::erase_if(tasks_, [](const auto& kv) { return kv.second.role() == Task::Role::Thread; });
 }
 
-void TracedProcess::resume(pid_t tid) {
-  ThreadState& t = threads_.at(tid);
-  long sig = t.pending_signal;
-  t.pending_signal = 0;
-  t.stopped = false;
-  t.listening = false;
-  if (sys::ptrace_call(PTRACE_CONT, tid, nullptr, reinterpret_cast<void*>(sig)) < 0 &&
-      errno != ESRCH) {
-    throw Error::from_errno("PTRACE_CONT thread " + std::to_string(tid));
+Task* TracedProcess::absorb(pid_t tid, WaitStatus ws) {
+  if (ws.gone()) {
+    task_gone(tid, ws);
+    return nullptr;
   }
-  // ESRCH: the thread was killed meanwhile (SIGKILL needs no tracer consent); its exit is
-  // reported by waitpid later.
-}
-
-void TracedProcess::listen(pid_t tid) {
-  ThreadState& t = threads_.at(tid);
-  t.stopped = false;
-  t.listening = true;
-  sys::ptrace_call(PTRACE_LISTEN, tid, nullptr, nullptr);
-}
-
-void TracedProcess::stop_all(pid_t except, bool include_listening) {
-  std::vector<pid_t> waiting;
-  for (auto& [tid, t] : threads_) {
-    if (tid == except || t.stopped || (t.listening && !include_listening)) continue;
-    if (sys::ptrace_call(PTRACE_INTERRUPT, tid, nullptr, nullptr) == 0) waiting.push_back(tid);
+  Task* t = task(tid);
+  if (!t) {
+    // A task we have not heard of: a thread or a child whose first stop came before its
+    // parent's clone/fork event (the kernel does not order the two).
+    t = &add_task(tid, tgid_of(tid) == pid_ ? Task::Role::Thread : Task::Role::Unknown);
   }
-  for (pid_t tid : waiting) {
-    int status = 0;
-    if (sys::wait_for(tid, &status, __WALL) != tid) continue;
-    WaitStatus ws(status);
-    if (ws.gone()) {
-      thread_gone(tid, ws);
+  t->note_stop(ws);
+  t->in_vfork = false;  // any stop means it is out of vfork()
+  if (ws.ptrace_event() == PTRACE_EVENT_EXEC) on_exec(*t);
+  return task(tid);
+}
+
+void TracedProcess::defer(Task& t, WaitStatus ws) {
+  t.deferred = ws;
+  deferred_.push_back(t.tid());
+}
+
+std::optional<TaskEvent> TracedProcess::next_event() {
+  while (!deferred_.empty()) {
+    pid_t tid = deferred_.front();
+    deferred_.pop_front();
+    Task* t = task(tid);
+    // Entries whose event was handled elsewhere (detach) or whose task is gone are stale.
+    if (!t || !t->deferred) continue;
+    WaitStatus ws = *t->deferred;
+    t->deferred.reset();
+    return TaskEvent{tid, ws};
+  }
+  auto ev = wait_any(true);
+  if (ev) absorb(ev->tid, ev->status);
+  return ev;
+}
+
+bool TracedProcess::will_report(Task& t) {
+  char state = task_state_letter(t.tid());
+  if (state == 0 || state == 'Z' || state == 'X') {
+    // A zombie leader is not reported while other threads of its group live: do not wait.
+    t.set_state(Task::State::Exiting);
+    return false;
+  }
+  if (blocked_in_vfork(t.tid())) {
+    t.in_vfork = true;
+    return false;
+  }
+  return true;
+}
+
+std::optional<WaitStatus> TracedProcess::wait_for(Task& target) {
+  pid_t tid = target.tid();
+  for (;;) {
+    auto ev = wait_any(true);
+    if (!ev) {
+      // A signal (a tick, a stop request): give up only on a task that cannot report. One
+      // that will report does so soon (it is being stepped, or was just resumed).
+      Task* t = task(tid);
+      if (!t || errno == ECHILD || !will_report(*t)) return std::nullopt;
       continue;
     }
-    ThreadState& t = threads_[tid];
-    t.stopped = true;
-    t.listening = false;
+    Task* t = absorb(ev->tid, ev->status);
+    if (ev->tid == tid) return t ? std::optional<WaitStatus>(ev->status) : std::nullopt;
+    if (!task(tid)) return std::nullopt;  // gone with an exec
+    if (t) defer(*t, ev->status);
+  }
+}
+
+std::vector<pid_t> TracedProcess::stop_all(pid_t except, bool include_listening) {
+  std::vector<pid_t> awaited, stopped;
+  for (auto& [tid, t] : tasks_) {
+    if (tid == except || t.stopped() || t.in_vfork || t.state() == Task::State::Exiting) continue;
+    if (t.state() == Task::State::Listening && !include_listening) continue;
+    // ESRCH: it is dying; its exit is reported like any event.
+    if (t.ptrace_if_alive(PTRACE_INTERRUPT)) awaited.push_back(tid);
+  }
+  auto settled = [&](pid_t tid) {
+    Task* t = task(tid);
+    return !t || t->stopped() || t->in_vfork || t->state() == Task::State::Exiting;
+  };
+  int forced_ticks = 0;
+  for (;;) {
+    std::erase_if(awaited, settled);
+    if (awaited.empty()) return stopped;
+    // Threads other than a leader always report (their exit, at worst). A leader that is a
+    // zombie waits for them: look before blocking; the tick covers the race after the look.
+    bool only_leaders =
+        std::all_of(awaited.begin(), awaited.end(), [&](pid_t tid) { return tgid_of(tid) == tid; });
+    if (only_leaders) {
+      std::erase_if(awaited, [&](pid_t tid) { return !will_report(*task(tid)); });
+      if (awaited.empty()) return stopped;
+    }
+    auto ev = wait_any(true);
+    if (!ev) {
+      // A second stop request gives up on threads that still have not stopped a second later:
+      // something we cannot see holds them, and the user wants out. Letting go of a thread
+      // that is still ours only happens when probecost exits (the kernel detaches it then).
+      if (errno == ECHILD || (force_requested() && ++forced_ticks > 10)) return stopped;
+      std::erase_if(awaited, [&](pid_t tid) { return !task(tid) || !will_report(*task(tid)); });
+      continue;
+    }
+    Task* t = absorb(ev->tid, ev->status);
+    if (!t) continue;
+    bool awaited_interrupt = ev->status.interrupt_stop() &&
+                             std::find(awaited.begin(), awaited.end(), ev->tid) != awaited.end();
     // Anything but the interrupt's own stop (a breakpoint hit, a signal, a clone, a
-    // group-stop) is kept for the event loop. The interrupt then stays pending and shows up
-    // later as a plain PTRACE_EVENT_STOP, which is simply resumed.
-    if (!ws.interrupt_stop()) {
-      t.queued_status = status;
-      queued_.push_back(tid);
+    // group-stop, a new task's first stop) is kept for the event loop. The interrupt then
+    // stays pending and shows up later as a plain PTRACE_EVENT_STOP, which is simply resumed.
+    if (awaited_interrupt) {
+      stopped.push_back(ev->tid);
+    } else {
+      defer(*t, ev->status);
     }
   }
 }
 
-std::optional<std::pair<pid_t, int>> TracedProcess::take_queued() {
-  while (!queued_.empty()) {
-    pid_t tid = queued_.front();
-    queued_.pop_front();
-    auto it = threads_.find(tid);
-    // Entries whose event was handled elsewhere (detach) or whose thread is gone are stale.
-    if (it == threads_.end() || !it->second.queued_status) continue;
-    int status = *it->second.queued_status;
-    it->second.queued_status.reset();
-    return std::make_pair(tid, status);
-  }
-  return std::nullopt;
-}
-
-void TracedProcess::resume_stopped(pid_t except) {
-  for (auto& [tid, t] : threads_) {
-    if (tid != except && t.stopped && !t.queued_status) resume(tid);
+void TracedProcess::resume_stopped(const std::vector<pid_t>& tids) {
+  for (pid_t tid : tids) {
+    Task* t = task(tid);
+    if (t && t->stopped() && !t->deferred && t->role() != Task::Role::Unknown) t->resume();
   }
 }
 
-bool TracedProcess::is_foreign(pid_t tid) const {
-  std::ifstream in("/proc/" + std::to_string(tid) + "/status");
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind("Tgid:", 0) == 0) return std::stoi(line.substr(5)) != pid_;
-  }
-  return false;
-}
+// ---- new tasks, exec -----------------------------------------------------------------------
 
-void TracedProcess::adopt_child(pid_t child, bool vfork) {
-  auto known = threads_.find(child);
-  if (known == threads_.end() || !known->second.stopped) {
-    // Its first stop may already have been consumed (if it came before the parent's event);
-    // otherwise wait for it: the child runs nothing before it.
-    int status = 0;
-    if (known == threads_.end() && sys::wait_for(child, &status, __WALL) != child) return;
+pid_t TracedProcess::on_new_task(Task& parent) {
+  int event = parent.last_stop().ptrace_event();
+  unsigned long msg = 0;
+  if (!parent.ptrace_if_alive(PTRACE_GETEVENTMSG, nullptr, &msg) || msg == 0) return 0;
+  pid_t child = static_cast<pid_t>(msg);
+  Task::Role role;
+  if (tgid_of(child) == pid_) {
+    role = Task::Role::Thread;
+  } else if (share_memory(parent.tid(), child).value_or(event == PTRACE_EVENT_VFORK)) {
+    role = Task::Role::MemorySharer;
+  } else {
+    role = Task::Role::ForkChild;
   }
-  if (vfork) {
-    // Ours until it execs or exits. Its first stop is consumed (here, or held as
-    // awaiting_parent); the event loop resumes only the thread that reported an event (the
-    // parent), so the child is resumed here, or the parent waits for it forever.
-    ThreadState& t = threads_[child];
-    t.vfork_child = true;
-    t.awaiting_parent = false;
-    t.stopped = true;
-    resume(child);
-    return;
+  Task* known = task(child);
+  bool reported = known && known->stopped();
+  Task& c = add_task(child, role);
+  c.set_role(role);
+  if (event == PTRACE_EVENT_VFORK) {
+    parent.in_vfork = true;  // from when it is resumed until the child execs or exits
+    vfork_parent_[child] = parent.tid();
   }
-  // A forked child has its own copy of our int3 bytes: put the originals back and let it go.
-  ProcMemory child_memory(child);
-  for (const auto& site : sites_) {
-    if (site->enabled()) child_memory.write_byte(site->address(), site->saved_byte());
-  }
-  threads_.erase(child);
-  sys::ptrace_call(PTRACE_DETACH, child, nullptr, nullptr);
-}
-
-void TracedProcess::release_vfork_child(pid_t child) {
-  threads_.erase(child);
-  sys::ptrace_call(PTRACE_DETACH, child, nullptr, nullptr);
-}
-
-void TracedProcess::exec_happened() {
-  sites_.forget_all();
-  exec_ended_ = true;
-}
-
-pid_t TracedProcess::any_stopped_thread() const {
-  for (const auto& [tid, t] : threads_) {
-    if (t.stopped && !t.queued_status && !t.vfork_child) return tid;
+  if (reported) {
+    c.deferred.reset();  // its first stop, held until now: settled here
+    if (!on_first_stop(c)) return 0;
+    return child;
   }
   return 0;
 }
 
-void TracedProcess::run_to_entry() {
-  std::ifstream auxv("/proc/" + std::to_string(pid_) + "/auxv", std::ios::binary);
-  std::uint64_t kv[2], entry = 0;
-  while (auxv.read(reinterpret_cast<char*>(kv), sizeof kv) && kv[0] != 0) {
-    if (kv[0] == 9 /* AT_ENTRY */) entry = kv[1];
-  }
-  if (!entry) throw Error("no AT_ENTRY in /proc/" + std::to_string(pid_) + "/auxv");
-  RuntimeAddr at(entry);
-  sites_.add(at, "entry").enable();
-  resume(pid_);
-  for (;;) {
-    int status = 0;
-    if (sys::wait_for(pid_, &status, __WALL) != pid_) throw Error::from_errno("waitpid");
-    WaitStatus ws(status);
-    if (ws.gone()) {
-      thread_gone(pid_, ws);
-      throw Error("process " + std::to_string(pid_) + " " + ws.describe() +
-                  " before reaching its entry point");
-    }
-    threads_[pid_].stopped = true;
-    if (ws.signal_stop() && ws.stop_signal() == SIGTRAP) {
-      errno = 0;
-      long rip = sys::ptrace_call(PTRACE_PEEKUSER, pid_,
-                                  reinterpret_cast<void*>(offsetof(struct user, regs.rip)));
-      if (static_cast<std::uint64_t>(rip) - 1 == entry) {
-        sys::ptrace_call(PTRACE_POKEUSER, pid_,
-                         reinterpret_cast<void*>(offsetof(struct user, regs.rip)),
-                         reinterpret_cast<void*>(entry));
-        sites_.remove(at);
-        return;
-      }
-    }
-    if (ws.signal_stop()) threads_[pid_].pending_signal = ws.stop_signal();
-    resume(pid_);
+bool TracedProcess::on_first_stop(Task& t) {
+  switch (t.role()) {
+    case Task::Role::Unknown:
+      return false;  // held until its parent's event says what it is
+    case Task::Role::ForkChild:
+      release_fork_child(t);
+      return false;
+    default:
+      return true;
   }
 }
 
-RuntimeAddr TracedProcess::map_scratch(RuntimeAddr near) {
-  pid_t tid = any_stopped_thread();
-  if (!tid) throw Error("mapping a scratch page needs a stopped thread");
-  // Within +-2 GiB of `near` (less a margin), so that a relocated RIP-relative operand and a
-  // 5-byte jmp back both reach. MAP_FIXED_NOREPLACE: never clobber an existing mapping.
-  constexpr std::uint64_t kReach = (1ull << 31) - (1ull << 20);
-  auto hint = free_range_near(read_maps(pid_), near, kPageSize, kReach);
-  long flags = MAP_PRIVATE | MAP_ANONYMOUS | (hint ? MAP_FIXED_NOREPLACE : 0);
-  long addr = inject_syscall(tid, memory_, SYS_mmap,
-                             {static_cast<long>(hint ? hint->value() : 0),
-                              static_cast<long>(kPageSize), PROT_READ | PROT_EXEC, flags, -1, 0});
-  if (addr < 0 && addr > -4096) {
-    throw Error::from_errno("mmap of a scratch page in process " + std::to_string(pid_),
-                            static_cast<int>(-addr));
+void TracedProcess::release_fork_child(Task& child) {
+  // It has its own copy of our int3 bytes: put the originals back and let it go.
+  try {
+    ProcMemory child_memory(child.tid());
+    for (const auto& site : sites_) {
+      if (site->enabled()) child_memory.write_byte(site->address(), site->saved_byte());
+    }
+    // Its jumps lead into a shared mapping of ours: they would count its calls as the
+    // process's. Its copy of the text gets the original bytes.
+    for (const auto& p : patches_) {
+      if (p->installed()) child_memory.write(p->address(), p->patch().original_bytes());
+    }
+  } catch (const Error&) {
+    // Gone already: nothing to clean.
   }
-  scratch_pages_.push_back(RuntimeAddr(static_cast<std::uint64_t>(addr)));
-  return scratch_pages_.back();
+  child.detach();
+  tasks_.erase(child.tid());
 }
 
-void TracedProcess::rewind_if_on_our_trap(pid_t tid, ThreadState& t) {
-  if (!t.queued_status) return;
-  WaitStatus ws(*t.queued_status);
-  if (!ws.signal_stop() || ws.stop_signal() != SIGTRAP) return;
-  siginfo_t info;
-  if (sys::ptrace_call(PTRACE_GETSIGINFO, tid, nullptr, &info) < 0) return;
-  if (classify_trap(info) != TrapCause::Breakpoint) return;
-  errno = 0;
-  long rip = sys::ptrace_call(PTRACE_PEEKUSER, tid,
-                              reinterpret_cast<void*>(offsetof(struct user, regs.rip)));
-  if (rip == -1 && errno) return;
-  RuntimeAddr at(static_cast<std::uint64_t>(rip) - 1);
-  // Ours if a site is there (or was: a byte that is no longer int3). A program's own int3
-  // leaves 0xCC in memory: its SIGTRAP is the program's and is delivered at detach.
-  if (sites_.find(at) || memory_.read_byte(at) != kInt3) {
-    sys::ptrace_call(PTRACE_POKEUSER, tid, reinterpret_cast<void*>(offsetof(struct user, regs.rip)),
-                     reinterpret_cast<void*>(at.value()));
-  } else {
-    t.pending_signal = SIGTRAP;
+void TracedProcess::release_sharer(Task& t) {
+  pid_t tid = t.tid();
+  if (auto vp = vfork_parent_.find(tid); vp != vfork_parent_.end()) {
+    if (Task* parent = task(vp->second)) parent->in_vfork = false;
+    vfork_parent_.erase(vp);
   }
-  t.queued_status.reset();
+  t.detach();
+  tasks_.erase(tid);
 }
 
-void TracedProcess::adopt_queued_children() {
-  // Clone/fork events seen while stopping everything: their children exist and are traced.
-  std::vector<std::pair<pid_t, int>> events;
-  for (auto& [tid, t] : threads_) {
-    if (!t.queued_status) continue;
-    int event = WaitStatus(*t.queued_status).ptrace_event();
-    if (event == PTRACE_EVENT_CLONE || event == PTRACE_EVENT_FORK || event == PTRACE_EVENT_VFORK) {
-      events.emplace_back(tid, event);
-      t.queued_status.reset();
-    }
+void TracedProcess::on_exec(Task& t) {
+  if (t.role() != Task::Role::Thread) {
+    // A vfork child (or another process that shared our memory) exec'd: it has its own
+    // address space now, without our bytes. It is let go.
+    release_sharer(t);
+    return;
   }
-  for (auto [tid, event] : events) {
-    unsigned long child = 0;
-    if (sys::ptrace_call(PTRACE_GETEVENTMSG, tid, nullptr, &child) < 0) continue;
-    pid_t c = static_cast<pid_t>(child);
-    if (event == PTRACE_EVENT_CLONE) {
-      int status;
-      if (!threads_.count(c) && sys::wait_for(c, &status, __WALL) == c) threads_[c].stopped = true;
-    } else {
-      adopt_child(c, event == PTRACE_EVENT_VFORK);
-    }
-  }
+  // execve() killed every other thread, and the exec'ing thread took the leader's tid (the
+  // event comes from the leader's tid; GETEVENTMSG would give the former one). None of the
+  // others reports anything more that we need.
+  pid_t leader = t.tid();
+  std::erase_if(tasks_, [&](const auto& kv) {
+    return kv.first != leader && kv.second.role() == Task::Role::Thread;
+  });
+  sites_.forget_all();  // the old address space, and our int3 bytes with it, are gone
+  for (auto& p : patches_) p->forget();
+  exec_ended_ = true;
+  memory_.reopen();
 }
 
-void TracedProcess::detach() {
-  if (detached_ || end_) return;
-  stop_all(0, true);
-  adopt_queued_children();
-  for (auto& [tid, t] : threads_) rewind_if_on_our_trap(tid, t);
-  if (!exec_ended_) sites_.disable_all();
-  for (auto& [tid, t] : threads_) {
-    long sig = t.pending_signal;
-    if (t.queued_status) {
-      WaitStatus ws(*t.queued_status);
-      if (ws.signal_stop()) sig = ws.stop_signal();  // the signal it was stopped with
-      t.queued_status.reset();
-    }
-    // The signal goes with PTRACE_DETACH's data. A thread in group-stop stays stopped: the
-    // kernel puts a detached thread of a stopped group back into the group-stop.
-    sys::ptrace_call(PTRACE_DETACH, tid, nullptr, reinterpret_cast<void*>(sig));
-  }
-  threads_.clear();
-  detached_ = true;
-}
+// ---- scratch pages -------------------------------------------------------------------------
 
-void TracedProcess::kill() {
-  if (!alive() && threads_.empty()) return;
-  if (!exec_ended_ && !end_) {
-    try {
-      sites_.disable_all();  // for the vfork children that share the memory
-    } catch (const std::exception&) {
-    }
+Task* TracedProcess::any_stopped_thread() {
+  for (auto& [tid, t] : tasks_) {
+    // A task with a deferred event must stay in the stop it reported (injecting a system call
+    // would turn a group-stop into a SIGTRAP stop, for one).
+    if (t.stopped() && !t.deferred && t.role() == Task::Role::Thread) return &t;
   }
-  for (const auto& [tid, t] : threads_) {
-    if (t.vfork_child) ::kill(tid, SIGKILL);
-  }
-  ::kill(pid_, SIGKILL);
-  int status = 0;
-  // Reap every thread: with __WALL each traced thread reports its own exit.
-  while (!threads_.empty()) {
-    pid_t r = ::waitpid(-1, &status, __WALL);
-    if (r < 0) break;
-    if (WaitStatus(status).gone()) thread_gone(r, WaitStatus(status));
-  }
-  if (!end_) end_ = WaitStatus(status);
+  return nullptr;
 }
 
 }  // namespace probecost

@@ -7,9 +7,15 @@
 // PTRACE_ATTACH/TRACEME, it lets us stop a thread with PTRACE_INTERRUPT instead of a SIGSTOP we
 // must later swallow, and it tells a group-stop (a shell's SIGSTOP) from a signal, so the
 // process can stay stopped under PTRACE_LISTEN as it would untraced.
+//
+// All waiting goes through one place, waitpid(-1, __WALL): waiting for one particular thread
+// can block forever (a thread-group leader that has exited is not reported while other threads
+// live, and they are not reaped while we wait for it; a thread inside vfork() reports nothing
+// until its child execs). Events of other threads that arrive meanwhile are kept on their Task.
 #include <sys/resource.h>
 #include <sys/types.h>
 
+#include <array>
 #include <deque>
 #include <map>
 #include <memory>
@@ -17,11 +23,16 @@
 #include <string>
 #include <vector>
 
+#include "breakpoint/patch_site.hpp"
 #include "breakpoint/site_table.hpp"
 #include "tracer/memory.hpp"
+#include "tracer/task.hpp"
+#include "tracer/ticker.hpp"
 #include "tracer/wait_status.hpp"
 
 namespace probecost {
+
+class Guardian;
 
 struct LaunchSpec {
   std::vector<std::string> argv;  // argv[0] is looked up in PATH
@@ -31,38 +42,43 @@ struct LaunchSpec {
   int cpu = -1;  // pin the child to this CPU before exec when >= 0
 };
 
-struct ThreadState {
-  bool stopped = false;              // in a ptrace-stop we know of and have not resumed
-  bool listening = false;            // in a group-stop, parked with PTRACE_LISTEN
-  bool vfork_child = false;          // a vfork child: shares the tracee's memory until exec or exit
-  bool awaiting_parent = false;      // a fork child that reported before its parent's event
-  int pending_signal = 0;            // a signal for the thread, delivered at its next resume
-  std::optional<int> queued_status;  // an event seen while stopping it, handled later
-  std::uint64_t hits = 0;
-};
-
 // fork + exec with the spec's redirections and CPU, untraced; an exec failure is reported
 // through a close-on-exec pipe and thrown here. The caller waits for the child.
 pid_t spawn(const LaunchSpec& spec);
+
+struct TaskEvent {
+  pid_t tid;
+  WaitStatus status;
+};
 
 class TracedProcess {
  public:
   // Starts the command, seized, stopped at its exec (before the dynamic loader has run).
   static std::unique_ptr<TracedProcess> launch(const LaunchSpec& spec);
   // Seizes every thread of a running process and stops them all. UsageError for a PID that
-  // cannot be traced (none, a kernel thread, a zombie, no permission), with the reason.
+  // cannot be traced (none, a kernel thread, a zombie), Error when the kernel refuses (no
+  // permission, traced already), with the reason.
   static std::unique_ptr<TracedProcess> attach(pid_t pid);
   ~TracedProcess();
   TracedProcess(const TracedProcess&) = delete;
   TracedProcess& operator=(const TracedProcess&) = delete;
 
   pid_t pid() const { return pid_; }
+  // A thread whose /proc entry shows the process's memory: the leader, or while the leader is
+  // a zombie (it called pthread_exit), a live thread (/proc/TID/maps of any thread works).
+  pid_t proc_tid();
   bool launched() const { return launched_; }
-  TraceeMemory& memory() { return memory_; }
+  ProcMemory& memory() { return memory_; }
   SiteTable& sites() { return sites_; }
-  std::map<pid_t, ThreadState>& threads() { return threads_; }
+  // Jump-patched sites: owned here so that every way out removes them, as it does int3 bytes.
+  PatchSite& add_patch(const JumpPatch& patch, std::string label);
+  const std::vector<std::unique_ptr<PatchSite>>& patches() const { return patches_; }
+  std::map<pid_t, Task>& tasks() { return tasks_; }
+  Task* task(pid_t tid);
+  std::size_t thread_count() const;  // threads of the process itself (not memory sharers)
   bool alive() const { return !end_.has_value() && !detached_ && !exec_ended_; }
   bool detached() const { return detached_; }
+  bool exec_ended() const { return exec_ended_; }
   // How the process ended (its thread-group leader's final status), once it has.
   const std::optional<WaitStatus>& end() const { return end_; }
   // The CPU time the whole process has used so far (user + system), in seconds: from
@@ -70,40 +86,68 @@ class TracedProcess {
   // RUSAGE_CHILDREN (exact, and what is left once the process is reaped).
   double cpu_seconds() const;
 
+  // True when the process is going away under us: none of its threads answers ptrace any more
+  // (exit_group() or a SIGKILL in progress; its memory may be gone already, so writes to it
+  // fail with EIO). A failure to restore a byte then harms nobody.
+  bool dying();
+
   // Runs the stopped process until its executable's entry point (AT_ENTRY), so that the
   // libraries it needs at start-up are mapped; all threads are stopped again afterwards.
   void run_to_entry();
+  // After the exec that ended a Session::run: the old image's sites, jumps and scratch pages
+  // are dropped, and the new image is run to its entry point, ready to be probed.
+  void resume_after_exec();
 
-  // Bookkeeping for the event loop.
-  void thread_gone(pid_t tid, WaitStatus status);
-  void resume(pid_t tid);  // PTRACE_CONT, delivering the thread's pending signal
-  void listen(pid_t tid);  // PTRACE_LISTEN: stays in group-stop, reports SIGCONT
-  // Brings every running thread but `except` into a ptrace-stop with PTRACE_INTERRUPT. Events
-  // that arrive instead of the interrupt's stop are queued in the thread's state.
-  void stop_all(pid_t except = 0, bool include_listening = false);
-  // Resumes the threads stop_all() stopped that have nothing queued.
-  void resume_stopped(pid_t except = 0);
-  // The oldest event queued by stop_all() and not handled yet, removed from its thread.
-  // Kept in a list, so the event loop does not scan every thread on every event.
-  std::optional<std::pair<pid_t, int>> take_queued();
-  // A fork/vfork child reported by the kernel (auto-attached). A fork child gets our int3 bytes
-  // removed from its copy of the text and is let go; a vfork child shares our memory, so it is
-  // kept as a thread of ours until it execs or exits.
-  void adopt_child(pid_t child, bool vfork);
-  // A tracked vfork child exec'd: it has its own memory now and is let go.
-  void release_vfork_child(pid_t child);
-  // True when `tid` is not a thread of this process (a fork child that reported first).
-  bool is_foreign(pid_t tid) const;
-  // The leader exec'd: the address space and our int3 bytes with it are gone.
-  void exec_happened();
+  // The next event for the event loop: one deferred earlier first, then waitpid(-1). Its
+  // bookkeeping (gone threads, exec, new tasks' states) is done. Nothing when the wait was
+  // interrupted by a signal (a tick, a stop request) or no traced task is left.
+  std::optional<TaskEvent> next_event();
+  // Waits until `task` reports, deferring other tasks' events. Nothing when it is gone.
+  std::optional<WaitStatus> wait_for(Task& task);
+
+  // Brings every running task but `except` into a ptrace-stop with PTRACE_INTERRUPT. An event
+  // that arrives instead of the interrupt's stop is deferred on its task. A task inside vfork()
+  // or already exiting cannot stop and is not waited for. A second stop request (SIGINT twice)
+  // abandons the wait. Returns the tasks it stopped (those that reported the interrupt).
+  std::vector<pid_t> stop_all(pid_t except = 0, bool include_listening = false);
+  // Resumes those of `tids` that are still stopped with nothing deferred.
+  void resume_stopped(const std::vector<pid_t>& tids);
+
+  // A fork/vfork/clone event of `parent`: the child is a thread of ours, another process that
+  // shares our memory (kept and traced: our int3 bytes are in its text), or a process with a
+  // copy of our memory (its copy of the int3 bytes is removed and it is let go). Decided by
+  // thread-group and address-space membership, not by which event the kernel reported:
+  // clone(CLONE_VM|SIGCHLD) reports a fork, clone(0) a clone. When the child's first stop
+  // came earlier and it is now ready to run, returns its tid: the caller resumes it (or not,
+  // when it is letting go of everything).
+  pid_t on_new_task(Task& parent);
+  // The first stop of a task made by fork/clone: resumed, held, or released by its kind.
+  // False when the task is held or gone (nothing for the caller to resume).
+  bool on_first_stop(Task& task);
+  // PTRACE_EVENT_EXEC of `task`.
+  void on_exec(Task& task);
+
+  // Runs system call `nr` in a stopped thread of the tracee (`via`, or any), every other
+  // thread stopped meanwhile, and returns its raw result (-errno on failure). Nothing when no
+  // thread can run it now.
+  std::optional<long> syscall_in_tracee(long nr, const std::array<long, 6>& args,
+                                        Task* via = nullptr);
+  // A stopped thread that may run an injected system call (one with no deferred event).
+  Task* any_stopped_thread();
 
   // Maps one executable scratch page in the tracee, as close to `near` as possible (an mmap
-  // injected into a stopped thread). It stays mapped after detach, as the kernel's uprobes
-  // leave their [uprobes] page: a thread may still be executing a copy in it.
-  RuntimeAddr map_scratch(RuntimeAddr near);
+  // injected into `via`, or any stopped thread). It stays mapped after detach, as the kernel's
+  // uprobes leave their [uprobes] page: a thread may still be executing a copy in it.
+  // Nothing when no thread can run it now (every thread running, or held in a group-stop).
+  std::optional<RuntimeAddr> map_scratch(RuntimeAddr near, Task* via = nullptr);
 
-  // Puts back every original byte, rewinds threads stopped on our int3, and detaches: the
-  // process runs on untraced. Idempotent.
+  // Watches over our int3 bytes from a separate process that puts them back if probecost
+  // dies (SIGKILL, OOM) before it could. For processes we attached to.
+  void start_guardian();
+
+  // Puts back every original byte, rewinds threads stopped on our int3 (including one whose
+  // trap is still queued behind another stop), and detaches: the process runs on untraced.
+  // Idempotent.
   void detach();
   // SIGKILL and reap. Idempotent.
   void kill();
@@ -111,22 +155,42 @@ class TracedProcess {
  private:
   TracedProcess(pid_t pid, bool launched);
   void seize_all_threads();
-  void rewind_if_on_our_trap(pid_t tid, ThreadState& t);
-  void adopt_queued_children();
-  pid_t any_stopped_thread() const;
+  Task& add_task(pid_t tid, Task::Role role);
+  // The bookkeeping every reported status goes through. Returns the task, or nullptr when the
+  // event needs nothing more (a thread gone, a task we do not know).
+  Task* absorb(pid_t tid, WaitStatus ws);
+  void task_gone(pid_t tid, WaitStatus ws);
+  std::optional<TaskEvent> wait_any(bool interruptible);
+  void defer(Task& task, WaitStatus ws);
+  bool will_report(Task& task);
+  void release_fork_child(Task& child);
+  void release_sharer(Task& task);
+  // Detach's fix-up of one stopped task: a thread whose int3 trapped is rewound onto the site,
+  // and its SIGTRAP consumed, before the byte goes back.
+  void fix_up_trap(Task& task);
+  bool consume_queued_sigtrap(Task& task, RuntimeAddr site);
+  bool is_our_trap_at(RuntimeAddr site);
+  void detach_vfork_waiters();
+  void remove_patches();
+  void settle_new_tasks();
+  long inject_syscall(Task& task, long nr, const std::array<long, 6>& args);
 
   pid_t pid_;
   bool launched_;
   ProcMemory memory_;
   SiteTable sites_;
-  std::map<pid_t, ThreadState> threads_;
+  std::vector<std::unique_ptr<PatchSite>> patches_;
+  std::map<pid_t, Task> tasks_;
+  std::deque<pid_t> deferred_;           // tasks given a deferred event, oldest first
+  std::map<pid_t, pid_t> vfork_parent_;  // vfork child -> the thread waiting in vfork()
   std::optional<WaitStatus> end_;
   std::optional<double> end_cpu_seconds_;
   double children_cpu_at_launch_ = 0;
   bool detached_ = false;
   bool exec_ended_ = false;
   std::vector<RuntimeAddr> scratch_pages_;
-  std::deque<pid_t> queued_;  // threads given a queued_status, oldest first
+  Ticker ticker_;
+  std::unique_ptr<Guardian> guardian_;
 };
 
 }  // namespace probecost

@@ -1,23 +1,16 @@
 #pragma once
 // The event loop of one traced process: wait for a stop, classify it, run the handler on a
 // breakpoint hit, step over, resume; pass every other signal on to the tracee.
-#include <sys/resource.h>
 #include <sys/types.h>
 
-#include <atomic>
 #include <cstdint>
 #include <functional>
 
 #include "breakpoint/step_over.hpp"
 #include "tracer/process.hpp"
+#include "tracer/ticker.hpp"
 
 namespace probecost {
-
-// Set from a signal handler (SIGINT/SIGTERM/SIGHUP in probecost itself): the loop ends at the
-// next event or as soon as waitpid returns EINTR.
-std::atomic<bool>& stop_requested();
-// Set from a timer's signal handler: run() calls its on_tick (progress, --duration).
-std::atomic<bool>& tick_requested();
 
 struct SessionStats {
   std::uint64_t hits = 0;
@@ -27,16 +20,22 @@ struct SessionStats {
 
 class Session {
  public:
-  enum class End { ProcessEnded, Exec, Interrupted, Predicate, Tick };
+  enum class End { ProcessEnded, Exec, Interrupted, Predicate, Tick, Deadline };
 
-  Session(TracedProcess& process, StepOver& step_over) : proc_(process), step_over_(step_over) {}
+  Session(TracedProcess& process, StepOver& step_over) : proc_(process), step_over_(&step_over) {}
 
   // Runs until the process ends or execs, stop_requested() is set, `stop_after_hit` returns
-  // true after a hit (the hitting thread is then left stopped, already past the site), or,
-  // with tick_requested() set (a timer's signal), `on_tick` returns true.
+  // true after a hit (the hitting thread is then left stopped, already past the site), or
+  // `on_tick` returns true at a tick (every 100 ms). Flags are looked at on every turn, so a
+  // process that hits a probe without pause cannot keep the loop from seeing them.
   End run(const std::function<bool()>& stop_after_hit = nullptr,
           const std::function<bool()>& on_tick = nullptr);
   const SessionStats& stats() const { return stats_; }
+  // After an exec: the new image's strategy (the old one's plans and pages are gone).
+  void set_step_over(StepOver& step_over) { step_over_ = &step_over; }
+  // run() ends with End::Deadline once CLOCK_MONOTONIC reaches `seconds` (looked at on every
+  // turn, and a tick is brought forward to it when the loop is waiting).
+  void set_deadline(double monotonic_seconds) { deadline_ = monotonic_seconds; }
   // The ptrace floor: every SIGTRAP is a compiled-in int3 to count and resume, nothing more.
   void set_floor_mode(bool on) { floor_mode_ = on; }
   // Called on every hit with the thread stopped and its RIP still one past the int3 (stacks).
@@ -45,18 +44,20 @@ class Session {
   }
 
  private:
-  void dispatch(pid_t tid, WaitStatus ws);
-  void on_event(pid_t tid, int event);
-  void on_trap(pid_t tid);
-  bool on_breakpoint(pid_t tid, ThreadState& t, StoppedThread& thread);
-  void on_hit(pid_t tid, ThreadState& t, StoppedThread& thread, BreakpointSite& site);
-  bool next_event(pid_t& tid, int& status, const std::function<bool()>& on_tick, bool& tick_end);
+  void dispatch(const TaskEvent& ev);
+  void on_trap(Task& task);
+  bool on_breakpoint(Task& task, StoppedThread& thread);
+  void on_hit(Task& task, StoppedThread& thread, BreakpointSite& site);
+  void resume_if_stopped(pid_t tid);
+  bool past_deadline();
 
   TracedProcess& proc_;
-  StepOver& step_over_;
+  StepOver* step_over_;
   SessionStats stats_;
   bool hit_happened_ = false;
   bool floor_mode_ = false;
+  double deadline_ = 0;
+  bool deadline_armed_ = false;
   std::function<void(pid_t, StoppedThread&, BreakpointSite&)> observer_;
 };
 

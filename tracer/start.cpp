@@ -10,9 +10,11 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <sstream>
 
 #include "breakpoint/error.hpp"
+#include "tracer/guardian.hpp"
 #include "tracer/proc_files.hpp"
 #include "tracer/process.hpp"
 #include "tracer/syscalls.hpp"
@@ -130,7 +132,8 @@ void check_attachable(pid_t pid) {
   if (::kill(pid, 0) < 0 && errno == ESRCH) throw UsageError("no process with PID " + p);
   std::string state = stat_field(pid, 3);
   if (state.empty()) throw UsageError("no process with PID " + p);
-  if (state == "Z") {
+  // A zombie leader whose other threads live (it called pthread_exit) is a running process.
+  if (state == "Z" && task_ids(pid).size() <= 1) {
     throw UsageError("process " + p + " is a zombie: it has exited and only waits to be reaped");
   }
   constexpr unsigned long kPfKthread = 0x00200000;  // include/linux/sched.h
@@ -156,7 +159,9 @@ std::unique_ptr<TracedProcess> TracedProcess::launch(const LaunchSpec& spec) {
   int report;
   pid_t pid = fork_child(spec, true, report);
   int status = 0;
-  if (::waitpid(pid, &status, WUNTRACED) != pid || !WIFSTOPPED(status)) {
+  // Retried on EINTR: a stop request now must not read the exec report of a child that is
+  // still stopped before its exec (the read would wait for ever).
+  if (sys::wait_for(pid, &status, WUNTRACED) != pid || !WIFSTOPPED(status)) {
     check_exec_report(report, pid, spec);  // it failed before its exec: say why
     throw Error("'" + spec.argv[0] + "' " + WaitStatus(status).describe() + " before its exec");
   }
@@ -197,25 +202,34 @@ std::unique_ptr<TracedProcess> TracedProcess::launch(const LaunchSpec& spec) {
   }
   // The ProcMemory opened before the exec refers to the old address space.
   proc->memory_.reopen();
-  proc->threads_[pid].stopped = true;
+  proc->add_task(pid, Task::Role::Thread).note_stop(WaitStatus(status));
   return proc;
 }
 
 std::unique_ptr<TracedProcess> TracedProcess::attach(pid_t pid) {
   check_attachable(pid);
-  if (sys::ptrace_call(PTRACE_SEIZE, pid, nullptr, reinterpret_cast<void*>(kOptions)) < 0) {
+  // A leader that has exited alone cannot be seized (EPERM); its threads are traced without it.
+  bool zombie_leader = stat_field(pid, 3) == "Z";
+  if (!zombie_leader &&
+      sys::ptrace_call(PTRACE_SEIZE, pid, nullptr, reinterpret_cast<void*>(kOptions)) < 0) {
     std::string why = std::strerror(errno);
     if (errno == EPERM) {
       why +=
           " (traced by another process already, owned by another user, or forbidden by "
           "kernel.yama.ptrace_scope)";
     }
-    throw UsageError("cannot trace process " + std::to_string(pid) + ": " + why);
+    if (errno == ESRCH) throw UsageError("no process with PID " + std::to_string(pid));
+    throw Error("cannot trace process " + std::to_string(pid) + ": " + why);
   }
   std::unique_ptr<TracedProcess> proc(new TracedProcess(pid, false));
-  proc->threads_[pid];
+  if (!zombie_leader) proc->add_task(pid, Task::Role::Thread);
   proc->seize_all_threads();
+  if (proc->tasks_.empty()) throw UsageError("process " + std::to_string(pid) + " has exited");
   proc->stop_all(0, true);
+  if (proc->end_) {
+    throw Error("process " + std::to_string(pid) + " " + proc->end_->describe() +
+                " while probecost was attaching");
+  }
   return proc;
 }
 
@@ -225,14 +239,50 @@ void TracedProcess::seize_all_threads() {
   for (bool found = true; found;) {
     found = false;
     for (pid_t tid : task_ids(pid_)) {
-      if (threads_.count(tid)) continue;
+      if (tasks_.count(tid) || (tid == pid_ && stat_field(pid_, 3) == "Z")) continue;
       if (sys::ptrace_call(PTRACE_SEIZE, tid, nullptr, reinterpret_cast<void*>(kOptions)) < 0 &&
           errno != EPERM) {
         continue;  // ESRCH: exited meanwhile. EPERM: auto-attached already, so ours.
       }
-      threads_[tid];
+      add_task(tid, Task::Role::Thread);
       found = true;
     }
+  }
+}
+
+void TracedProcess::resume_after_exec() {
+  sites_.clear();
+  patches_.clear();
+  scratch_pages_.clear();
+  exec_ended_ = false;
+  run_to_entry();
+}
+
+void TracedProcess::run_to_entry() {
+  std::ifstream auxv("/proc/" + std::to_string(pid_) + "/auxv", std::ios::binary);
+  std::uint64_t kv[2], entry = 0;
+  while (auxv.read(reinterpret_cast<char*>(kv), sizeof kv) && kv[0] != 0) {
+    if (kv[0] == 9 /* AT_ENTRY */) entry = kv[1];
+  }
+  if (!entry) throw Error("no AT_ENTRY in /proc/" + std::to_string(pid_) + "/auxv");
+  RuntimeAddr at(entry);
+  sites_.add(at, "entry").enable();
+  Task& leader = tasks_.at(pid_);
+  leader.resume();
+  for (;;) {
+    auto ws = wait_for(leader);
+    if (!ws) {
+      std::string how = end_ ? end_->describe() : std::string("ended");
+      throw Error("process " + std::to_string(pid_) + " " + how +
+                  " before reaching its entry point");
+    }
+    if (ws->signal_stop() && ws->stop_signal() == SIGTRAP && leader.rip() == at + 1) {
+      leader.set_rip(at);
+      sites_.remove(at);
+      return;
+    }
+    if (ws->signal_stop()) leader.pending_signals.push_back(ws->stop_signal());
+    leader.resume();
   }
 }
 

@@ -42,6 +42,9 @@ class ProcessSymbols {
   std::vector<Symbol> list(const std::string& pattern) const;
   // The function symbol whose [address, address + size) holds `at`.
   std::optional<Symbol> containing(RuntimeAddr at) const;
+  // The smallest function symbol with a size that holds `at` (not a size-0 label inside
+  // another function, which containing() may return): what a jump plan decodes.
+  std::optional<Symbol> sized_function_containing(RuntimeAddr at) const;
   // "symbol+0x12 in libc.so.6", or "0x7f.. in libc.so.6", or "0x7f.." for unknown addresses.
   std::string describe(RuntimeAddr at) const;
 
@@ -58,5 +61,10 @@ class ProcessSymbols {
   Dwfl* dwfl_ = nullptr;
   std::string executable_;
 };
+
+// The function symbols of one ELF file, given as its bytes (`image`; `name` for messages),
+// read through libdwfl as for a process, offline: addresses are the file's own. No separate
+// debug file is looked for. Error when libdwfl cannot read it as an ELF file.
+std::vector<Symbol> read_elf_symbols(const std::vector<char>& image, const std::string& name);
 
 }  // namespace probecost

@@ -31,4 +31,9 @@ int tgkill(pid_t tgid, pid_t tid, int sig) {
   return static_cast<int>(::syscall(SYS_tgkill, tgid, tid, sig));
 }
 
+int tkill(pid_t tid, int sig) {
+  ++counters().other;
+  return static_cast<int>(::syscall(SYS_tkill, tid, sig));
+}
+
 }  // namespace probecost::sys

@@ -24,5 +24,7 @@ long ptrace_call(enum __ptrace_request request, pid_t tid, void* addr = nullptr,
 // unless `interruptible`: the event loop wants EINTR back to notice a tick or a stop request.
 pid_t wait_for(pid_t tid, int* status, int options, bool interruptible = false);
 int tgkill(pid_t tgid, pid_t tid, int sig);
+// tkill: a signal to one thread by its tid alone (re-sending a signal the thread received).
+int tkill(pid_t tid, int sig);
 
 }  // namespace probecost::sys

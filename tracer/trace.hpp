@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <ostream>
 #include <set>
 #include <string>
@@ -24,8 +25,11 @@ struct TraceOptions {
   double duration_s = 0;  // 0: until the process ends or a signal
   bool kill_on_exit = false;
   std::string step_over = "auto";
-  bool progress = false;  // one line per second on stderr
-  bool announce = true;   // "tracing ..." on stderr once the probes are in
+  std::string via = "auto";  // int3, jump, or auto: a jump where the site allows one
+  bool events = false;       // jump probes write a record per hit, drained while it runs
+  bool follow_exec = true;   // after an exec, probe the new image (else the trace ends)
+  bool progress = false;     // one line per second on stderr
+  bool announce = true;      // "tracing ..." on stderr once the probes are in
 };
 
 struct StackCount {
@@ -35,7 +39,11 @@ struct StackCount {
 
 struct ProbeReport {
   ResolvedProbe probe;
-  std::string step_over;  // how a hit gets past it
+  std::string image;         // the executable the process ran when this probe was in
+  std::string via;           // "int3" or "jump"
+  std::string why_not_jump;  // with --via auto, for an int3 probe
+  std::string step_over;     // how a hit gets past it (int3), or how much the jump replaced
+  std::uint64_t events_read = 0, events_lost = 0;  // jump probes with --events
   std::uint64_t hits = 0;
   std::set<pid_t> threads;
   std::vector<StackCount> stacks;  // most frequent first
@@ -54,11 +62,16 @@ struct TraceReport {
   double stack_ns_per_hit = 0;  // part of it spent unwinding (with --stacks)
   double syscalls_per_hit = 0;
   bool stacks = false;
-  std::string ending;       // why the trace ended
-  std::string command_end;  // a launched command: how it ended
+  std::string ending;                 // why the trace ended
+  std::string command_end;            // a launched command: how it ended
+  std::optional<int> command_status;  // and its raw wait status, when it ended
+  std::vector<std::string> images;    // executables traced, in order (more than one: exec)
 };
 
 TraceReport run_trace(const TraceOptions& opts, std::ostream& notes);
+
+// UsageError unless `via` is int3, jump or auto.
+void check_via(const std::string& via);
 
 // `probecost trace --list PATTERN`: the target's function symbols matching the glob.
 std::vector<Symbol> list_target_symbols(const TraceOptions& opts, const std::string& pattern);

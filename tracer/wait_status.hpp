@@ -31,6 +31,11 @@ class WaitStatus {
   // plain stop (PTRACE_INTERRUPT's, or a new thread's first), which carries no signal.
   bool group_stop() const;
   bool interrupt_stop() const { return ptrace_event() == PTRACE_EVENT_STOP && !group_stop(); }
+  // PTRACE_EVENT_CLONE, _FORK or _VFORK: a new task exists, traced from birth.
+  bool new_task_event() const {
+    int e = ptrace_event();
+    return e == PTRACE_EVENT_CLONE || e == PTRACE_EVENT_FORK || e == PTRACE_EVENT_VFORK;
+  }
 
   std::string describe() const;
 

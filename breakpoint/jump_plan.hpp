@@ -1,0 +1,54 @@
+#pragma once
+// Planning a jump-patched probe: where a 5-byte `jmp rel32` to a trampoline may replace the code
+// at a site, and which instructions it displaces.
+//
+// The jump overwrites whole instructions starting at the site, 5 bytes or more of them; they run
+// relocated in the trampoline. That is safe only if no thread can ever arrive at a byte of the
+// patched range other than its first. A thread arrives somewhere by falling through, by a branch,
+// or by returning from a call; so, as Linux optprobes' can_optimize() and Orbit do, the planner
+// decodes the whole containing function and refuses:
+// - a direct branch anywhere in the function to a byte of the range after its first (except one
+//   from inside the range to an instruction of the range: its copy is retargeted);
+// - an indirect jump anywhere in the function (a jump table could target the range, and its
+//   targets are not known; optprobes' insn_is_indirect_jump());
+// - in the range: a call (its return address would be inside the range, or inside the copy),
+//   syscall/sysenter, int/int3/into, ret/iret, far branches, loop/jrcxz, xbegin;
+// - a range that runs past the function's end, or longer than kMaxPatchLength.
+// Branches from other functions into the middle of this one are beyond any such analysis, as for
+// optprobes; so are exception landing pads, which are entered by the unwinder.
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "breakpoint/decoder.hpp"
+
+namespace probecost {
+
+inline constexpr std::size_t kJumpLength = 5;       // e9 rel32
+inline constexpr std::size_t kMaxPatchLength = 16;  // original bytes kept per site
+
+struct JumpPlan {
+  RuntimeAddr function;              // where the containing function starts
+  RuntimeAddr site;                  // the first patched byte
+  std::vector<Instruction> covered;  // the whole instructions the jump replaces
+  std::size_t length = 0;            // their bytes: kJumpLength .. kMaxPatchLength
+  std::array<std::uint8_t, kMaxPatchLength> original{};
+  // Whether RFLAGS may be live at the site, so that a trampoline whose work changes the status
+  // flags (lock inc, lock xadd) must save and restore them; and why.
+  bool preserve_flags = true;
+  std::string flags_reason;
+
+  RuntimeAddr end() const { return site + static_cast<std::int64_t>(length); }
+  std::span<const std::uint8_t> original_bytes() const { return {original.data(), length}; }
+};
+
+// `code`: the bytes of the whole function that starts at `function` (its ELF symbol's start and
+// size: the caller reads them). Nothing, with a human reason in `why`, when the site must be
+// refused.
+std::optional<JumpPlan> plan_jump(RuntimeAddr function, std::span<const std::uint8_t> code,
+                                  RuntimeAddr site, std::string& why);
+
+}  // namespace probecost

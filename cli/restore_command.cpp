@@ -1,0 +1,125 @@
+// probecost restore -p PID [--dry-run] [-f text|json] [-o FILE]
+#include <boost/program_options.hpp>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "breakpoint/error.hpp"
+#include "cli/commands.hpp"
+#include "tracer/restore.hpp"
+
+namespace po = boost::program_options;
+
+namespace probecost::cli {
+
+namespace {
+
+std::string base_name(const std::string& path) {
+  return path.substr(path.rfind('/') + 1);
+}
+
+std::string hex_byte(std::uint8_t b) {
+  char buf[8];
+  std::snprintf(buf, sizeof buf, "0x%02x", b);
+  return buf;
+}
+
+void write_text(std::ostream& out, const RestoreReport& r, bool dry_run) {
+  std::size_t put_back = 0;
+  for (const auto& b : r.bytes) put_back += b.restored;
+  out << "probecost restore: process " << r.pid << ": compared " << r.mappings_compared
+      << " executable mappings with their files; " << (dry_run ? "would put back " : "put back ")
+      << (dry_run ? r.bytes.size() - std::count_if(r.bytes.begin(), r.bytes.end(),
+                                                   [](const auto& b) { return !b.why_not.empty(); })
+                  : put_back)
+      << " int3 byte(s)\n";
+  for (const auto& j : r.jumps) {
+    out << "  jump at " << j.address.hex() << " " << j.where << " (" << j.length
+        << " bytes, patched by process " << j.tracer_pid << ", " << j.hits << " hits): " << j.state
+        << (j.restored ? ", original bytes put back" : "") << "\n";
+  }
+  for (const auto& n : r.notes) out << "  " << n << "\n";
+  for (const auto& b : r.bytes) {
+    out << "  " << b.address.hex() << " " << base_name(b.module) << " "
+        << (b.where.empty() ? "?" : b.where) << ": int3 -> " << hex_byte(b.original);
+    if (!b.why_not.empty()) out << "  left alone: " << b.why_not;
+    out << "\n";
+  }
+}
+
+nlohmann::json to_json(const RestoreReport& r) {
+  nlohmann::json bytes = nlohmann::json::array();
+  for (const auto& b : r.bytes) {
+    bytes.push_back({{"address", b.address.hex()},
+                     {"module", b.module},
+                     {"symbol", b.where},
+                     {"original", b.original},
+                     {"restored", b.restored},
+                     {"why_not", b.why_not}});
+  }
+  nlohmann::json jumps = nlohmann::json::array();
+  for (const auto& j : r.jumps) {
+    jumps.push_back({{"address", j.address.hex()},
+                     {"symbol", j.where},
+                     {"length", j.length},
+                     {"hits", j.hits},
+                     {"tracer_pid", j.tracer_pid},
+                     {"state", j.state},
+                     {"restored", j.restored}});
+  }
+  return {{"pid", r.pid},
+          {"mappings_compared", r.mappings_compared},
+          {"bytes", bytes},
+          {"jumps", jumps},
+          {"notes", r.notes}};
+}
+
+}  // namespace
+
+int restore_command(const std::vector<std::string>& args) {
+  pid_t pid = 0;
+  std::string format = "text", output;
+  po::options_description desc(
+      "probecost restore -p PID [options]\n\n"
+      "Puts back the int3 bytes a probecost that was killed left in a process. Every\n"
+      "executable mapping backed by a file is compared with the file; an int3 that the file\n"
+      "does not have, at an instruction boundary of a function, gets its byte back (every\n"
+      "thread stopped meanwhile, and one already trapped on it rewound).\n\noptions");
+  desc.add_options()("help,h", "this help")("pid,p", po::value(&pid), "the process")(
+      "dry-run,n", "report what would be put back; write nothing")(
+      "format,f", po::value(&format), "text or json")("output,o", po::value(&output),
+                                                      "write the report to FILE");
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(args).options(desc).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw UsageError(std::string(e.what()) + " (see 'probecost restore --help')");
+  }
+  if (vm.count("help")) {
+    std::cout << desc << "\n";
+    return 0;
+  }
+  if (pid <= 0) throw UsageError("which process? give -p PID");
+  if (format != "text" && format != "json") {
+    throw UsageError("bad format '" + format + "' (text or json)");
+  }
+  std::ofstream file;
+  if (!output.empty() && output != "-") {
+    file.open(output);
+    if (!file) throw UsageError("cannot write " + output + ": " + std::strerror(errno));
+  }
+  std::ostream& out = file.is_open() ? file : std::cout;
+  bool dry_run = vm.count("dry-run") > 0;
+  RestoreReport report = restore_process(pid, dry_run);
+  if (format == "json") {
+    out << to_json(report).dump(2) << "\n";
+  } else {
+    write_text(out, report, dry_run);
+  }
+  out.flush();
+  if (!out) throw Error::from_errno("writing the report");
+  return 0;
+}
+
+}  // namespace probecost::cli

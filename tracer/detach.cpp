@@ -1,0 +1,204 @@
+// Letting go of a traced process: detach (it runs on untraced, exactly as it was) and kill.
+#include <signal.h>
+#include <sys/ptrace.h>
+
+#include "breakpoint/error.hpp"
+#include "tracer/guardian.hpp"
+#include "tracer/process.hpp"
+#include "tracer/syscalls.hpp"
+
+namespace probecost {
+
+bool TracedProcess::is_our_trap_at(RuntimeAddr at) {
+  // Ours if a site is there, or was: a site removed since (its byte is no longer int3). A
+  // program's own int3 leaves 0xCC in memory: its SIGTRAP is the program's.
+  if (sites_.find(at)) return true;
+  try {
+    return memory_.read_byte(at) != kInt3;
+  } catch (const Error&) {
+    return false;
+  }
+}
+
+bool TracedProcess::consume_queued_sigtrap(Task& t, RuntimeAddr site) {
+  // Resumed, the thread dequeues the SIGTRAP before it returns to user space (a trap's signal
+  // is "synchronous" and goes first), and reports it as a signal-delivery-stop: swallowed
+  // here, with RIP put back on the site. Other signals that come first are kept for it.
+  for (int attempt = 0; attempt < 8; ++attempt) {
+    t.set_state(Task::State::Running);
+    if (!t.ptrace_if_alive(PTRACE_CONT)) return false;
+    auto ws = wait_for(t);
+    if (!ws) return false;
+    if (ws->signal_stop() && ws->stop_signal() == SIGTRAP) {
+      siginfo_t info;
+      if (t.ptrace_if_alive(PTRACE_GETSIGINFO, nullptr, &info) &&
+          classify_trap(info) == TrapCause::Breakpoint) {
+        return t.set_rip(site);
+      }
+      t.pending_signals.push_back(SIGTRAP);  // somebody else's: delivered at detach
+      return true;
+    }
+    if (ws->signal_stop()) t.pending_signals.push_back(ws->stop_signal());
+    if (ws->new_task_event()) defer(t, *ws);
+    if (t.deferred) return true;  // an event to settle first; its trap stays queued
+  }
+  return false;
+}
+
+void TracedProcess::fix_up_trap(Task& t) {
+  if (t.deferred && t.deferred->signal_stop() && t.deferred->stop_signal() == SIGTRAP) {
+    // A SIGTRAP reported while we stopped everything: a hit we have not handled yet?
+    siginfo_t info;
+    if (!t.ptrace_if_alive(PTRACE_GETSIGINFO, nullptr, &info)) return;
+    auto rip = t.rip();
+    if (rip && classify_trap(info) == TrapCause::Breakpoint && is_our_trap_at(*rip - 1)) {
+      t.set_rip(*rip - 1);
+      t.deferred.reset();
+    }
+    return;  // otherwise the program's own SIGTRAP: delivered at detach
+  }
+  // The kernel reports a PTRACE_INTERRUPT (or a group-stop) before a SIGTRAP that the
+  // thread's int3 has already queued: RIP is then one past our site and the trap is still
+  // pending. Put back the byte and detach now, and the SIGTRAP kills the process.
+  auto rip = t.rip();
+  if (!rip || !sites_.find(*rip - 1) || !sigtrap_pending(t.tid())) return;
+  consume_queued_sigtrap(t, *rip - 1);
+}
+
+void TracedProcess::settle_new_tasks() {
+  // Fork/clone events seen while stopping everything: their children exist and are traced;
+  // each must be stopped (its first stop) before it can be cleaned and let go.
+  std::vector<pid_t> parents, new_tasks;
+  for (auto& [tid, t] : tasks_) {
+    if (t.deferred && t.deferred->new_task_event()) parents.push_back(tid);
+  }
+  for (pid_t tid : parents) {
+    Task& parent = tasks_.at(tid);
+    parent.deferred.reset();
+    unsigned long child = 0;
+    if (parent.ptrace_if_alive(PTRACE_GETEVENTMSG, nullptr, &child)) {
+      new_tasks.push_back(static_cast<pid_t>(child));
+    }
+    on_new_task(parent);  // nothing is resumed: everything is being let go
+  }
+  for (pid_t tid : new_tasks) {
+    Task* t = task(tid);
+    if (t && !t->stopped()) wait_for(*t);  // a new task's first stop: it always comes
+  }
+  std::vector<pid_t> children;
+  for (auto& [tid, t] : tasks_) {
+    if (t.role() == Task::Role::ForkChild || t.role() == Task::Role::Unknown)
+      children.push_back(tid);
+  }
+  for (pid_t c : children) {
+    if (Task* t = task(c); t && t->stopped()) release_fork_child(*t);
+  }
+}
+
+void TracedProcess::detach_vfork_waiters() {
+  // A thread inside vfork() cannot stop, so it cannot be detached, until its child execs or
+  // exits; the child (detached above) now can. Wait a bounded time, then leave it to the
+  // kernel, which detaches it when probecost exits.
+  std::vector<pid_t> waiting;
+  for (auto& [tid, t] : tasks_) {
+    if (!t.stopped() && t.in_vfork && t.ptrace_if_alive(PTRACE_INTERRUPT)) waiting.push_back(tid);
+  }
+  for (pid_t tid : waiting) {
+    for (int ticks = 0; ticks < 30; ++ticks) {
+      Task* t = task(tid);
+      if (!t || t->stopped()) break;
+      t->in_vfork = false;
+      if (wait_for(*t) || force_requested()) break;
+    }
+    if (Task* t = task(tid); t && t->stopped()) t->detach();
+  }
+}
+
+void TracedProcess::detach() {
+  if (detached_) return;
+  stop_all(0, true);
+  settle_new_tasks();
+  for (auto& [tid, t] : tasks_) {
+    if (t.stopped()) fix_up_trap(t);
+  }
+  std::exception_ptr failure;
+  if (alive()) {
+    try {
+      remove_patches();
+      sites_.disable_all();
+    } catch (...) {
+      failure = std::current_exception();
+    }
+  }
+  if (failure && dying()) failure = nullptr;  // nothing left to restore
+  if (guardian_ && !failure) guardian_->done();
+  for (auto& [tid, t] : tasks_) {
+    if (!t.stopped()) continue;
+    // A deferred signal stop: the thread is still in that signal-delivery-stop, and the
+    // signal goes with PTRACE_DETACH's data. A thread in group-stop stays stopped: the
+    // kernel puts a detached thread of a stopped group back into the group-stop.
+    if (t.deferred && t.deferred->signal_stop()) {
+      t.pending_signals.push_front(t.deferred->stop_signal());
+    }
+    t.deferred.reset();
+    t.detach();
+  }
+  detach_vfork_waiters();
+  tasks_.clear();
+  deferred_.clear();
+  detached_ = true;
+  if (failure) std::rethrow_exception(failure);
+}
+
+void TracedProcess::kill() {
+  if (detached_ || (tasks_.empty() && end_)) return;
+  if (alive()) {
+    try {
+      remove_patches();
+      sites_.disable_all();  // for the processes that share its memory
+    } catch (const std::exception&) {
+    }
+  }
+  if (guardian_) guardian_->done();
+  for (const auto& [tid, t] : tasks_) {
+    if (t.role() != Task::Role::Thread) ::kill(tid, SIGKILL);
+  }
+  ::kill(pid_, SIGKILL);
+  // Reap every task: with __WALL each traced thread reports its own exit, the leader last.
+  while (!tasks_.empty()) {
+    auto ev = wait_any(true);
+    if (ev) {
+      absorb(ev->tid, ev->status);
+    } else if (errno == ECHILD || force_requested()) {
+      break;
+    }
+  }
+  if (!end_) end_ = WaitStatus(SIGKILL);
+  tasks_.clear();
+}
+
+void TracedProcess::remove_patches() {
+  // Every thread is stopped, and none can be inside a patched range (a thread only enters one
+  // at its first byte, to take the jump). The trampolines stay mapped: a thread stopped in one
+  // goes on through it, to the original code it jumps back to.
+  std::exception_ptr first;
+  for (auto& p : patches_) {
+    try {
+      p->remove();
+    } catch (...) {
+      if (!first) first = std::current_exception();
+    }
+  }
+  if (first) std::rethrow_exception(first);
+}
+
+void TracedProcess::start_guardian() {
+  guardian_ = Guardian::start(pid_, memory_.fd());
+  Guardian* g = guardian_.get();
+  sites_.set_watcher([g](RuntimeAddr at, std::uint8_t original) { g->watch(at, original); });
+  for (const auto& s : sites_) {
+    if (s->enabled()) g->watch(s->address(), s->saved_byte());
+  }
+}
+
+}  // namespace probecost

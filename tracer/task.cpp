@@ -1,0 +1,169 @@
+#include "tracer/task.hpp"
+
+#include <signal.h>
+#include <sys/syscall.h>
+
+#include <cstddef>
+#include <fstream>
+#include <sstream>
+
+#include "breakpoint/error.hpp"
+#include "tracer/syscalls.hpp"
+
+namespace probecost {
+
+namespace {
+
+void* rip_offset() {
+  return reinterpret_cast<void*>(offsetof(struct user, regs.rip));
+}
+
+std::string proc_path(pid_t tid, const char* file) {
+  return "/proc/" + std::to_string(tid) + "/" + file;
+}
+
+}  // namespace
+
+bool Task::ptrace_if_alive(__ptrace_request request, void* addr, void* data) {
+  if (sys::ptrace_call(request, tid_, addr, data) >= 0) return true;
+  if (errno == ESRCH) return false;
+  throw Error::from_errno("ptrace request " + std::to_string(request) + " on thread " +
+                          std::to_string(tid_));
+}
+
+long Task::xptrace(__ptrace_request request, void* addr, void* data, const char* what) {
+  errno = 0;
+  long r = sys::ptrace_call(request, tid_, addr, data);
+  if (r == -1 && errno)
+    throw Error::from_errno(std::string(what) + " thread " + std::to_string(tid_));
+  return r;
+}
+
+void Task::invalidate_registers() {
+  have_regs_ = have_rip_ = false;
+}
+
+void Task::note_stop(WaitStatus ws) {
+  last_stop_ = ws;
+  state_ = State::Stopped;
+  invalidate_registers();
+}
+
+std::optional<RuntimeAddr> Task::rip() {
+  if (!have_rip_ && !have_regs_) {
+    errno = 0;
+    long r = sys::ptrace_call(PTRACE_PEEKUSER, tid_, rip_offset(), nullptr);
+    if (r == -1 && errno) {
+      if (errno == ESRCH) return std::nullopt;
+      throw Error::from_errno("reading RIP of thread " + std::to_string(tid_));
+    }
+    regs_.rip = static_cast<unsigned long long>(r);
+    have_rip_ = true;
+  }
+  return RuntimeAddr(regs_.rip);
+}
+
+bool Task::set_rip(RuntimeAddr pc) {
+  // POKEUSER of one word instead of SETREGS: the same one system call, and nothing else of
+  // the register file is written back by accident.
+  if (!ptrace_if_alive(PTRACE_POKEUSER, rip_offset(), reinterpret_cast<void*>(pc.value())))
+    return false;
+  regs_.rip = pc.value();
+  have_rip_ = true;
+  return true;
+}
+
+const user_regs_struct* Task::regs() {
+  if (!have_regs_) {
+    if (!ptrace_if_alive(PTRACE_GETREGS, nullptr, &regs_)) return nullptr;
+    have_regs_ = have_rip_ = true;
+  }
+  return &regs_;
+}
+
+bool Task::set_regs(const user_regs_struct& regs) {
+  if (!ptrace_if_alive(PTRACE_SETREGS, nullptr, const_cast<user_regs_struct*>(&regs))) return false;
+  regs_ = regs;
+  have_regs_ = have_rip_ = true;
+  return true;
+}
+
+bool Task::resume_with_signals(__ptrace_request request) {
+  long sig = 0;
+  if (!pending_signals.empty() && last_stop_.signal_stop()) {
+    sig = pending_signals.front();
+    pending_signals.pop_front();
+  }
+  invalidate_registers();
+  state_ = State::Running;
+  if (!ptrace_if_alive(request, nullptr, reinterpret_cast<void*>(sig))) return false;
+  // The rest go back to the kernel's queue: each is reported as a stop again, and delivered.
+  while (!pending_signals.empty()) {
+    sys::tkill(tid_, pending_signals.front());
+    pending_signals.pop_front();
+  }
+  return true;
+}
+
+bool Task::resume() {
+  return resume_with_signals(PTRACE_CONT);
+}
+
+bool Task::detach() {
+  return resume_with_signals(PTRACE_DETACH);
+}
+
+bool Task::resume_listening() {
+  invalidate_registers();
+  state_ = State::Listening;
+  return ptrace_if_alive(PTRACE_LISTEN);
+}
+
+bool Task::single_step() {
+  invalidate_registers();
+  state_ = State::Running;
+  return ptrace_if_alive(PTRACE_SINGLESTEP);
+}
+
+bool sigtrap_pending(pid_t tid) {
+  std::ifstream in(proc_path(tid, "status"));
+  std::uint64_t pending = 0, blocked = 0;
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("SigPnd:", 0) == 0) pending = std::stoull(line.substr(7), nullptr, 16);
+    if (line.rfind("SigBlk:", 0) == 0) blocked = std::stoull(line.substr(7), nullptr, 16);
+  }
+  // An int3's SIGTRAP is queued for the thread itself (SigPnd, not the process's ShdPnd), and
+  // the kernel unblocks SIGTRAP to force it (force_sig_info_to_task): a blocked one is not ours.
+  std::uint64_t bit = 1ull << (SIGTRAP - 1);
+  return (pending & bit) && !(blocked & bit);
+}
+
+char task_state_letter(pid_t tid) {
+  std::ifstream in(proc_path(tid, "stat"));
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto paren = stat.rfind(')');
+  if (paren == std::string::npos || paren + 2 >= stat.size()) return 0;
+  return stat[paren + 2];
+}
+
+bool blocked_in_vfork(pid_t tid) {
+  // Waiting for a vfork child is an uninterruptible (killable) sleep: 'D'. A thread stopped by
+  // ptrace is 't', even one whose registers still name clone (a new thread at its first stop).
+  if (task_state_letter(tid) != 'D') return false;
+  // /proc/TID/syscall: "NR ARG1 ..." while blocked in a system call, "running" otherwise.
+  std::ifstream in(proc_path(tid, "syscall"));
+  std::string nr, arg;
+  if (!(in >> nr >> arg)) return false;
+  constexpr std::uint64_t kCloneVfork = 0x4000;
+  if (nr == std::to_string(SYS_vfork)) return true;
+  if (nr == std::to_string(SYS_clone)) return std::stoull(arg, nullptr, 16) & kCloneVfork;
+  if (nr != std::to_string(SYS_clone3)) return false;
+  // clone3's flags are the first field of the struct clone_args its first argument points to.
+  std::uint64_t flags = 0;
+  std::ifstream mem(proc_path(tid, "mem"), std::ios::binary);
+  mem.seekg(static_cast<std::streamoff>(std::stoull(arg, nullptr, 16)));
+  if (!mem.read(reinterpret_cast<char*>(&flags), sizeof flags)) return false;
+  return flags & kCloneVfork;
+}
+
+}  // namespace probecost

@@ -1,0 +1,113 @@
+#pragma once
+// Task: the one owner of a traced thread, modelled on rr's Task. It owns the tid, the thread's
+// state, its registers as read during the current stop, and the signals waiting to be delivered
+// to it. Every ptrace request on a thread goes through it, and each request says whether the
+// thread may be gone: a traced thread can vanish at any ptrace call (ESRCH), for instance when
+// another thread calls exit_group() or the process is sent SIGKILL, which needs no tracer's
+// consent. That is an expected outcome (ptrace_if_alive returns false), not an error.
+#include <sys/ptrace.h>
+#include <sys/types.h>
+#include <sys/user.h>
+
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <string>
+
+#include "breakpoint/address.hpp"
+#include "tracer/wait_status.hpp"
+
+namespace probecost {
+
+// Thrown by the hit path when the thread it works on is gone. The event loop catches it: the
+// thread's exit is reported by waitpid later.
+struct TaskGone {
+  pid_t tid;
+};
+
+class Task {
+ public:
+  enum class State {
+    Running,    // resumed by us (or never stopped since we attached)
+    Stopped,    // in a ptrace-stop we know of and have not resumed
+    Listening,  // in a group-stop (SIGSTOP from a shell), parked with PTRACE_LISTEN
+    Exiting,    // reported PTRACE_EVENT_EXIT, or found a zombie: it runs no user code again
+  };
+  enum class Role {
+    Thread,        // a thread of the traced process
+    MemorySharer,  // another process sharing its memory (a vfork child until it execs, a
+                   // clone(CLONE_VM) child): our int3 bytes are in its text too
+    ForkChild,     // a process with a copy of its memory: cleaned and let go at its first stop
+    Unknown,       // a new task whose first stop came before its parent's fork/clone event
+  };
+
+  Task(pid_t tid, Role role) : tid_(tid), role_(role) {}
+
+  pid_t tid() const { return tid_; }
+  Role role() const { return role_; }
+  void set_role(Role r) { role_ = r; }
+  State state() const { return state_; }
+  bool stopped() const { return state_ == State::Stopped; }
+  void set_state(State s) { state_ = s; }
+
+  // ptrace on this thread. False when the thread is gone (ESRCH); any other failure throws.
+  bool ptrace_if_alive(__ptrace_request request, void* addr = nullptr, void* data = nullptr);
+  // ptrace on this thread that must succeed: throws on any failure, naming `what`.
+  long xptrace(__ptrace_request request, void* addr, void* data, const char* what);
+
+  // The thread reported a stop: registers read before it are stale from now on.
+  void note_stop(WaitStatus ws);
+  const WaitStatus& last_stop() const { return last_stop_; }
+
+  // RIP alone (PTRACE_PEEKUSER: one register, half the cost of PTRACE_GETREGS), cached for
+  // this stop. Nothing when the thread is gone.
+  std::optional<RuntimeAddr> rip();
+  bool set_rip(RuntimeAddr pc);    // PTRACE_POKEUSER of RIP only
+  const user_regs_struct* regs();  // PTRACE_GETREGS once per stop; nullptr when gone
+  bool set_regs(const user_regs_struct& regs);
+
+  // Resumes with PTRACE_CONT, delivering the first pending signal when the thread is in a
+  // signal-delivery-stop (the only stop in which the kernel injects the resume's signal; in
+  // any other stop it may silently drop it, see ptrace(2) "Signal injection"). Other pending
+  // signals are sent again with tgkill, so none is lost: each comes back as a stop of its own.
+  bool resume();
+  bool resume_listening();  // PTRACE_LISTEN: stays in group-stop, reports the SIGCONT
+  bool single_step();       // PTRACE_SINGLESTEP, never with a signal
+  // Lets go of the thread with its first pending signal (the others are re-sent afterwards).
+  bool detach();
+
+  // Signals meant for the program, oldest first. One slot would lose a second signal that
+  // arrives while the thread is single-stepped over a site.
+  std::deque<int> pending_signals;
+  // An event the thread reported while we were waiting for something else (stopping all
+  // threads, single-stepping another): the event loop handles it later.
+  std::optional<WaitStatus> deferred;
+  // Inside vfork(), waiting for its child to exec or exit: it cannot report a stop until then,
+  // so nobody waits for it (PTRACE_INTERRUPT stays pending until it returns to user space).
+  bool in_vfork = false;
+  std::uint64_t hits = 0;
+
+ private:
+  // Delivers the head of pending_signals through `request`'s data and re-sends the rest.
+  bool resume_with_signals(__ptrace_request request);
+  void invalidate_registers();
+
+  pid_t tid_;
+  Role role_;
+  State state_ = State::Running;
+  WaitStatus last_stop_{0};
+  user_regs_struct regs_{};
+  bool have_regs_ = false;
+  bool have_rip_ = false;
+};
+
+// Whether the thread has a SIGTRAP of its own queued (not yet dequeued): an int3 it executed
+// whose trap is still behind a stop the kernel reported first. Reads /proc/TID/status.
+bool sigtrap_pending(pid_t tid);
+// The state letter of /proc/TID/stat ('R', 'S', 'D', 'Z', 't', ...); 0 when it is gone.
+char task_state_letter(pid_t tid);
+// True when the thread is blocked in vfork() or clone(CLONE_VFORK): it waits for its child to
+// exec or exit, and reports nothing before.
+bool blocked_in_vfork(pid_t tid);
+
+}  // namespace probecost
