@@ -42,6 +42,7 @@ int family_color(const std::string& name) {
   if (name.rfind("marker", 0) == 0) return 2;
   if (name == "int3-signal") return 1;
   if (name.rfind("uprobe", 0) == 0) return 3;
+  if (name == "jump") return 4;
   return 0;  // the ptrace tracer
 }
 
@@ -80,6 +81,7 @@ std::string cost_chart(const Experiment& e) {
   c.legend = {{"static marker", 2},
               {"int3 + signal handler in the process", 1},
               {"ptrace tracer", 0},
+              {"jump patched in by the ptrace tracer", 4},
               {"kernel uprobe", 3}};
   return svg::bar_chart(c);
 }
