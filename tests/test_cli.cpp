@@ -143,6 +143,26 @@ TEST(Compare, UprobeCountsEveryHitOfThreeThreads) {
   EXPECT_NE(j["mechanisms"][3]["step_over"].get<std::string>().find("emulated"), std::string::npos);
 }
 
+// Where perf_event_open refuses the uprobe PMU (here: probecost run as nobody, without
+// CAP_PERFMON), the row is skipped with the reason and the run still succeeds.
+TEST(Compare, UprobeRefusedIsSkippedWithTheReason) {
+  const char* setpriv = "/usr/bin/setpriv";
+  if (::geteuid() != 0 || ::access(setpriv, X_OK) != 0) {
+    GTEST_SKIP() << "needs root and setpriv to run probecost without CAP_PERFMON";
+  }
+  Result r = run_command({setpriv, "--reuid=65534", "--regid=65534", "--clear-groups",
+                          "--inh-caps=-all", PROBECOST_BIN, "compare", "-m", "uprobe", "-n", "2000",
+                          "-r", "1", "-f", "json", "--inferior", INFERIOR_BIN});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["mechanisms"].size(), 2u);
+  const auto& up = j["mechanisms"][1];
+  EXPECT_EQ(up["name"], "uprobe");
+  ASSERT_TRUE(up["skipped"].is_string()) << up.dump();
+  EXPECT_NE(up["skipped"].get<std::string>().find("CAP_PERFMON"), std::string::npos)
+      << up["skipped"];
+}
+
 TEST(Compare, TextAndCsvReports) {
   char path[] = "/tmp/probecost-test-XXXXXX";
   int fd = ::mkstemp(path);
