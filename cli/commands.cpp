@@ -1,16 +1,14 @@
 #include "cli/commands.hpp"
 
-#include <limits.h>
 #include <unistd.h>
 
 #include <boost/program_options.hpp>
-#include <cstdio>
-#include <fstream>
 #include <iostream>
 #include <sstream>
 
 #include "breakpoint/error.hpp"
 #include "breakpoint/step_over.hpp"
+#include "cli/common.hpp"
 #include "cli/output.hpp"
 #include "cli/parse.hpp"
 #include "compare/bench.hpp"
@@ -20,59 +18,6 @@
 namespace po = boost::program_options;
 
 namespace probecost::cli {
-
-namespace {
-
-std::vector<double> parse_rates(const std::vector<std::string>& texts) {
-  std::vector<double> rates;
-  for (const auto& t : texts) rates.push_back(parse_rate(t));
-  return rates;
-}
-
-std::vector<std::string> split_commas(const std::vector<std::string>& in) {
-  std::vector<std::string> out;
-  for (const auto& s : in) {
-    std::stringstream ss(s);
-    for (std::string part; std::getline(ss, part, ',');) {
-      if (!part.empty()) out.push_back(part);
-    }
-  }
-  return out;
-}
-
-// probecost-inferior is installed next to probecost.
-std::string default_inferior() {
-  char self[PATH_MAX];
-  ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
-  if (n <= 0) return "probecost-inferior";
-  std::string path(self, n);
-  return path.substr(0, path.rfind('/') + 1) + "probecost-inferior";
-}
-
-std::string find_inferior(std::string path) {
-  if (path.empty()) path = default_inferior();
-  if (::access(path.c_str(), X_OK) != 0) {
-    throw UsageError("the inferior '" + path +
-                     "' is missing or not executable (build it, or pass --inferior PATH)");
-  }
-  return path;
-}
-
-// Renders a report into a string, for Output::write.
-template <typename F>
-std::string render(F&& write) {
-  std::ostringstream out;
-  write(out);
-  return out.str();
-}
-
-void progress_line(int done, int total, const std::string& what) {
-  std::fprintf(stderr, "\r\033[K[%d/%d] %s", done, total, what.c_str());
-  if (done == total) std::fprintf(stderr, "\r\033[K");
-  std::fflush(stderr);
-}
-
-}  // namespace
 
 int compare_command(const std::vector<std::string>& args) {
   CompareConfig cfg;
@@ -84,7 +29,7 @@ int compare_command(const std::vector<std::string>& args) {
       "per hit (minus the baseline), in ns, TSC cycles and CPU time (tracee + tracer), and the\n"
       "CPU share at each --rate.\n\n"
       "mechanisms: baseline, marker-off, marker, int3-signal, int3-ptrace, int3-ptrace-fast,\n"
-      "ptrace-floor\n\noptions");
+      "jump, uprobe, uprobe-nop5, uprobe-push, ptrace-floor\n\noptions");
   desc.add_options()("help,h", "this help")(
       "mechanisms,m", po::value(&mechanisms)->multitoken(),
       "mechanisms to run (comma-separated or repeated; default all); baseline always runs")(
@@ -98,7 +43,8 @@ int compare_command(const std::vector<std::string>& args) {
       "event rate(s) to extrapolate to, e.g. 750k, 1.2M (repeatable; default 750000)")(
       "placement", po::value(&placement)->default_value("same-cpu"),
       "where tracer and tracee run: same-cpu (both on CPU 0), split (CPUs 0 and 1), free\n"
-      "(no pinning) or follow (tracer pinned where the tracee started, tracee free)")(
+      "(no pinning), follow (tracer pinned where the tracee started, tracee free) or spread\n"
+      "(tracee thread i on CPU i mod CPUs, tracer on CPU 0)")(
       "format,f", po::value(&format)->default_value("text"), "text, json or csv")(
       "output,o", po::value(&output), "write the report to FILE")(
       "inferior", po::value(&cfg.inferior), "path of probecost-inferior")(

@@ -1,6 +1,9 @@
 #pragma once
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
+
+#include "compare/experiment.hpp"
 
 namespace probecost::cli {
 
@@ -9,6 +12,13 @@ int compare_command(const std::vector<std::string>& args);
 int overhead_command(const std::vector<std::string>& args);
 int bench_command(const std::vector<std::string>& args);
 int trace_command(const std::vector<std::string>& args);
+int experiment_command(const std::vector<std::string>& args);
+int report_command(const std::vector<std::string>& args);
+
+// `name` (or every experiment for "all"), with a progress line on a terminal.
+std::vector<Experiment> run_experiments(const std::string& name, const ExperimentConfig& cfg);
+// {"experiments": [...]}
+nlohmann::json experiments_json(const std::vector<Experiment>& list);
 int restore_command(const std::vector<std::string>& args);
 
 }  // namespace probecost::cli

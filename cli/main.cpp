@@ -1,6 +1,7 @@
 // probecost: what does it cost to instrument a program? Subcommands:
 //   compare   run the built-in inferior under each instrumentation mechanism
 //   overhead  the CPU share a given cost per event takes at given event rates
+//   experiment, report  the seeds' measurements redone, as tables and as an HTML page
 #include <signal.h>
 #include <unistd.h>
 
@@ -49,6 +50,9 @@ void usage(std::ostream& out) {
          "  trace      int3 probes in a running process (-p PID) or a command, counted\n"
          "  compare    measure the cost per hit of each instrumentation mechanism\n"
          "  overhead   CPU share of a given cost per event at given event rates\n"
+         "  experiment the seeds' measurements redone: markers, scalability, multi-probe,\n"
+         "             int3-vs-marker (or all)\n"
+         "  report     one HTML page with the experiments' charts and tables\n"
          "  restore    put back the int3 bytes a killed probecost left in a process (-p PID)\n"
          "  bench step-over\n"
          "             every step-over strategy on every kind of first instruction\n\n"
@@ -78,6 +82,8 @@ int main(int argc, char** argv) {
     if (cmd == "overhead") return probecost::cli::overhead_command(args);
     if (cmd == "bench") return probecost::cli::bench_command(args);
     if (cmd == "trace") return probecost::cli::trace_command(args);
+    if (cmd == "experiment") return probecost::cli::experiment_command(args);
+    if (cmd == "report") return probecost::cli::report_command(args);
     if (cmd == "restore") return probecost::cli::restore_command(args);
     std::cerr << "probecost: unknown command '" << cmd << "'\n";
     usage(std::cerr);

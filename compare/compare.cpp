@@ -75,9 +75,16 @@ std::vector<double> minus(std::vector<double> v, double base) {
   return v;
 }
 
+std::vector<double> wall_per_hit(const std::vector<Sample>& samples) {
+  std::vector<double> v;
+  for (const auto& s : samples) v.push_back(s.wall_ns / (double(s.iterations) * s.threads));
+  return v;
+}
+
 void summarize_mechanism(MechanismResult& r, const MechanismResult& baseline,
-                         const std::vector<double>& rates) {
+                         const std::vector<double>& rates, bool judge_noise) {
   const auto& s = r.samples;
+  if (!r.skipped.empty()) return;
   double events = static_cast<double>(r.iterations) * s.front().threads;
   r.expected_hits = r.iterations * s.front().threads;
   r.hits = s.front().hits;
@@ -94,6 +101,8 @@ void summarize_mechanism(MechanismResult& r, const MechanismResult& baseline,
   r.cpu_ns_per_hit =
       summarize(minus(field(s, &Sample::cpu_ns_per_iter),
                       summarize(field(baseline.samples, &Sample::cpu_ns_per_iter)).median));
+  r.wall_ns_per_hit =
+      summarize(minus(wall_per_hit(s), summarize(wall_per_hit(baseline.samples)).median));
   r.tracee_cpu_ns_per_hit = summarize(field(s, &Sample::tracee_cpu_ns)).median / events;
   r.tracer_cpu_ns_per_hit = summarize(field(s, &Sample::tracer_cpu_ns)).median / events;
   std::vector<double> syscalls, stops;
@@ -104,18 +113,22 @@ void summarize_mechanism(MechanismResult& r, const MechanismResult& baseline,
   r.syscalls_per_hit = summarize(syscalls).median;
   r.stops_per_hit = summarize(stops).median;
   for (double rate : rates) r.extrapolation.push_back(extrapolate(r.cpu_ns_per_hit.median, rate));
-  judge_figures(r);
+  if (judge_noise) judge_figures(r);
 }
 
 }  // namespace
 
 CompareResult run_compare(const CompareConfig& cfg,
                           const std::function<void(int, int, const std::string&)>& progress) {
+  return run_mechanisms(select_mechanisms(cfg.mechanisms), cfg, progress);
+}
+
+CompareResult run_mechanisms(const std::vector<Mechanism>& mechs, const CompareConfig& cfg,
+                             const std::function<void(int, int, const std::string&)>& progress) {
   CompareResult result;
   result.config = cfg;
   result.machine = describe_machine();
   result.cpus = plan_cpus(cfg.placement, result.machine.cpus);
-  std::vector<Mechanism> mechs = select_mechanisms(cfg.mechanisms);
 
   RunConfig run;
   run.inferior = cfg.inferior;
@@ -124,6 +137,8 @@ CompareResult run_compare(const CompareConfig& cfg,
   run.work = cfg.work;
   run.cpus = result.cpus;
   run.step_over = cfg.step_over;
+  run.handlers = cfg.handlers;
+  run.spare_probes = cfg.spare_probes;
 
   for (const auto& m : mechs) {
     MechanismResult r;
@@ -136,12 +151,21 @@ CompareResult run_compare(const CompareConfig& cfg,
   int total = static_cast<int>(cfg.repeat * mechs.size()), done = 0;
   for (unsigned rep = 0; rep < cfg.repeat; ++rep) {
     for (auto& r : result.mechanisms) {
+      if (!r.skipped.empty()) {
+        ++done;
+        continue;
+      }
       if (progress) {
         progress(done, total,
                  r.mechanism.name + " run " + std::to_string(rep + 1) + "/" +
                      std::to_string(cfg.repeat));
       }
-      r.samples.push_back(run_once(r.mechanism, run));
+      Sample sample = run_once(r.mechanism, run);
+      if (sample.skipped.empty()) {
+        r.samples.push_back(sample);
+      } else {
+        r.skipped = sample.skipped;
+      }
       ++done;
     }
   }
@@ -150,7 +174,7 @@ CompareResult run_compare(const CompareConfig& cfg,
   MechanismResult& baseline = result.mechanisms.front();
   baseline.ns_per_iter = summarize(field(baseline.samples, &Sample::ns_per_iter));
   MechanismResult base_copy = baseline;
-  for (auto& r : result.mechanisms) summarize_mechanism(r, base_copy, cfg.rates);
+  for (auto& r : result.mechanisms) summarize_mechanism(r, base_copy, cfg.rates, cfg.judge_noise);
   auto marker = std::find_if(result.mechanisms.begin(), result.mechanisms.end(),
                              [](const MechanismResult& r) { return r.mechanism.name == "marker"; });
   if (marker != result.mechanisms.end() && marker->per_hit_ns.median > 0) {

@@ -20,7 +20,14 @@ struct CompareConfig {
   Placement placement = Placement::SameCpu;
   std::vector<double> rates = {750'000};
   std::string inferior;
-  std::string step_over;  // for int3-ptrace-fast; empty: auto
+  std::string step_over;      // for int3-ptrace-fast; empty: auto
+  unsigned handlers = 0;      // see RunConfig
+  unsigned spare_probes = 0;  // see RunConfig
+  // judge_figures() on every row. The experiments turn it off: their runs are sized for the
+  // question they answer (a disabled marker's ~0, a marker inside a memcpy's spread, --quick)
+  // and their notes say where the spread drowns a difference; what they refuse is an inexact
+  // hit count.
+  bool judge_noise = true;
 };
 
 struct MechanismResult {
@@ -41,6 +48,8 @@ struct MechanismResult {
   double x_marker = 0;  // per_hit_ns / marker's per_hit_ns; 0 when there is no marker row
   std::vector<Extrapolation> extrapolation;
   std::string problem;
+  std::string skipped;      // the machine refused this mechanism (no uprobe PMU, no permission)
+  Summary wall_ns_per_hit;  // longest thread's loop / all threads' hits, minus the baseline's
 };
 
 struct CompareResult {
@@ -64,8 +73,13 @@ inline constexpr std::uint64_t kMinTrustedIterations = 1000;
 // them the last two would hold by construction.
 void judge_figures(MechanismResult& r);
 
-// `progress(done, total, what)` is called before each run.
+// The mechanisms in run order, with the baseline first; the runs of a skipped mechanism stop at
+// its first, which says why. `progress(done, total, what)` is called before each run.
 CompareResult run_compare(const CompareConfig& cfg,
                           const std::function<void(int, int, const std::string&)>& progress);
+// The same with mechanisms made by the caller (cfg.mechanisms unused); the first is the
+// baseline every cost is relative to.
+CompareResult run_mechanisms(const std::vector<Mechanism>& mechs, const CompareConfig& cfg,
+                             const std::function<void(int, int, const std::string&)>& progress);
 
 }  // namespace probecost

@@ -11,6 +11,7 @@ enum class HitSource {
   MarkerRecords,  // records the marker wrote
   SignalTraps,    // the inferior's SIGTRAP handler count
   TracerHits,     // the tracer's count of breakpoint hits
+  KernelUprobe,   // the kernel's count, in a perf event on the uprobe PMU
 };
 
 struct Mechanism {
@@ -18,7 +19,7 @@ struct Mechanism {
   std::string description;
   std::vector<std::string> inferior_args;
   HitSource hits;
-  std::string probe_symbol;  // traced mechanisms: where the tracer inserts int3
+  std::string probe_symbol;  // traced and uprobe mechanisms: where the probe goes
   std::string step_over;     // traced mechanisms: the strategy; "floor": no breakpoint, the
                              // tracer only resumes a compiled-in int3; "jump": no int3, a jump
                              // to a trampoline
@@ -31,6 +32,7 @@ struct Mechanism {
   bool zero_by_design = false;
 
   bool traced() const { return hits == HitSource::TracerHits; }
+  bool uprobe() const { return hits == HitSource::KernelUprobe; }
   bool probing() const { return hits != HitSource::SiteCalls; }
   bool floor() const { return step_over == "floor"; }
   bool jump() const { return step_over == "jump"; }

@@ -80,7 +80,7 @@ nlohmann::json to_json(const CompareResult& r) {
          {"iterations", m.iterations},
          {"hits", m.hits},
          {"expected_hits", m.expected_hits},
-         {"hits_exact", !m.mechanism.probing() || m.hits == m.expected_hits},
+         {"hits_exact", m.skipped.empty() && (!m.mechanism.probing() || m.hits == m.expected_hits)},
          {"ns_per_iteration", summary_json(m.ns_per_iter)},
          {"per_hit_ns", summary_json(m.per_hit_ns)},
          {"per_hit_cycles", summary_json(m.per_hit_cycles)},
@@ -93,6 +93,8 @@ nlohmann::json to_json(const CompareResult& r) {
          {"x_marker", m.x_marker > 0 ? nlohmann::json(m.x_marker) : nullptr},
          {"extrapolation", ex},
          {"problem", m.problem.empty() ? nullptr : nlohmann::json(m.problem)},
+         {"skipped", m.skipped.empty() ? nullptr : nlohmann::json(m.skipped)},
+         {"wall_ns_per_hit", summary_json(m.wall_ns_per_hit)},
          {"runs", runs}});
   }
   return {{"machine",
@@ -190,6 +192,10 @@ void write_text(std::ostream& out, const CompareResult& r, bool verbose) {
   if (verbose) head += pad("syscalls/hit", 13) + pad("stops/hit", 10);
   out << head << "\n";
   for (const auto& m : r.mechanisms) {
+    if (!m.skipped.empty()) {
+      out << pad(m.mechanism.name, 17, true) << "skipped: " << m.skipped << "\n";
+      continue;
+    }
     std::string row = pad(m.mechanism.name, 17, true) + pad(group_thousands(m.iterations), 11) +
                       pad(group_thousands(m.hits), 11) + pad(fmt("%.1f", m.per_hit_ns.median), 10) +
                       pad(range_text(m.per_hit_ns), 23) +
@@ -218,10 +224,20 @@ void write_text(std::ostream& out, const CompareResult& r, bool verbose) {
   if (verbose) {
     out << "\n";
     for (const auto& m : r.mechanisms) {
+      if (!m.skipped.empty()) continue;
+      std::string how = m.mechanism.uprobe() ? "; " : "; step-over: ";
       out << m.mechanism.name << ": " << m.mechanism.description << "; tracee CPU "
           << fmt("%.1f", m.tracee_cpu_ns_per_hit) << " ns/hit, tracer CPU "
           << fmt("%.1f", m.tracer_cpu_ns_per_hit) << " ns/hit"
-          << (m.step_over_plan.empty() ? "" : "; step-over: " + m.step_over_plan) << "\n";
+          << (m.step_over_plan.empty() ? "" : how + m.step_over_plan) << "\n";
+    }
+  } else {
+    // How the kernel runs each uprobe'd site decides its cost: always say.
+    bool first = true;
+    for (const auto& m : r.mechanisms) {
+      if (!m.mechanism.uprobe() || m.step_over_plan.empty()) continue;
+      out << (first ? "\n" : "") << m.mechanism.name << ": " << m.step_over_plan << "\n";
+      first = false;
     }
   }
   write_verdict(out, r);

@@ -15,6 +15,7 @@
 
 #include "breakpoint/error.hpp"
 #include "compare/stats.hpp"
+#include "compare/uprobe.hpp"
 #include "tracer/jump_probes.hpp"
 #include "tracer/process.hpp"
 #include "tracer/session.hpp"
@@ -28,7 +29,8 @@ Placement parse_placement(const std::string& text) {
   if (text == "split") return Placement::Split;
   if (text == "free") return Placement::Free;
   if (text == "follow") return Placement::Follow;
-  throw UsageError("bad placement '" + text + "' (same-cpu, split, free or follow)");
+  if (text == "spread") return Placement::Spread;
+  throw UsageError("bad placement '" + text + "' (same-cpu, split, free, follow or spread)");
 }
 
 std::string placement_name(Placement p) {
@@ -41,6 +43,8 @@ std::string placement_name(Placement p) {
       return "free";
     case Placement::Follow:
       return "follow";
+    case Placement::Spread:
+      return "spread";
   }
   return "?";
 }
@@ -50,20 +54,29 @@ std::string CpuPlan::describe() const {
     if (c == kFollowTracee) return std::string("the tracee's CPU at start");
     return c < 0 ? std::string("any CPU") : "CPU " + std::to_string(c);
   };
+  if (!thread_cpus.empty()) {
+    return "tracer on " + cpu(tracer_cpu) + ", tracee thread i on CPU i mod " +
+           std::to_string(thread_cpus.size());
+  }
   return "tracer on " + cpu(tracer_cpu) + ", tracee on " + cpu(tracee_cpu);
 }
 
 CpuPlan plan_cpus(Placement p, int cpus) {
   switch (p) {
     case Placement::SameCpu:
-      return {0, 0};
+      return {0, 0, {}};
     case Placement::Split:
       if (cpus < 2) throw UsageError("placement split needs 2 CPUs; this machine has 1");
-      return {0, 1};
+      return {0, 1, {}};
     case Placement::Free:
-      return {-1, -1};
+      return {-1, -1, {}};
     case Placement::Follow:
-      return {kFollowTracee, -1};
+      return {kFollowTracee, -1, {}};
+    case Placement::Spread: {
+      CpuPlan plan{0, -1, {}};
+      for (int c = 0; c < cpus; ++c) plan.thread_cpus.push_back(c);
+      return plan;
+    }
   }
   return {};
 }
@@ -145,11 +158,14 @@ void fill_from_report(const std::string& text, const Mechanism& m, Sample& s) {
   }
   std::vector<double> ns, cycles;
   std::uint64_t traps = 0, records = 0;
+  std::uint64_t start = UINT64_MAX, end = 0;
   for (const auto& t : r.at("threads")) {
     double n = static_cast<double>(s.iterations);
     ns.push_back(t.at("ns").get<double>() / n);
     cycles.push_back(t.at("cycles").get<double>() / n);
     s.tracee_cpu_ns += t.at("cpu_ns").get<double>();
+    start = std::min(start, t.value("start_ns", std::uint64_t{0}));
+    end = std::max(end, t.value("end_ns", std::uint64_t{0}));
     s.site_calls += t.at("calls").get<std::uint64_t>();
     traps += t.at("traps").get<std::uint64_t>();
     s.tracee_cpus_seen.push_back(t.at("cpu").get<int>());
@@ -161,6 +177,7 @@ void fill_from_report(const std::string& text, const Mechanism& m, Sample& s) {
       }
     }
   }
+  s.wall_ns = end > start ? static_cast<double>(end - start) : 0;
   s.checksum = r.value("checksum", std::uint64_t{0});
   s.slot = r.value("slot", std::uint64_t{0});
   s.ns_per_iter = summarize(ns).median;
@@ -176,7 +193,8 @@ void fill_from_report(const std::string& text, const Mechanism& m, Sample& s) {
       s.hits = traps;
       break;
     case HitSource::TracerHits:
-      break;  // filled by the tracer
+    case HitSource::KernelUprobe:
+      break;  // filled by the tracer, or from the kernel's counters
   }
 }
 
@@ -188,6 +206,15 @@ std::vector<std::string> inferior_argv(const Mechanism& m, const RunConfig& cfg,
        {std::string("--iterations"), std::to_string(iterations), std::string("--threads"),
         std::to_string(cfg.threads), std::string("--work"), cfg.work}) {
     argv.push_back(a);
+  }
+  if (!cfg.cpus.thread_cpus.empty()) {
+    std::string cpus;
+    for (int c : cfg.cpus.thread_cpus) {
+      if (!cpus.empty()) cpus += ',';
+      cpus += std::to_string(c);  // appended: GCC 12 warns wrongly (PR 105651) on "," + string
+    }
+    argv.push_back("--pin-threads");
+    argv.push_back(cpus);
   }
   return argv;
 }
@@ -216,6 +243,20 @@ void check_exit(TracedProcess& p) {
 std::string strategy_for(const Mechanism& m, const RunConfig& cfg) {
   // int3-ptrace stays the classic reference whatever --step-over says.
   return (m.step_over == "auto" && !cfg.step_over.empty()) ? cfg.step_over : m.step_over;
+}
+
+// An int3 on each of the inferior's spare sites, never hit: what many installed probes cost a
+// hit elsewhere (the tracer's site lookup).
+std::uint64_t add_spare_sites(TracedProcess& p, StepOver& step_over, unsigned count) {
+  Symbol base = ProcessSymbols(p.pid()).resolve(kSpareSitesSymbol);
+  std::uint64_t n = 0;
+  for (std::uint64_t off = 0; n < count && off + kSpareSiteBytes <= base.size;
+       off += kSpareSiteBytes, ++n) {
+    BreakpointSite& spare = p.sites().add(base.address + off, kSpareSitesSymbol);
+    spare.enable();
+    step_over.prepare(spare);
+  }
+  return n;
 }
 
 // The jump mechanism: no int3. The site is patched once, at exec, into a jump to a trampoline
@@ -275,9 +316,17 @@ void run_traced(const Mechanism& m, const LaunchSpec& spec, const RunConfig& cfg
     site.enable();
     step_over->prepare(site);
     s.step_over_plan = step_over->describe(site);
+    if (cfg.spare_probes) s.spare_probes = add_spare_sites(p, *step_over, cfg.spare_probes);
   }
   Session session(p, *step_over);
   session.set_floor_mode(m.floor());
+  // cfg.handlers counting handlers, all run on every hit (the tracer's own count aside).
+  s.handler_hits.assign(cfg.handlers, 0);
+  if (cfg.handlers > 0) {
+    session.set_hit_observer([&s](pid_t, StoppedThread&, BreakpointSite&) {
+      for (auto& count : s.handler_hits) ++count;
+    });
+  }
 
   sys::Counters before = sys::counters();
   double cpu0 = thread_cpu_ns();
@@ -286,6 +335,9 @@ void run_traced(const Mechanism& m, const LaunchSpec& spec, const RunConfig& cfg
   s.tracer_syscalls = sys::counters().total() - before.total();
   s.tracer_stops = session.stats().stops;
   s.hits = session.stats().hits;
+  for (const auto& site : p.sites()) {
+    if (site->label() == kSpareSitesSymbol) s.spare_hits += site->hits;
+  }
   if (end == Session::End::Interrupted) throw Error("interrupted");
   check_exit(p);
 }
@@ -301,7 +353,10 @@ Sample run_once(const Mechanism& m, const RunConfig& cfg) {
   spec.argv = inferior_argv(m, cfg, s.iterations);
   spec.stdout_fd = out.fd();
   spec.cpu = cfg.cpus.tracee_cpu;
-  if (m.traced()) {
+  if (m.uprobe()) {
+    run_uprobe(m, spec, cfg, s);
+    if (!s.skipped.empty()) return s;
+  } else if (m.traced()) {
     run_traced(m, spec, cfg, s);
   } else {
     run_untraced(spec, s);
@@ -312,6 +367,15 @@ Sample run_once(const Mechanism& m, const RunConfig& cfg) {
   std::uint64_t expected = s.iterations * s.threads;
   if (m.probing() && s.hits != expected && s.problem.empty()) {
     s.problem = "counted " + std::to_string(s.hits) + " hits, expected " + std::to_string(expected);
+  }
+  for (std::size_t h = 0; h < s.handler_hits.size() && s.problem.empty(); ++h) {
+    if (s.handler_hits[h] != expected) {
+      s.problem = "handler " + std::to_string(h + 1) + " counted " +
+                  std::to_string(s.handler_hits[h]) + " hits, expected " + std::to_string(expected);
+    }
+  }
+  if (s.spare_hits != 0 && s.problem.empty()) {
+    s.problem = std::to_string(s.spare_hits) + " hits on spare sites nothing calls";
   }
   if (s.site_calls != expected && s.problem.empty()) {
     s.problem = "the inferior made " + std::to_string(s.site_calls) + " site calls, expected " +

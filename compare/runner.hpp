@@ -14,6 +14,8 @@ enum class Placement {
   Split,    // tracer on one CPU, tracee on another: every stop is a cross-CPU wake-up
   Free,     // no pinning: what a user gets by default
   Follow,   // the tracee untouched; the tracer pins itself to the CPU the tracee is on
+  Spread,   // tracee thread i on CPU i mod (CPUs), the tracer on CPU 0: threads hitting one
+            // probe at once, each on a CPU of its own where there are enough
 };
 Placement parse_placement(const std::string& text);
 std::string placement_name(Placement p);
@@ -23,6 +25,7 @@ inline constexpr int kFollowTracee = -2;  // tracer_cpu: wherever the tracee run
 struct CpuPlan {
   int tracer_cpu = -1;  // -1: not pinned; kFollowTracee
   int tracee_cpu = -1;
+  std::vector<int> thread_cpus;  // Spread: tracee thread i on thread_cpus[i % size]
   std::string describe() const;
 };
 CpuPlan plan_cpus(Placement p, int cpus);
@@ -33,8 +36,16 @@ struct RunConfig {
   unsigned threads = 1;
   std::string work = "empty";
   CpuPlan cpus;
-  std::string step_over;  // non-empty: overrides the strategy of fast mechanisms ("auto")
+  std::string step_over;      // non-empty: overrides the strategy of fast mechanisms ("auto")
+  unsigned handlers = 0;      // traced and uprobe mechanisms: handlers run per hit (0: the
+                              // mechanism's own count only; N: N counting handlers / N events)
+  unsigned spare_probes = 0;  // traced mechanisms: also an int3 on this many of the inferior's
+                              // spare sites (uprobe: see SpareUprobes)
 };
+
+// The inferior's never-called spare sites (inferior/spares.S): 16-byte slots under one symbol.
+inline constexpr const char* kSpareSitesSymbol = "probecost_spare_sites";
+inline constexpr std::uint64_t kSpareSiteBytes = 16;
 
 struct Sample {
   std::uint64_t iterations = 0;  // per thread
@@ -54,6 +65,11 @@ struct Sample {
   std::string step_over_plan;  // how the site was stepped over, and why
   std::uint64_t checksum = 0;  // the kind sites' result (see inferior/kinds.S)
   std::uint64_t slot = 0;
+  std::string skipped;  // non-empty: the machine refused the mechanism, and why (not an error)
+  std::vector<std::uint64_t> handler_hits;  // with RunConfig::handlers: each handler's count
+  std::uint64_t spare_probes = 0;           // probes installed on spare sites
+  std::uint64_t spare_hits = 0;             // must stay 0
+  double wall_ns = 0;  // first thread's loop start to last thread's loop end: all hits took this
 };
 
 Sample run_once(const Mechanism& m, const RunConfig& cfg);

@@ -28,6 +28,22 @@ PROBECOST_SITE void probecost_site_probe(std::uint64_t arg) {
   asm volatile("" ::"r"(arg));
 }
 
+// The probe site with a first instruction the kernel's uprobe need not single-step: a 5-byte
+// NOP (x86_nops[5]: emulated, and on x86-64 kernels with uprobe optimisation rewritten into a
+// call to the uprobe trampoline after the first hit), and push (emulated). The "memory"
+// clobber keeps the count after it, so the asm is the first instruction.
+PROBECOST_SITE void probecost_site_nop5(std::uint64_t arg) {
+  asm volatile(".byte 0x0f, 0x1f, 0x44, 0x00, 0x00" ::: "memory");
+  ++t_site_calls;
+  asm volatile("" ::"r"(arg));
+}
+
+PROBECOST_SITE void probecost_site_push(std::uint64_t arg) {
+  asm volatile("push %%rax\n\tpop %%rax" ::: "memory");
+  ++t_site_calls;
+  asm volatile("" ::"r"(arg));
+}
+
 PROBECOST_SITE void probecost_site_marker(std::uint64_t arg) {
   ++t_site_calls;
   PROBECOST_MARKER(probecost::inferior::kSiteEventId, arg);

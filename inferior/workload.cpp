@@ -20,28 +20,24 @@
 #include <vector>
 
 #include "inferior/marker.hpp"
+#include "inferior/options.hpp"
 #include "inferior/sanitizer_options.hpp"
 #include "inferior/sites.hpp"
+#include "inferior/variants.hpp"
 
 namespace {
 
+using probecost::inferior::Options;
 using probecost::inferior::t_site_calls;
+using probecost::inferior::usage_error;
+namespace variants = probecost::inferior::variants;
 using Site = void (*)(std::uint64_t);
-
-struct Options {
-  std::string site = "plain";
-  bool marker_on = false;
-  bool sigtrap_handler = false;
-  std::uint64_t iterations = 1'000'000;
-  unsigned threads = 1;
-  std::size_t work_bytes = 0;  // 0: empty work
-  std::size_t marker_capacity = probecost::marker::kDefaultCapacity;
-};
 
 struct ThreadResult {
   pid_t tid = 0;
   int cpu = -1;
   std::uint64_t ns = 0, cycles = 0, cpu_ns = 0;
+  std::uint64_t start_ns = 0, end_ns = 0;  // CLOCK_MONOTONIC: all threads' loops span min..max
   std::uint64_t calls = 0, traps = 0;
   std::uint64_t marker_written = 0, marker_overwritten = 0;
   bool marker_valid = true;
@@ -53,65 +49,29 @@ void on_sigtrap(int) {
   ++t_traps;
 }  // the empty handler of the 2006 test, plus a count
 
-[[noreturn]] void usage_error(const std::string& msg) {
-  std::fprintf(stderr, "probecost-inferior: %s\n", msg.c_str());
-  std::exit(2);
-}
-
-std::uint64_t parse_count(const char* s, const char* what) {
-  char* end = nullptr;
-  errno = 0;
-  unsigned long long v = std::strtoull(s, &end, 10);
-  if (errno || end == s || *end || v == 0 || s[0] == '-') {
-    usage_error(std::string("bad ") + what + " '" + s + "': want a whole number > 0");
-  }
-  return v;
-}
-
-Options parse(int argc, char** argv) {
-  Options o;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto value = [&]() -> const char* {
-      if (i + 1 >= argc) usage_error("option " + a + " needs a value");
-      return argv[++i];
-    };
-    if (a == "--site") {
-      o.site = value();
-    } else if (a == "--marker") {
-      std::string v = value();
-      if (v != "on" && v != "off") usage_error("--marker takes on or off");
-      o.marker_on = v == "on";
-    } else if (a == "--sigtrap-handler") {
-      o.sigtrap_handler = true;
-    } else if (a == "--iterations") {
-      o.iterations = parse_count(value(), "iteration count");
-    } else if (a == "--threads") {
-      o.threads = static_cast<unsigned>(parse_count(value(), "thread count"));
-    } else if (a == "--marker-capacity") {
-      o.marker_capacity = parse_count(value(), "marker capacity");
-    } else if (a == "--work") {
-      std::string v = value();
-      if (v == "empty") {
-        o.work_bytes = 0;
-      } else if (v.rfind("memcpy:", 0) == 0) {
-        o.work_bytes = parse_count(v.c_str() + 7, "memcpy size");
-      } else {
-        usage_error("bad --work '" + v + "': want empty or memcpy:BYTES");
-      }
-    } else {
-      usage_error("unknown option '" + a + "'");
-    }
-  }
-  return o;
-}
-
 // kind:NAME sites: the loop calls this wrapper, which counts the call like the C sites do and
 // goes on to the kind's entry in kinds.S.
 Site g_kind_entry = nullptr;
 void kind_site(std::uint64_t arg) {
   ++t_site_calls;
   g_kind_entry(arg);
+}
+
+std::string variant_list() {
+  std::string out;
+  for (auto v = variants::variant_names(); *v; ++v)
+    out += std::string(out.empty() ? "" : ", ") + *v;
+  return out + "; ARGS 0, 1, 3 or 6";
+}
+
+bool is_variant(const Options& o) {
+  return o.site.rfind("variant:", 0) == 0;
+}
+
+std::string site_symbol(const Options& o) {
+  if (is_variant(o)) return variants::find_site(o.site.substr(8))->symbol;
+  if (o.site.rfind("kind:", 0) == 0) return "probecost_kind_" + o.site.substr(5);
+  return "probecost_site_" + o.site;
 }
 
 Site site_by_name(const std::string& name) {
@@ -124,11 +84,18 @@ Site site_by_name(const std::string& name) {
     }
     return kind_site;
   }
+  if (name.rfind("variant:", 0) == 0) {
+    if (auto* v = variants::find_site(name.substr(8))) return v->fn;
+    usage_error("unknown site '" + name + "' (variant:VARIANT:ARGS: " + variant_list() + ")");
+  }
   if (name == "plain") return probecost_site_plain;
   if (name == "probe") return probecost_site_probe;
+  if (name == "nop5") return probecost_site_nop5;
+  if (name == "push") return probecost_site_push;
   if (name == "marker") return probecost_site_marker;
   if (name == "int3") return probecost_site_int3;
-  usage_error("unknown site '" + name + "' (plain, probe, marker, int3, kind:NAME)");
+  usage_error("unknown site '" + name +
+              "' (plain, probe, nop5, push, marker, int3, kind:NAME, variant:VARIANT:ARGS)");
 }
 
 std::uint64_t now_ns(clockid_t clock) {
@@ -156,7 +123,26 @@ void loop(Site site, std::uint64_t n, std::size_t bytes, char* dst, const char* 
   }
 }
 
+// A variant's records: one per call, the last one of this thread's last call.
+void check_variant(const Options& o, ThreadResult& r) {
+  auto v = variants::view();
+  const auto* site = variants::find_site(o.site.substr(8));
+  r.marker_written = v.records;
+  auto fail = [&](const std::string& why) {
+    r.marker_valid = false;
+    if (r.marker_problem.empty()) r.marker_problem = why;
+  };
+  if (site->variant == "none") return;  // no marker there
+  if (v.records != o.iterations) fail("records != iterations");
+  std::uint64_t header = (std::uint64_t(site->args) << 32) | variants::kVariantEventId;
+  if (v.records && v.last_id != header) fail("wrong record header");
+  if (v.records && site->args > 0 && v.last_first_arg != o.iterations - 1) {
+    fail("last record's argument is not the last iteration");
+  }
+}
+
 void check_marker(const Options& o, ThreadResult& r) {
+  if (is_variant(o)) return check_variant(o, r);
   auto v = probecost::marker::view();
   r.marker_written = v.written;
   r.marker_overwritten = v.overwritten;
@@ -175,17 +161,52 @@ void check_marker(const Options& o, ThreadResult& r) {
   }
 }
 
-void run_thread(const Options& o, Site site, std::barrier<>& start, ThreadResult& r) {
+void pin(const Options& o, unsigned index) {
+  if (o.pin_threads.empty()) return;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(o.pin_threads[index % o.pin_threads.size()], &set);
+  if (sched_setaffinity(0, sizeof set, &set) != 0) {
+    usage_error("cannot pin thread " + std::to_string(index) + ": " + std::strerror(errno));
+  }
+}
+
+// The start line: its completion runs once every thread has arrived, before any is released.
+// With --stop-before-loop it stops the whole process there, so that a tool can attach to each
+// thread (probecost's uprobe counters) before any loop starts; SIGCONT releases them.
+struct StopFirst {
+  bool on;
+  void operator()() noexcept {
+    if (on) ::raise(SIGSTOP);
+  }
+};
+using StartLine = std::barrier<StopFirst>;
+
+void run_thread(const Options& o, unsigned index, Site site, StartLine& start, ThreadResult& r) {
   r.tid = gettid();
-  std::vector<char> src(o.work_bytes + 1, 'x'), dst(o.work_bytes + 1, 0);
-  if (o.marker_on) probecost::marker::thread_init(o.marker_capacity);
+  pin(o, index);
+  // One buffer: the source page-aligned, the destination 2 KiB into a page, so that every run
+  // copies with the same alignment and no store aliases a load 4 KiB away (which malloc's
+  // placement would otherwise vary from run to run).
+  std::size_t span = (o.work_bytes + 4095) / 4096 * 4096;
+  std::vector<char> buffer(2 * span + 3 * 4096, 'x');
+  char* src = reinterpret_cast<char*>((reinterpret_cast<std::uintptr_t>(buffer.data()) + 4095) &
+                                      ~std::uintptr_t{4095});
+  char* dst = src + span + 4096 + 2048;
+  if (o.marker_on) {
+    if (is_variant(o)) {
+      variants::thread_init();
+    } else {
+      probecost::marker::thread_init(o.marker_capacity);
+    }
+  }
   start.arrive_and_wait();
 
   std::uint64_t cpu0 = now_ns(CLOCK_THREAD_CPUTIME_ID);
   std::uint64_t ns0 = now_ns(CLOCK_MONOTONIC);
   std::uint64_t c0 = tsc();
   if (o.work_bytes) {
-    loop<true>(site, o.iterations, o.work_bytes, dst.data(), src.data());
+    loop<true>(site, o.iterations, o.work_bytes, dst, src);
   } else {
     loop<false>(site, o.iterations, 0, nullptr, nullptr);
   }
@@ -194,6 +215,8 @@ void run_thread(const Options& o, Site site, std::barrier<>& start, ThreadResult
   std::uint64_t cpu1 = now_ns(CLOCK_THREAD_CPUTIME_ID);
 
   r.ns = ns1 - ns0;
+  r.start_ns = ns0;
+  r.end_ns = ns1;
   r.cycles = c1 - c0;
   r.cpu_ns = cpu1 - cpu0;
   r.calls = t_site_calls;
@@ -202,15 +225,16 @@ void run_thread(const Options& o, Site site, std::barrier<>& start, ThreadResult
   if (o.marker_on) {
     check_marker(o, r);
     probecost::marker::thread_release();
+    variants::thread_release();
   }
 }
 
 nlohmann::json report(const Options& o, const std::vector<ThreadResult>& results) {
   nlohmann::json threads = nlohmann::json::array();
   for (const auto& r : results) {
-    nlohmann::json t = {{"tid", r.tid},       {"cpu", r.cpu},       {"ns", r.ns},
-                        {"cycles", r.cycles}, {"cpu_ns", r.cpu_ns}, {"calls", r.calls},
-                        {"traps", r.traps}};
+    nlohmann::json t = {{"tid", r.tid},       {"cpu", r.cpu},           {"ns", r.ns},
+                        {"cycles", r.cycles}, {"cpu_ns", r.cpu_ns},     {"calls", r.calls},
+                        {"traps", r.traps},   {"start_ns", r.start_ns}, {"end_ns", r.end_ns}};
     if (o.marker_on) {
       t["marker"] = {{"written", r.marker_written},
                      {"overwritten", r.marker_overwritten},
@@ -219,10 +243,9 @@ nlohmann::json report(const Options& o, const std::vector<ThreadResult>& results
     }
     threads.push_back(t);
   }
-  bool kind = o.site.rfind("kind:", 0) == 0;
   return {{"pid", getpid()},
           {"site", o.site},
-          {"symbol", kind ? "probecost_kind_" + o.site.substr(5) : "probecost_site_" + o.site},
+          {"symbol", site_symbol(o)},
           {"checksum", probecost_kinds_checksum},
           {"slot", probecost_kinds_slot},
           {"marker", o.marker_on},
@@ -235,7 +258,7 @@ nlohmann::json report(const Options& o, const std::vector<ThreadResult>& results
 }  // namespace
 
 int main(int argc, char** argv) {
-  Options o = parse(argc, argv);
+  Options o = probecost::inferior::parse_options(argc, argv);
   Site site = site_by_name(o.site);
   if (o.sigtrap_handler) {
     struct sigaction sa = {};
@@ -244,14 +267,16 @@ int main(int argc, char** argv) {
     sigaction(SIGTRAP, &sa, nullptr);
   }
   probecost::marker::set_enabled(o.marker_on);
+  // Patches code, so before any thread starts; the sites are built disabled.
+  if (is_variant(o) && o.marker_on) variants::set_enabled(true);
 
   std::vector<ThreadResult> results(o.threads);
-  std::barrier<> start(static_cast<std::ptrdiff_t>(o.threads));
+  StartLine start(static_cast<std::ptrdiff_t>(o.threads), StopFirst{o.stop_before_loop});
   std::vector<std::thread> workers;
   for (unsigned i = 1; i < o.threads; ++i) {
-    workers.emplace_back(run_thread, std::cref(o), site, std::ref(start), std::ref(results[i]));
+    workers.emplace_back(run_thread, std::cref(o), i, site, std::ref(start), std::ref(results[i]));
   }
-  run_thread(o, site, start, results[0]);
+  run_thread(o, 0, site, start, results[0]);
   for (auto& w : workers) w.join();
   std::cout << report(o, results).dump() << "\n";
   return 0;

@@ -94,6 +94,7 @@ TEST(Compare, JsonReportHasEveryMechanismWithExactHits) {
   std::vector<std::string> names;
   for (const auto& m : j["mechanisms"]) {
     names.push_back(m["name"]);
+    if (!m["skipped"].is_null()) continue;  // the uprobe rows, where the kernel refuses them
     EXPECT_EQ(m["hits"], 3000) << m["name"];
     EXPECT_EQ(m["iterations"], 3000);
     EXPECT_TRUE(m["hits_exact"].get<bool>());
@@ -107,9 +108,9 @@ TEST(Compare, JsonReportHasEveryMechanismWithExactHits) {
     double cost = m["cpu_ns_per_hit"]["median"];
     EXPECT_NEAR(m["extrapolation"][0]["cpu_percent"].get<double>(), 750000 * cost / 1e7, 1e-6);
   }
-  EXPECT_EQ(names,
-            (std::vector<std::string>{"baseline", "marker-off", "marker", "int3-signal",
-                                      "int3-ptrace", "int3-ptrace-fast", "jump", "ptrace-floor"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"baseline", "marker-off", "marker", "int3-signal",
+                                             "int3-ptrace", "int3-ptrace-fast", "jump", "uprobe",
+                                             "uprobe-nop5", "uprobe-push", "ptrace-floor"}));
 }
 
 TEST(Compare, PtraceCountsEveryHitOfFourThreads) {
@@ -120,6 +121,46 @@ TEST(Compare, PtraceCountsEveryHitOfFourThreads) {
   expect_exit_code_matches_problems(r, j);
   ASSERT_EQ(j["mechanisms"].size(), 7u);
   for (const auto& m : j["mechanisms"]) EXPECT_EQ(m["hits"], 8000) << m["name"];
+}
+
+// The kernel's uprobe counts every hit of every thread, on each kind of first instruction, and
+// the report says how the kernel runs the site.
+TEST(Compare, UprobeCountsEveryHitOfThreeThreads) {
+  Result r = run_probecost({"compare", "-m", "uprobe,uprobe-nop5,uprobe-push", "-t", "3", "-n",
+                            "1500", "-r", "1", "-f", "json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["mechanisms"].size(), 4u);
+  for (const auto& m : j["mechanisms"]) {
+    if (!m["skipped"].is_null()) GTEST_SKIP() << m["name"] << ": " << m["skipped"];
+    EXPECT_EQ(m["hits"], 4500) << m["name"];
+    EXPECT_TRUE(m["hits_exact"].get<bool>()) << m["name"];
+  }
+  EXPECT_NE(j["mechanisms"][1]["step_over"].get<std::string>().find("single-stepped"),
+            std::string::npos);
+  EXPECT_NE(j["mechanisms"][2]["step_over"].get<std::string>().find("5-byte NOP"),
+            std::string::npos);
+  EXPECT_NE(j["mechanisms"][3]["step_over"].get<std::string>().find("emulated"), std::string::npos);
+}
+
+// Where perf_event_open refuses the uprobe PMU (here: probecost run as nobody, without
+// CAP_PERFMON), the row is skipped with the reason and the run still succeeds.
+TEST(Compare, UprobeRefusedIsSkippedWithTheReason) {
+  const char* setpriv = "/usr/bin/setpriv";
+  if (::geteuid() != 0 || ::access(setpriv, X_OK) != 0) {
+    GTEST_SKIP() << "needs root and setpriv to run probecost without CAP_PERFMON";
+  }
+  Result r = run_command({setpriv, "--reuid=65534", "--regid=65534", "--clear-groups",
+                          "--inh-caps=-all", PROBECOST_BIN, "compare", "-m", "uprobe", "-n", "2000",
+                          "-r", "1", "-f", "json", "--inferior", INFERIOR_BIN});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["mechanisms"].size(), 2u);
+  const auto& up = j["mechanisms"][1];
+  EXPECT_EQ(up["name"], "uprobe");
+  ASSERT_TRUE(up["skipped"].is_string()) << up.dump();
+  EXPECT_NE(up["skipped"].get<std::string>().find("CAP_PERFMON"), std::string::npos)
+      << up["skipped"];
 }
 
 TEST(Compare, TextAndCsvReports) {

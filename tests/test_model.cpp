@@ -59,7 +59,7 @@ TEST(Stats, MedianMinMax) {
 
 TEST(Mechanisms, NamesAndSelection) {
   auto all = select_mechanisms({"all"});
-  ASSERT_EQ(all.size(), 8u);
+  ASSERT_EQ(all.size(), 11u);
   EXPECT_EQ(all[0].name, "baseline");
   auto some = select_mechanisms({"int3-ptrace"});
   ASSERT_EQ(some.size(), 2u);  // baseline always runs first

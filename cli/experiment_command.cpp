@@ -1,0 +1,117 @@
+// probecost experiment NAME|all: the seeds' measurements redone, each beside the seed's figures.
+#include <unistd.h>
+
+#include <boost/program_options.hpp>
+#include <iostream>
+
+#include "breakpoint/error.hpp"
+#include "cli/commands.hpp"
+#include "cli/common.hpp"
+#include "cli/output.hpp"
+#include "cli/parse.hpp"
+#include "compare/experiment.hpp"
+#include "compare/mechanism.hpp"
+
+namespace po = boost::program_options;
+
+namespace probecost::cli {
+
+namespace {
+
+struct ExperimentArgs {
+  ExperimentConfig cfg;
+  std::string format = "text", output, repeat;
+};
+
+po::options_description experiment_options(ExperimentArgs& a, std::vector<std::string>& mechs) {
+  po::options_description desc(
+      "probecost experiment NAME [options]\n\n"
+      "NAME is one of\n"
+      "  markers          seeds 000, 002: marker variants disabled and enabled, empty and\n"
+      "                   4 KiB memcpy loops, cycles, ns and code bytes\n"
+      "  scalability      seed 001: 1, 2, 4, 8 threads hitting one probe at once\n"
+      "  multi-probe      seed 003: 1..8 handlers on one address; 1,000 probes elsewhere\n"
+      "  int3-vs-marker   seed 004: today's compare verdict beside the 2006 figures\n"
+      "  all              the four, one after the other\n\noptions");
+  desc.add_options()("help,h", "this help")("repeat,r", po::value(&a.repeat)->default_value("5"),
+                                            "runs of each measurement")(
+      "quick", "tiny runs (exact hits checked, figures meaningless): for tests")(
+      "mechanisms,m", po::value(&mechs)->multitoken(),
+      "scalability, multi-probe, int3-vs-marker: these mechanisms instead of the defaults")(
+      "format,f", po::value(&a.format)->default_value("text"), "text or json")(
+      "output,o", po::value(&a.output), "write to FILE")("inferior", po::value(&a.cfg.inferior),
+                                                         "path of probecost-inferior");
+  return desc;
+}
+
+}  // namespace
+
+std::vector<Experiment> run_experiments(const std::string& name, const ExperimentConfig& cfg) {
+  std::vector<std::string> names =
+      name == "all" ? experiment_names() : std::vector<std::string>{name};
+  std::vector<Experiment> out;
+  for (const auto& n : names) {
+    Progress progress;
+    if (::isatty(STDERR_FILENO)) {
+      progress = [n](int d, int t, const std::string& w) { progress_line(d, t, n + ": " + w); };
+    }
+    out.push_back(run_experiment(n, cfg, progress));
+  }
+  return out;
+}
+
+nlohmann::json experiments_json(const std::vector<Experiment>& list) {
+  nlohmann::json all = nlohmann::json::array();
+  for (const auto& e : list) all.push_back(experiment_json(e));
+  return {{"experiments", all}};
+}
+
+int experiment_command(const std::vector<std::string>& args) {
+  ExperimentArgs a;
+  std::vector<std::string> mechs;
+  po::options_description desc = experiment_options(a, mechs);
+  po::positional_options_description pos;
+  pos.add("name", 1);
+  std::string name;
+  desc.add_options()("name", po::value(&name), "");
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(args).options(desc).positional(pos).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw UsageError(std::string(e.what()) + " (see 'probecost experiment --help')");
+  }
+  if (vm.count("help")) {
+    std::cout << desc << "\n";
+    return 0;
+  }
+  if (name.empty()) throw UsageError("which experiment? (see 'probecost experiment --help')");
+  if (a.format != "text" && a.format != "json") {
+    throw UsageError("bad format '" + a.format + "' (text or json)");
+  }
+  a.cfg.repeat = static_cast<unsigned>(parse_count("--repeat", a.repeat, 1));
+  a.cfg.quick = vm.count("quick") > 0;
+  a.cfg.mechanisms = split_commas(mechs);
+  if (name != "all") check_experiment_name(name);
+  for (const auto& m : a.cfg.mechanisms) mechanism_by_name(m);  // fail before anything runs
+  a.cfg.inferior = find_inferior(a.cfg.inferior);
+  Output output(a.output);  // before anything runs: a report that cannot be written fails now
+
+  std::vector<Experiment> list = run_experiments(name, a.cfg);
+  output.write(render([&](std::ostream& out) {
+    if (a.format == "json") {
+      out << (list.size() == 1 ? experiment_json(list[0]) : experiments_json(list)).dump(2) << "\n";
+      return;
+    }
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      if (i) out << "\n\n";
+      write_experiment_text(out, list[i]);
+    }
+  }));
+  bool ok = true;
+  for (const auto& e : list) ok = ok && e.problems.empty();
+  if (!ok) std::cerr << "probecost experiment: some figures are not to be trusted (see WARNING)\n";
+  return ok ? 0 : 1;
+}
+
+}  // namespace probecost::cli

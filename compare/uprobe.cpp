@@ -1,0 +1,80 @@
+// The uprobe PMU, and how the kernel treats the probed instruction.
+#include "compare/uprobe.hpp"
+
+#include <cstring>
+#include <fstream>
+
+#include "breakpoint/decoder.hpp"
+
+namespace probecost {
+
+UprobePmu uprobe_pmu() {
+  UprobePmu pmu;
+  const char* path = "/sys/bus/event_source/devices/uprobe/type";
+  std::ifstream in(path);
+  if (!(in >> pmu.type)) {
+    pmu.type = -1;
+    pmu.unavailable = std::string("this kernel has no uprobe PMU (") + path +
+                      " is missing: CONFIG_UPROBE_EVENTS off, or not Linux 4.17+)";
+  }
+  return pmu;
+}
+
+namespace {
+
+// x86_nops[len] of arch/x86/kernel/alternative.c, the NOPs branch_setup_xol_ops emulates
+// "as jmp with .offs = 0".
+bool kernel_nop(std::span<const std::uint8_t> b, std::size_t len) {
+  static const std::uint8_t nops[][8] = {
+      {},
+      {0x90},
+      {0x66, 0x90},
+      {0x0f, 0x1f, 0x00},
+      {0x0f, 0x1f, 0x40, 0x00},
+      {0x0f, 0x1f, 0x44, 0x00, 0x00},
+      {0x66, 0x0f, 0x1f, 0x44, 0x00, 0x00},
+      {0x0f, 0x1f, 0x80, 0x00, 0x00, 0x00, 0x00},
+      {0x0f, 0x1f, 0x84, 0x00, 0x00, 0x00, 0x00, 0x00},
+  };
+  return len >= 1 && len <= 8 && b.size() >= len && std::memcmp(b.data(), nops[len], len) == 0;
+}
+
+// push_setup_xol_ops: push r64, with or without REX.B (0x41).
+bool push_reg(std::span<const std::uint8_t> b) {
+  std::size_t i = (b.size() > 1 && b[0] == 0x41) ? 1 : 0;
+  return b.size() > i && b[i] >= 0x50 && b[i] <= 0x57;
+}
+
+}  // namespace
+
+UprobeHandling uprobe_handling(std::span<const std::uint8_t> bytes, RuntimeAddr at) {
+  UprobeHandling h;
+  auto insn = decode(bytes, at);
+  if (!insn) {
+    h.instruction = "(undecodable)";
+    h.how = "the first instruction does not decode";
+    h.single_stepped = true;
+    return h;
+  }
+  h.instruction = insn->text;
+  std::uint64_t page_offset = at.value() & 0xfff;
+  if (insn->length == 5 && kernel_nop(bytes, 5) && page_offset <= 4096 - 5) {
+    h.how =
+        "5-byte NOP: emulated on the first hit, then rewritten into a call to the uprobe "
+        "trampoline (uprobe syscall, no trap) where the kernel optimises uprobes (x86-64, "
+        "6.18+)";
+  } else if (kernel_nop(bytes, insn->length)) {
+    h.how = "NOP: emulated (branch_setup_xol_ops), one trap per hit";
+  } else if (push_reg(bytes)) {
+    h.how = "push: emulated on the saved registers (push_setup_xol_ops), one trap per hit";
+  } else if (insn->kind == Instruction::Kind::JmpRel || insn->kind == Instruction::Kind::CallRel ||
+             insn->kind == Instruction::Kind::Jcc) {
+    h.how = "relative branch: emulated (branch_setup_xol_ops), one trap per hit";
+  } else {
+    h.how = "single-stepped out of line from the [uprobes] page: two traps per hit";
+    h.single_stepped = true;
+  }
+  return h;
+}
+
+}  // namespace probecost

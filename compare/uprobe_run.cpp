@@ -1,0 +1,190 @@
+// One run of the inferior under the kernel's uprobe, counted by perf events.
+//
+// How the counters are attached, and why this way. A perf event bound to a task counts only
+// that task's hits, and `inherit` cannot carry a uprobe-PMU event to new threads: the kernel
+// builds each inherited event again from attr.config1, the *path pointer*, read in the address
+// space of the process calling clone (perf_uprobe_init's strndup_user), where our pointer means
+// nothing, so the inferior's pthread_create fails with EFAULT. So the inferior is started
+// untraced with --stop-before-loop: it creates all its threads, stops itself (SIGSTOP) at its
+// start line, and we open one event per thread (and per handler), then SIGCONT it. No ptrace:
+// the kernel does all the work on the hit path, and the process runs as any user's would.
+// Each event is a uprobe consumer of its own, so a hit runs every event's handler; those of
+// other threads find no active event of theirs on this CPU and return at once.
+#include <dirent.h>
+#include <fcntl.h>
+#include <linux/perf_event.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstring>
+
+#include "breakpoint/error.hpp"
+#include "compare/child.hpp"
+#include "compare/uprobe.hpp"
+#include "tracer/maps.hpp"
+#include "tracer/memory.hpp"
+#include "tracer/session.hpp"
+#include "tracer/symbols.hpp"
+
+namespace probecost {
+
+// Counting perf events, closed together.
+class Counters {
+ public:
+  ~Counters() {
+    for (int fd : fds_) ::close(fd);
+  }
+  // An fd, or the errno of the refusal.
+  int open(int type, const std::string& path, std::uint64_t offset, pid_t tid, int cpu = -1) {
+    perf_event_attr attr{};
+    attr.size = sizeof attr;
+    attr.type = static_cast<std::uint32_t>(type);
+    attr.config1 = reinterpret_cast<std::uint64_t>(path.c_str());  // uprobe_path
+    attr.config2 = offset;                                         // probe_offset
+    long fd = ::syscall(SYS_perf_event_open, &attr, tid, cpu, -1, PERF_FLAG_FD_CLOEXEC);
+    if (fd < 0) return -errno;
+    fds_.push_back(static_cast<int>(fd));
+    return static_cast<int>(fd);
+  }
+  static std::uint64_t read(int fd) {
+    std::uint64_t count = 0;
+    if (::read(fd, &count, sizeof count) != sizeof count) throw Error::from_errno("perf read");
+    return count;
+  }
+
+ private:
+  std::vector<int> fds_;
+};
+
+namespace {
+
+std::vector<pid_t> threads_of(pid_t pid) {
+  std::vector<pid_t> tids;
+  std::string dir = "/proc/" + std::to_string(pid) + "/task";
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) throw Error::from_errno("cannot list " + dir);
+  while (dirent* e = ::readdir(d)) {
+    if (e->d_name[0] != '.') tids.push_back(std::stoi(e->d_name));
+  }
+  ::closedir(d);
+  return tids;
+}
+
+std::string refusal(int err) {
+  std::string why = std::strerror(err);
+  if (err == EACCES || err == EPERM) {
+    return "perf_event_open refused the uprobe PMU (" + why +
+           "): it needs CAP_PERFMON or CAP_SYS_ADMIN";
+  }
+  return "perf_event_open refused the uprobe (" + why + ")";
+}
+
+// Enough descriptors for a thousand spare probes.
+void raise_fd_limit() {
+  rlimit r;
+  if (::getrlimit(RLIMIT_NOFILE, &r) == 0 && r.rlim_cur < r.rlim_max) {
+    r.rlim_cur = r.rlim_max;
+    ::setrlimit(RLIMIT_NOFILE, &r);
+  }
+}
+
+std::string describe_site(pid_t pid, const UprobeTarget& t) {
+  std::array<std::uint8_t, 15> bytes{};
+  ProcMemory(pid).read(t.address, bytes);
+  UprobeHandling h = uprobe_handling(bytes, t.address);
+  return "kernel uprobe on '" + h.instruction + "': " + h.how;
+}
+
+}  // namespace
+
+void run_uprobe(const Mechanism& m, LaunchSpec spec, const RunConfig& cfg, Sample& s) {
+  UprobePmu pmu = uprobe_pmu();
+  if (pmu.type < 0) {
+    s.skipped = pmu.unavailable;
+    return;
+  }
+  spec.argv.push_back("--stop-before-loop");
+  Child child(spawn(spec));
+  child.wait_for_stop();
+  UprobeTarget site = locate_uprobe_target(child.pid(), m.probe_symbol);
+  s.step_over_plan = describe_site(child.pid(), site);
+
+  Counters counters;
+  unsigned handlers = std::max(1u, cfg.handlers);
+  std::vector<std::vector<int>> by_handler(handlers);
+  for (pid_t tid : threads_of(child.pid())) {
+    for (auto& fds : by_handler) {
+      int fd = counters.open(pmu.type, site.path, site.offset, tid);
+      if (fd < 0) {
+        s.skipped = refusal(-fd);
+        return;  // ~Child kills the inferior
+      }
+      fds.push_back(fd);
+    }
+  }
+  child.resume_to_end();
+
+  for (const auto& fds : by_handler) {
+    std::uint64_t total = 0;
+    for (int fd : fds) total += Counters::read(fd);
+    s.handler_hits.push_back(total);
+  }
+  s.hits = s.handler_hits.front();
+}
+
+UprobeTarget locate_uprobe_target(pid_t pid, const std::string& symbol) {
+  Symbol sym = ProcessSymbols(pid).resolve(symbol);
+  for (const Mapping& m : read_maps(pid)) {
+    if (m.contains(sym.address) && !m.path.empty()) {
+      return {m.path, static_cast<std::uint64_t>(sym.address - m.start) + m.offset, sym.address,
+              sym.size};
+    }
+  }
+  throw Error("no file mapping holds " + symbol + " at " + sym.address.hex());
+}
+
+// Removing a uprobe perf event waits for RCU-tasks-trace and SRCU grace periods, one removal
+// at a time (tens of ms each in a VM): a thousand per run would take longer than the runs.
+// So the spares are system-wide events (pid -1, CPU 0), opened once for all the runs that want
+// them: the kernel installs them into every process that maps the file, as bpftrace's
+// `uprobe:FILE:SYMBOL` does without -p. Nothing calls the spare sites, so they never count.
+SpareUprobes::SpareUprobes(const std::string& inferior, unsigned count)
+    : counters_(std::make_unique<Counters>()) {
+  UprobePmu pmu = uprobe_pmu();
+  if (pmu.type < 0) {
+    skipped_ = pmu.unavailable;
+    return;
+  }
+  LaunchSpec spec;
+  spec.argv = {inferior, "--site", "plain", "--iterations", "1", "--stop-before-loop"};
+  UprobeTarget base;
+  {
+    Child child(spawn(spec));
+    child.wait_for_stop();
+    base = locate_uprobe_target(child.pid(), kSpareSitesSymbol);
+  }
+  raise_fd_limit();
+  for (unsigned i = 0; i < count && (i + 1) * kSpareSiteBytes <= base.size; ++i) {
+    path_ = base.path;
+    int fd = counters_->open(pmu.type, path_, base.offset + i * kSpareSiteBytes, -1, 0);
+    if (fd < 0) {
+      skipped_ = refusal(-fd);
+      return;
+    }
+    fds_.push_back(fd);
+  }
+}
+
+SpareUprobes::~SpareUprobes() = default;
+
+std::uint64_t SpareUprobes::hits() const {
+  std::uint64_t n = 0;
+  for (int fd : fds_) n += Counters::read(fd);
+  return n;
+}
+
+}  // namespace probecost
