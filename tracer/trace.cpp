@@ -38,6 +38,10 @@ std::unique_ptr<TracedProcess> start_target(const TraceOptions& opts) {
   if (opts.pid) return TracedProcess::attach(opts.pid);
   LaunchSpec spec;
   spec.argv = opts.command;
+  spec.stdin_fd = opts.stdin_fd;
+  spec.stdout_fd = opts.stdout_fd;
+  spec.stderr_fd = opts.stderr_fd;
+  spec.cpu = opts.cpu;
   auto proc = TracedProcess::launch(spec);
   // Stopped at its exec, only the executable and the dynamic loader are mapped: run to the
   // entry point so that the libraries it needs at start-up are there to be probed.
@@ -208,6 +212,7 @@ TraceReport run_trace(const TraceOptions& opts, std::ostream& notes) {
     throw UsageError("--events needs jump probes (--via jump or auto)");
   TraceReport report;
   auto proc = start_target(opts);
+  double held_from = now_s();  // every thread is stopped from here until the session runs
   TracedProcess& p = *proc;
   report.pid = p.pid();
   report.launched = p.launched();
@@ -241,12 +246,14 @@ TraceReport run_trace(const TraceOptions& opts, std::ostream& notes) {
           << (probes.size() == 1 ? " probe" : " probes") << "; Ctrl-C to stop" << std::endl;
   }
   double t0 = now_s(), cpu0 = thread_cpu_s(), tracee0 = p.cpu_seconds(), tracee_last = tracee0;
+  report.held_s = t0 - held_from;
   double next_progress = t0 + 1;
   std::uint64_t syscalls0 = sys::counters().total();
   if (opts.duration_s > 0) session.set_deadline(t0 + opts.duration_s);
   Session::End end = session.run(nullptr, [&] {
     double t = now_s();
     if (p.alive()) tracee_last = p.cpu_seconds();
+    if (opts.on_tick && p.alive()) opts.on_tick(p.pid());
     for (std::size_t i = 0; jumps && jumps->events() && i < jumps->size(); ++i) jumps->drain(i);
     if (opts.progress && t >= next_progress) {
       next_progress += 1;
@@ -276,6 +283,7 @@ TraceReport run_trace(const TraceOptions& opts, std::ostream& notes) {
     }
   } else if (p.launched()) {
     report.command_end = p.end()->describe();
+    report.command_status = p.end()->raw();
     tracee_last = p.cpu_seconds();
   } else {
     p.detach();
@@ -305,7 +313,10 @@ TraceReport run_trace(const TraceOptions& opts, std::ostream& notes) {
   report.hits = session.stats().hits + jump_hits(jumps.get());
   report.syscalls_per_hit = report.hits ? static_cast<double>(syscalls) / report.hits : 0;
   report.tracee_cpu_s = std::max(0.0, tracee_last - tracee0);
-  report.per_hit_ns = report.hits ? report.tracer_cpu_s * 1e9 / report.hits : 0;
+  if (report.hits) {
+    report.tracer_cpu_ns_per_hit = report.tracer_cpu_s * 1e9 / report.hits;
+    report.cpu_ns_per_hit = (report.tracer_cpu_s + report.tracee_cpu_s) * 1e9 / report.hits;
+  }
   report.stack_ns_per_hit = report.hits ? rec.stack_seconds * 1e9 / report.hits : 0;
   return report;
 }
