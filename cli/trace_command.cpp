@@ -38,7 +38,7 @@ nlohmann::json to_json(const TraceReport& r) {
                       {"module", p.probe.module},
                       {"symbol", p.probe.symbol},
                       {"hits", p.hits},
-                      {"hits_per_s", r.duration_s > 0 ? p.hits / r.duration_s : 0.0},
+                      {"traced_hits_per_s", r.duration_s > 0 ? p.hits / r.duration_s : 0.0},
                       {"threads", p.threads.size()},
                       {"via", p.via},
                       {"why_not_jump", p.why_not_jump},
@@ -60,11 +60,14 @@ nlohmann::json to_json(const TraceReport& r) {
       {"probes", probes},
       {"threads", threads},
       {"hits", r.hits},
+      {"held_s", r.held_s},
       {"tracer_cpu_s", r.tracer_cpu_s},
       {"tracee_cpu_s", r.tracee_cpu_s},
-      {"per_hit_ns", r.per_hit_ns},
+      {"tracer_cpu_ns_per_hit", r.tracer_cpu_ns_per_hit},
+      {"cpu_ns_per_hit", r.cpu_ns_per_hit},
       {"syscalls_per_hit", r.syscalls_per_hit},
       {"tracer_cpu_percent", r.duration_s > 0 ? 100 * r.tracer_cpu_s / r.duration_s : 0.0},
+      {"tracee_cpu_percent", r.duration_s > 0 ? 100 * r.tracee_cpu_s / r.duration_s : 0.0},
       {"ending", r.ending}};
   if (r.launched) j["command_end"] = r.command_end;
   if (r.stacks) {
@@ -76,11 +79,12 @@ nlohmann::json to_json(const TraceReport& r) {
 
 void write_text(std::ostream& out, const TraceReport& r, unsigned top, bool quiet) {
   out << "probecost trace: process " << r.pid << ", " << fmt("%.2f", r.duration_s) << " s, "
-      << r.hits << " hits; ended: " << r.ending << "\n";
+      << r.hits << " hits; ended: " << r.ending << " (held stopped " << fmt("%.0f", r.held_s * 1e3)
+      << " ms before, while the probes went in)\n";
   if (!quiet) {
     char line[512];
     std::snprintf(line, sizeof line, "\n%-28s %-16s %-18s %-24s %10s %10s %7s\n", "probe",
-                  "address", "module", "symbol", "hits", "hits/s", "threads");
+                  "address", "module", "symbol", "hits", "traced/s", "threads");
     out << line;
     for (const auto& p : r.probes) {
       std::snprintf(line, sizeof line, "%-28s %-16s %-18s %-24s %10llu %10.0f %7zu\n",
@@ -90,6 +94,8 @@ void write_text(std::ostream& out, const TraceReport& r, unsigned top, bool quie
                     r.duration_s > 0 ? p.hits / r.duration_s : 0.0, p.threads.size());
       out << line;
     }
+    out << "traced/s: hits per second while traced, lower than untraced by the tracing's own "
+           "cost ('probecost overhead' measures the untraced rate and the cost of a hit alone)\n";
     out << "\nhow:";
     for (const auto& p : r.probes) {
       out << "\n  " << p.probe.spec << ": " << (p.via == "int3" ? "int3, " : "") << p.step_over;
@@ -102,12 +108,19 @@ void write_text(std::ostream& out, const TraceReport& r, unsigned top, bool quie
     for (const auto& [tid, hits] : r.thread_hits) out << " " << tid << "=" << hits;
     out << "\n";
   }
-  out << "tracer CPU " << fmt("%.3f", r.tracer_cpu_s) << " s ("
-      << fmt("%.1f", r.duration_s > 0 ? 100 * r.tracer_cpu_s / r.duration_s : 0) << "% of a CPU), "
-      << fmt("%.0f", r.per_hit_ns) << " ns per hit, " << fmt("%.1f", r.syscalls_per_hit)
-      << " system calls per hit; tracee CPU " << fmt("%.3f", r.tracee_cpu_s) << " s\n";
+  auto share = [&](double cpu_s) {
+    return fmt("%.1f", r.duration_s > 0 ? 100 * cpu_s / r.duration_s : 0);
+  };
+  out << "tracer CPU " << fmt("%.3f", r.tracer_cpu_s) << " s (" << share(r.tracer_cpu_s)
+      << "% of a CPU): " << fmt("%.0f", r.tracer_cpu_ns_per_hit)
+      << " ns per hit, the tracer's side alone; " << fmt("%.1f", r.syscalls_per_hit)
+      << " system calls per hit\n";
+  out << "tracee CPU " << fmt("%.3f", r.tracee_cpu_s) << " s (" << share(r.tracee_cpu_s)
+      << "% of a CPU): its own work and its side of each hit; tracer + tracee "
+      << fmt("%.0f", r.cpu_ns_per_hit) << " ns of CPU per hit, its own work included\n";
   if (r.stacks) {
-    out << "stacks: unwinding took " << fmt("%.0f", r.stack_ns_per_hit) << " ns of those per hit\n";
+    out << "stacks: unwinding took " << fmt("%.0f", r.stack_ns_per_hit)
+        << " ns per hit of the tracer's\n";
     for (const auto& p : r.probes) {
       out << "\n" << p.probe.spec << ": " << p.stacks.size() << " distinct stacks\n";
       for (std::size_t i = 0; i < p.stacks.size() && i < top; ++i) {
