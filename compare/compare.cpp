@@ -53,6 +53,11 @@ void summarize_mechanism(MechanismResult& r, const MechanismResult& baseline,
   for (double rate : rates) r.extrapolation.push_back(extrapolate(r.cpu_ns_per_hit.median, rate));
 }
 
+std::uint64_t scaled_iterations(const Mechanism& m, double scale) {
+  constexpr double kAtLeast = 1000;
+  return static_cast<std::uint64_t>(std::max(kAtLeast, m.default_iterations * scale));
+}
+
 }  // namespace
 
 CompareResult run_compare(const CompareConfig& cfg,
@@ -74,7 +79,7 @@ CompareResult run_compare(const CompareConfig& cfg,
   for (const auto& m : mechs) {
     MechanismResult r;
     r.mechanism = m;
-    r.iterations = cfg.iterations ? cfg.iterations : m.default_iterations;
+    r.iterations = cfg.iterations ? cfg.iterations : scaled_iterations(m, cfg.iteration_scale);
     result.mechanisms.push_back(r);
   }
   // Round-robin over the repetitions: a slow drift of the machine (another tenant, frequency)
@@ -87,6 +92,7 @@ CompareResult run_compare(const CompareConfig& cfg,
                  r.mechanism.name + " run " + std::to_string(rep + 1) + "/" +
                      std::to_string(cfg.repeat));
       }
+      run.iterations = r.iterations;
       r.samples.push_back(run_once(r.mechanism, run));
       ++done;
     }

@@ -51,4 +51,11 @@ Machine describe_machine() {
   return m;
 }
 
+std::array<double, 3> load_average() {
+  std::array<double, 3> load = {-1, -1, -1};
+  std::ifstream in("/proc/loadavg");
+  in >> load[0] >> load[1] >> load[2];
+  return load;
+}
+
 }  // namespace probecost

@@ -1,4 +1,5 @@
 #pragma once
+#include <array>
 #include <string>
 
 namespace probecost {
@@ -11,5 +12,8 @@ struct Machine {
 };
 
 Machine describe_machine();
+
+// The load averages over 1, 5 and 15 minutes (/proc/loadavg); -1 each when unreadable.
+std::array<double, 3> load_average();
 
 }  // namespace probecost
