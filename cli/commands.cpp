@@ -50,8 +50,10 @@ std::vector<std::string> split_commas(const std::vector<std::string>& in) {
   return out;
 }
 
+}  // namespace
+
 // probecost-inferior is installed next to probecost.
-std::string default_inferior() {
+static std::string default_inferior() {
   char self[PATH_MAX];
   ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
   if (n <= 0) return "probecost-inferior";
@@ -67,6 +69,8 @@ std::string find_inferior(std::string path) {
   }
   return path;
 }
+
+namespace {
 
 // Writes through -o FILE or to stdout.
 template <typename F>
@@ -194,32 +198,6 @@ int bench_command(const std::vector<std::string>& args) {
   BenchResult result = run_step_over_bench(cfg, ::isatty(STDERR_FILENO) ? progress_line : nullptr);
   emit(output, [&](std::ostream& out) { write_bench(out, result, f); });
   return result.all_correct() ? 0 : 1;
-}
-
-int overhead_command(const std::vector<std::string>& args) {
-  std::string cost, format, output;
-  std::vector<std::string> rates;
-  po::options_description desc(
-      "probecost overhead --cost TIME [--rate RATE ...]\n\n"
-      "CPU share = rate x cost per event; slowdown = 1 + share; saturation = 1 / cost.\n"
-      "Example: probecost overhead --cost 2.01us --rate 750k   (the 2006 int3 figure)\n\noptions");
-  desc.add_options()("help,h", "this help")("cost,c", po::value(&cost),
-                                            "cost per event: 220ns, 2.01us, 1ms")(
-      "rate", po::value(&rates)->multitoken(), "event rate(s): 750k, 1.2M (default 750000)")(
-      "format,f", po::value(&format)->default_value("text"), "text, json or csv")(
-      "output,o", po::value(&output), "write to FILE");
-  auto vm = parse(args, desc, "overhead");
-  if (vm.count("help")) {
-    std::cout << desc << "\n";
-    return 0;
-  }
-  if (cost.empty()) throw UsageError("--cost is required, e.g. --cost 2.01us");
-  double cost_ns = parse_duration_ns(cost);
-  std::vector<double> r =
-      rates.empty() ? std::vector<double>{750'000} : parse_rates(split_commas(rates));
-  Format f = parse_format(format);
-  emit(output, [&](std::ostream& out) { write_extrapolation(out, cost_ns, r, f); });
-  return 0;
 }
 
 }  // namespace probecost::cli

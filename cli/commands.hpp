@@ -11,4 +11,8 @@ int bench_command(const std::vector<std::string>& args);
 int trace_command(const std::vector<std::string>& args);
 int restore_command(const std::vector<std::string>& args);
 
+// PATH when given and executable; else probecost-inferior next to probecost. UsageError when
+// it is missing.
+std::string find_inferior(std::string path);
+
 }  // namespace probecost::cli
