@@ -160,6 +160,27 @@ void clear_progress() {
   std::fflush(stderr);
 }
 
+// The command's program, as exec will look for it (PATH when it has no '/'), before anything
+// runs: a typo is bad usage, not a failure found after the calibration.
+void check_program(const std::string& name) {
+  std::vector<std::string> candidates;
+  if (name.find('/') != std::string::npos) {
+    candidates.push_back(name);
+  } else {
+    const char* path = std::getenv("PATH");
+    std::stringstream dirs(path ? path : "/usr/local/bin:/usr/bin:/bin");
+    for (std::string dir; std::getline(dirs, dir, ':');) {
+      candidates.push_back((dir.empty() ? "." : dir) + "/" + name);
+    }
+  }
+  for (const auto& c : candidates) {
+    if (::access(c.c_str(), X_OK) == 0) return;
+  }
+  throw UsageError("cannot run '" + name + "': " +
+                   (name.find('/') != std::string::npos ? "no such executable file"
+                                                        : "no such program in PATH"));
+}
+
 OverheadConfig measurement_config(const Args& a, const std::vector<std::string>& command) {
   OverheadConfig cfg;
   cfg.command = command;
@@ -175,6 +196,7 @@ OverheadConfig measurement_config(const Args& a, const std::vector<std::string>&
                                "TIME for the arithmetic alone)");
   }
   if (a.probes.empty()) throw UsageError("no probe: give -b PROBE (as for probecost trace)");
+  if (!command.empty()) check_program(command[0]);
   if (!a.rates.empty()) throw UsageError("--rate goes with --cost: a command's rate is measured");
   if (cfg.pid && a.duration.empty()) throw UsageError("-p PID needs --duration S");
   if (!cfg.pid && !a.duration.empty()) {

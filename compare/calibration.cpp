@@ -136,11 +136,6 @@ std::string unfit(const json& j, const Machine& m, const CalibrationRequest& req
     for (const auto& row : j.at("mechanisms")) found = found || row.at("name") == mech.name;
     if (!found) return "it has no " + mech.name + " row";
   }
-  for (const auto& row : j.at("mechanisms")) {
-    if (row.contains("problem") && row["problem"].is_string()) {
-      return row.at("name").get<std::string>() + ": " + row["problem"].get<std::string>();
-    }
-  }
   return "";
 }
 

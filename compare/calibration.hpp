@@ -56,7 +56,8 @@ struct CalibrationRequest {
 // The built-in calibration: the cached one when it was made by this probecost version on
 // this machine at this placement and strategy and has every mechanism compare knows, else a
 // new one (compare, every mechanism, 3 runs of a fraction of its iterations: 3 to 10 s),
-// which is cached when the cache directory can be written.
+// which is cached when the cache directory can be written. A row compare warned about is
+// cached with its warning, which every report shows (--recalibrate measures again).
 Calibration builtin_calibration(const CalibrationRequest& request);
 
 // $XDG_CACHE_HOME/probecost, else $HOME/.cache/probecost; empty when neither is set.
