@@ -127,22 +127,15 @@ std::vector<std::string> explain(const OverheadResult& r) {
                   ": for int3 probes where the tracer and the command run decides the "
                   "cost (a wake-up across CPUs costs tens of µs in a virtual machine).");
   }
-  int samples = 0, apart = 0;
-  double migrations = 0;
-  for (std::size_t i : r.pairs) {
-    samples += m.traced[i].cpu_samples;
-    apart += m.traced[i].cpu_samples_apart;
-    migrations += m.traced[i].tracer_migrations;
-  }
-  std::string looks = samples ? "probecost ran on another CPU than the command at " +
-                                    std::to_string(apart) + " of " + std::to_string(samples) +
-                                    " looks (every 100 ms)"
-                              : "";
+  std::string looks = r.cpu_samples ? "probecost ran on another CPU than the command at " +
+                                          std::to_string(r.cpu_samples_apart) + " of " +
+                                          std::to_string(r.cpu_samples) + " looks (every 100 ms)"
+                                    : "";
   if (int3 && r.wall_ns_per_hit && r.cpu_ns_per_hit.median > 0) {
     double wall = r.wall_ns_per_hit->median, cpu = r.cpu_ns_per_hit.median;
     double cal_ratio =
         row && row->cpu_ns_per_hit > 0 ? row->wall_ns_per_hit / row->cpu_ns_per_hit : 0;
-    double per_k = r.hits ? 1000 * migrations / r.pairs.size() / r.hits : 0;
+    double per_k = r.tracer_migrations_per_1000_hits;
     if (wall > 1.25 * cpu && wall - cpu > 1000) {
       why.push_back("A hit took " + human_ns(wall) + " of wall time here but " + human_ns(cpu) +
                     " of CPU: " + human_ns(wall - cpu) +
@@ -287,6 +280,17 @@ OverheadResult analyze(const Measurement& m, const Calibration& c) {
       over(pairs, [&](std::size_t i) { return per_hit(i, T[i].tracer_cpu_s); }).median;
   r.command_ns_per_hit =
       over(pairs, [&](std::size_t i) { return per_hit(i, T[i].cpu_s - base_cpu(i)); }).median;
+
+  for (std::size_t i : pairs) {
+    r.cpu_samples += T[i].cpu_samples;
+    r.cpu_samples_apart += T[i].cpu_samples_apart;
+  }
+  r.tracer_migrations_per_1000_hits =
+      over(pairs, [&](std::size_t i) { return per_hit(i, T[i].tracer_migrations) / 1e6; }).median;
+  r.command_switches_per_hit =
+      over(pairs, [&](std::size_t i) {
+        return per_hit(i, T[i].voluntary_switches - U[i].voluntary_switches) / 1e9;
+      }).median;
 
   double hits_d = static_cast<double>(r.hits);
   if (m.attached) {

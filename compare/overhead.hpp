@@ -103,6 +103,12 @@ struct OverheadResult {
   Summary extra_cpu_percent, cpu_ns_per_hit;
   std::optional<Summary> wall_ns_per_hit;
   double tracer_ns_per_hit = 0, command_ns_per_hit = 0;  // the two sides of cpu_ns_per_hit
+  // Where the traced runs' time went (sums and medians over the pairs): the looks at which
+  // probecost ran on another CPU than the command, its moves between CPUs per 1000 hits, and
+  // the command's extra voluntary context switches per hit (1 per ptrace stop).
+  int cpu_samples = 0, cpu_samples_apart = 0;
+  double tracer_migrations_per_1000_hits = 0;
+  double command_switches_per_hit = 0;
   std::vector<Prediction> predicted;
   std::optional<double> prediction_error_percent;
   std::string error_basis;                // "slowdown", or "extra CPU" attached

@@ -129,6 +129,11 @@ json to_json(const OverheadResult& r) {
             {"wall_ns_per_hit", optional_summary(r.wall_ns_per_hit)},
             {"tracer_cpu_ns_per_hit", r.tracer_ns_per_hit},
             {"command_cpu_ns_per_hit", r.command_ns_per_hit}}},
+          {"evidence",
+           {{"cpu_samples", r.cpu_samples},
+            {"cpu_samples_apart", r.cpu_samples_apart},
+            {"tracer_migrations_per_1000_hits", r.tracer_migrations_per_1000_hits},
+            {"command_switches_per_hit", r.command_switches_per_hit}}},
           {"predicted", predicted},
           {"prediction_error_percent",
            r.prediction_error_percent ? json(*r.prediction_error_percent) : json(nullptr)},
@@ -222,6 +227,15 @@ void write_measured(std::ostream& out, const OverheadResult& r) {
        "= probecost " + human_ns(r.tracer_ns_per_hit) + " + the " +
            (attached ? "process " : "command ") + human_ns(r.command_ns_per_hit));
   if (r.wall_ns_per_hit) line(out, "wall time per hit", *r.wall_ns_per_hit, ns);
+  out << "  where: probecost ran on another CPU than the " << (attached ? "process" : "command")
+      << " at " << r.cpu_samples_apart << " of " << r.cpu_samples
+      << " looks (every 100 ms); it moved between CPUs "
+      << fmt("%.1f", r.tracer_migrations_per_1000_hits) << " times per 1000 hits";
+  if (!attached) {
+    out << "; the command switched out " << fmt("%.2f", r.command_switches_per_hit)
+        << " more times per hit";
+  }
+  out << "\n";
 }
 
 void write_predicted(std::ostream& out, const OverheadResult& r) {
