@@ -155,19 +155,38 @@ std::vector<std::string> explain(const OverheadResult& r) {
     }
   }
   if (int3 && row && row->tracer_cpu_ns_per_hit > 0 && r.hits) {
-    double cal_command = row->cpu_ns_per_hit - row->tracer_cpu_ns_per_hit;
-    if (r.command_ns_per_hit > 1.5 * cal_command && r.command_ns_per_hit - cal_command > 1000) {
-      why.push_back("The command's side of a hit cost " + human_ns(r.command_ns_per_hit) +
-                    " of its CPU against " + human_ns(cal_command) +
-                    " in the calibration: "
-                    "besides the trap itself, every stop puts the kernel and probecost on the CPU, "
-                    "which evicts the command's caches and TLB entries, so its own work between "
-                    "hits runs slower (the calibration's loop has almost no working set).");
-    }
-    double tracer = row->tracer_cpu_ns_per_hit;
-    if (r.tracer_ns_per_hit > 1.5 * tracer || r.tracer_ns_per_hit < tracer / 1.5) {
-      why.push_back("probecost's side of a hit cost " + human_ns(r.tracer_ns_per_hit) +
-                    " of CPU against " + human_ns(tracer) + " in the calibration.");
+    double cal_tracer = row->tracer_cpu_ns_per_hit;
+    double cal_command = row->cpu_ns_per_hit - cal_tracer;
+    double tracer_ratio = r.tracer_ns_per_hit / cal_tracer;
+    double command_ratio = cal_command > 0 ? r.command_ns_per_hit / cal_command : 0;
+    bool both_up = tracer_ratio > 1.15 && command_ratio > 1.15;
+    bool both_down = tracer_ratio < 1 / 1.15 && command_ratio < 1 / 1.15;
+    std::string sides = "probecost " + human_ns(r.tracer_ns_per_hit) + " here against " +
+                        human_ns(cal_tracer) + " in the calibration, the command " +
+                        human_ns(r.command_ns_per_hit) + " against " + human_ns(cal_command);
+    if (c.placement == here && (both_up || both_down)) {
+      why.push_back(
+          std::string("Both sides of a hit cost ") + (both_up ? "more" : "less") +
+          " here than in the calibration (" + sides +
+          "), at the same placement: the "
+          "same trap, stop and step-over ran at another speed, so the machine itself "
+          "was faster or slower at one of the two times. Trap costs in a virtual "
+          "machine drift with what else runs on the host and here; the calibration is " +
+          fmt("%.0f", c.age_s / 60) + " min old" +
+          (c.load_1min >= 0 ? " (load average " + fmt("%.2f", c.load_1min) + " then)" : "") +
+          ". --recalibrate measures it again.");
+    } else {
+      if (command_ratio > 1.5 && r.command_ns_per_hit - cal_command > 1000) {
+        why.push_back("The command's side of a hit cost more than in the calibration (" + sides +
+                      "): besides the trap itself, every stop puts the kernel and probecost on "
+                      "the CPU, which evicts the command's caches and TLB entries, so its own "
+                      "work between hits runs slower (the calibration's loop has almost no "
+                      "working set).");
+      }
+      if (tracer_ratio > 1.5 || tracer_ratio < 1 / 1.5) {
+        why.push_back("probecost's side of a hit cost " + human_ns(r.tracer_ns_per_hit) +
+                      " of CPU against " + human_ns(cal_tracer) + " in the calibration.");
+      }
     }
   }
   if (int3 && row && !row->step_over.empty()) {

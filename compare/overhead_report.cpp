@@ -223,10 +223,16 @@ void write_measured(std::ostream& out, const OverheadResult& r) {
   line(out, "CPU time, probecost", r.tracer_cpu, secs);
   if (r.slowdown) line(out, "slowdown", *r.slowdown, times);
   line(out, "extra CPU", r.extra_cpu_percent, pct);
-  line(out, "CPU per hit", r.cpu_ns_per_hit, ns,
-       "= probecost " + human_ns(r.tracer_ns_per_hit) + " + the " +
-           (attached ? "process " : "command ") + human_ns(r.command_ns_per_hit));
+  std::string sides = "= probecost " + human_ns(r.tracer_ns_per_hit) + " + the " +
+                      (attached ? "process " : "command ") + human_ns(r.command_ns_per_hit);
+  const CalibrationRow* row = r.calibration.find(r.mechanism);
+  if (row && row->tracer_cpu_ns_per_hit > 0) {
+    sides += " (calibration: " + human_ns(row->tracer_cpu_ns_per_hit) + " + " +
+             human_ns(row->cpu_ns_per_hit - row->tracer_cpu_ns_per_hit) + ")";
+  }
+  line(out, "CPU per hit", r.cpu_ns_per_hit, ns, sides);
   if (r.wall_ns_per_hit) line(out, "wall time per hit", *r.wall_ns_per_hit, ns);
+  if (r.cpu_samples == 0) return;  // too short a run for a look every 100 ms
   out << "  where: probecost ran on another CPU than the " << (attached ? "process" : "command")
       << " at " << r.cpu_samples_apart << " of " << r.cpu_samples
       << " looks (every 100 ms); it moved between CPUs "

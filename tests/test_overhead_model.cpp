@@ -223,3 +223,19 @@ TEST(OverheadModel, MechanismOfAProbe) {
   EXPECT_EQ(mechanism_of({"f", "int3", "", ""}, "outline"), "int3-ptrace-fast");
   EXPECT_EQ(mechanism_of({"f", "int3", "", ""}, "singlestep"), "int3-ptrace");
 }
+
+TEST(OverheadModel, BothSidesDearerAtTheSamePlacementIsTheMachinesSpeed) {
+  Measurement m = fixture_measurement();  // same-cpu, as the calibration
+  m.untraced = {untraced(1.0, 0.8)};
+  m.traced = {traced(5.0, 2.4, 1.6, 100'000)};  // probecost 16 µs (4 µs), command 16 µs (6 µs)
+  OverheadResult r = analyze(m, fixture_calibration());
+  ASSERT_TRUE(r.prediction_error_percent);
+  EXPECT_NEAR(*r.prediction_error_percent, 100 * (3.0 / 5.0 - 1), 1e-9);
+  ASSERT_FALSE(r.explanations.empty());
+  EXPECT_EQ(r.explanations[0].rfind("Both sides of a hit cost more here than in the calibration "
+                                    "(probecost 16 µs here against 4 µs in the calibration, the "
+                                    "command 16 µs against 6 µs), at the same placement",
+                                    0),
+            0u)
+      << r.explanations[0];
+}
