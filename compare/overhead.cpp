@@ -225,6 +225,17 @@ std::vector<std::string> explain(const OverheadResult& r) {
       why.push_back("Both are within 10% of no slowdown at all: the error is the runs' own noise.");
     }
   }
+  double busy_untraced =
+      r.untraced_wall.median > 0 ? r.untraced_cpu.median / r.untraced_wall.median : 0;
+  double busy_traced = r.traced_wall.median > 0 ? r.traced_cpu.median / r.traced_wall.median : 0;
+  if (m.attached && busy_untraced >= 0.9 && busy_traced < 0.9 * busy_untraced) {
+    why.push_back("The process was busy untraced (" + fmt("%.2f", busy_untraced) +
+                  " CPUs) and used less while traced (" + fmt("%.2f", busy_traced) +
+                  "): it waited at every stop, so it did less of its work in the traced window. "
+                  "Its events then come slower when traced, the rate above is lower than its "
+                  "untraced rate, and the extra CPU understates the cost: for such a process the "
+                  "cost shows as work not done, which a watcher cannot measure.");
+  }
   if (why.empty()) {
     why.push_back(
         "None of the causes probecost looks for shows (placement, waits across CPUs, "

@@ -239,3 +239,18 @@ TEST(OverheadModel, BothSidesDearerAtTheSamePlacementIsTheMachinesSpeed) {
             0u)
       << r.explanations[0];
 }
+
+TEST(OverheadModel, AttachedBusyProcessThatSlowsDownIsSaidSo) {
+  Measurement m = fixture_measurement();
+  m.attached = true;
+  m.pid = 4242;
+  m.untraced = {untraced(2.0, 2.0)};            // one CPU busy
+  m.traced = {traced(2.0, 1.2, 0.8, 100'000)};  // 0.6 CPU: it waited at the stops
+  OverheadResult r = analyze(m, fixture_calibration());
+  EXPECT_FALSE(r.prediction_error_percent);  // no extra CPU to compare with
+  std::string all;
+  for (const auto& e : r.explanations) all += e + "\n";
+  EXPECT_NE(all.find("The process was busy untraced (1.00 CPUs) and used less while traced (0.60)"),
+            std::string::npos)
+      << all;
+}
