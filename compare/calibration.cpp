@@ -64,6 +64,7 @@ Calibration from_json(const json& j, const std::string& source, double age_s) {
   if (j.contains("load_average") && j["load_average"].is_array() && !j["load_average"].empty()) {
     c.load_1min = j["load_average"][0].get<double>();
   }
+  c.others_cpu_share = j.value("others_cpu_share", -1.0);
   bool baseline = false;
   for (const auto& m : j.at("mechanisms")) {
     if (m.at("name") == "baseline") {
@@ -148,13 +149,16 @@ json measure(const CalibrationRequest& req) {
   cfg.step_over = req.step_over;
   cfg.iteration_scale = calibration_iteration_scale(req.placement);
   auto load = load_average();
+  OthersCpuMeter others;
   CompareResult result = run_compare(cfg, req.progress);
+  double others_share = others.share();
   std::ostringstream out;
   write_report(out, result, Format::Json, false);
   json j = json::parse(out.str());
   j["probecost_version"] = probecost_version();
   j["created_unix_s"] = now_unix_s();
   j["load_average"] = load;
+  j["others_cpu_share"] = others_share;
   j["calibration_step_over"] = req.step_over;
   return j;
 }

@@ -121,16 +121,27 @@ std::vector<std::string> explain(const OverheadResult& r) {
   const CalibrationRow* row = c.find(r.mechanism);
   bool int3 = r.mechanism.find("int3") != std::string::npos;
   std::string here = placement_name(m.placement);
-  if (int3 && !c.placement.empty() && c.placement != here) {
-    why.push_back("The calibration was measured at placement " + c.placement + ", this run at " +
-                  here +
-                  ": for int3 probes where the tracer and the command run decides the "
-                  "cost (a wake-up across CPUs costs tens of µs in a virtual machine).");
-  }
   std::string looks = r.cpu_samples ? "probecost ran on another CPU than the command at " +
                                           std::to_string(r.cpu_samples_apart) + " of " +
                                           std::to_string(r.cpu_samples) + " looks (every 100 ms)"
                                     : "";
+  if (int3 && !c.placement.empty() && c.placement != here) {
+    std::string cost =
+        row ? " Here a hit cost " + human_ns(r.cpu_ns_per_hit.median) + " of CPU" +
+                  (r.wall_ns_per_hit
+                       ? " and " + human_ns(r.wall_ns_per_hit->median) + " of wall time"
+                       : std::string()) +
+                  ", in the calibration " + human_ns(row->cpu_ns_per_hit) + " and " +
+                  human_ns(row->wall_ns_per_hit)
+            : std::string();
+    why.push_back("The calibration was measured at placement " + c.placement + ", this run at " +
+                  here +
+                  ": for int3 probes where the tracer and the command run decides the cost (a "
+                  "wake-up across CPUs costs µs to tens of µs in a virtual machine, in CPU time "
+                  "as well as in waiting)." +
+                  cost + (looks.empty() ? "" : "; " + looks) + ". Calibrate at placement " + here +
+                  " (the built-in calibration does).");
+  }
   if (int3 && r.wall_ns_per_hit && r.cpu_ns_per_hit.median > 0) {
     double wall = r.wall_ns_per_hit->median, cpu = r.cpu_ns_per_hit.median;
     double cal_ratio =
@@ -197,18 +208,22 @@ std::vector<std::string> explain(const OverheadResult& r) {
       }
     }
   }
-  double load = std::max(m.load_before[0], m.load_after[0]);
-  if (m.cpus_online > 0 && load > 0.5 * m.cpus_online) {
-    why.push_back("The machine was busy: load average " + fmt("%.2f", load) + " on " +
-                  std::to_string(m.cpus_online) + " CPUs, so other processes took turns on the " +
-                  "CPUs the runs used" +
-                  (c.load_1min >= 0
-                       ? " (the calibration ran at load " + fmt("%.2f", c.load_1min) + ")"
-                       : "") +
+  // The load average counts probecost and the command themselves; what other processes used
+  // is the machine's busy time (/proc/stat) minus ours.
+  if (m.others_cpu_share > 0.1) {
+    why.push_back("Other processes used " + fmt("%.0f", 100 * m.others_cpu_share) + "% of the " +
+                  std::to_string(m.cpus_online) + " CPUs' time during the runs (load average " +
+                  fmt("%.2f", std::max(m.load_before[0], m.load_after[0])) +
+                  "), so they took turns with probecost and the command" +
+                  (c.others_cpu_share >= 0
+                       ? " (during the calibration: " + fmt("%.0f", 100 * c.others_cpu_share) + "%)"
+                       : std::string()) +
                   ".");
-  } else if (c.load_1min > 0.5 * std::max(1, m.cpus_online)) {
-    why.push_back("The calibration ran on a busy machine (load average " +
-                  fmt("%.2f", c.load_1min) + "): --recalibrate when it is quiet.");
+  } else if (c.others_cpu_share > 0.1) {
+    why.push_back("Other processes used " + fmt("%.0f", 100 * c.others_cpu_share) +
+                  "% of the CPUs' time during the calibration (" +
+                  fmt("%.0f", 100 * std::max(0.0, m.others_cpu_share)) +
+                  "% during these runs): --recalibrate when the machine is quiet.");
   }
   if (r.slowdown && ratio_spread(*r.slowdown) > 0.2) {
     why.push_back("The runs themselves differ: the slowdown went from " +

@@ -78,6 +78,10 @@ struct Measurement {
   std::vector<RunRecord> untraced, traced;  // run i of each is a pair, run back to back
   std::array<double, 3> load_before = {-1, -1, -1}, load_after = {-1, -1, -1};
   int cpus_online = 0;
+  // The share of the machine's CPU time (all CPUs) that other processes used while it ran:
+  // /proc/stat's busy time minus probecost's, its children's and the watched process's.
+  // -1 when unknown.
+  double others_cpu_share = -1;
 };
 
 struct Prediction {

@@ -107,53 +107,56 @@ json to_json(const OverheadResult& r) {
     if (i < m.untraced.size()) runs.push_back(run_json(m.untraced[i], false));
   }
   const Calibration& c = r.calibration;
-  return {{"command", m.attached ? json(nullptr) : json(m.command)},
-          {"pid", m.attached ? json(m.pid) : json(nullptr)},
-          {"repeat", std::max(m.traced.size(), m.untraced.size())},
-          {"via", m.via},
-          {"mechanism", r.mechanism},
-          {"probes", probes},
-          {"hits", r.hits},
-          {"event_rate_per_s", r.event_rate_per_s},
-          {"event_rate_per_cpu_s", r.event_rate_per_cpu_s},
-          {"untraced", {{"wall_s", summary(r.untraced_wall)}, {"cpu_s", summary(r.untraced_cpu)}}},
-          {"traced",
-           {{"wall_s", summary(r.traced_wall)},
-            {"cpu_s", summary(r.traced_cpu)},
-            {"tracer_cpu_s", summary(r.tracer_cpu)},
-            {"held_s", summary(r.held)}}},
-          {"measured",
-           {{"slowdown", optional_summary(r.slowdown)},
-            {"extra_cpu_percent", summary(r.extra_cpu_percent)},
-            {"cpu_ns_per_hit", summary(r.cpu_ns_per_hit)},
-            {"wall_ns_per_hit", optional_summary(r.wall_ns_per_hit)},
-            {"tracer_cpu_ns_per_hit", r.tracer_ns_per_hit},
-            {"command_cpu_ns_per_hit", r.command_ns_per_hit}}},
-          {"evidence",
-           {{"cpu_samples", r.cpu_samples},
-            {"cpu_samples_apart", r.cpu_samples_apart},
-            {"tracer_migrations_per_1000_hits", r.tracer_migrations_per_1000_hits},
-            {"command_switches_per_hit", r.command_switches_per_hit}}},
-          {"predicted", predicted},
-          {"prediction_error_percent",
-           r.prediction_error_percent ? json(*r.prediction_error_percent) : json(nullptr)},
-          {"prediction_error_basis", r.error_basis},
-          {"calibration",
-           {{"source", c.source},
-            {"age_s", c.age_s},
-            {"machine", c.machine},
-            {"placement", c.placement},
-            {"load_1min", c.load_1min >= 0 ? json(c.load_1min) : json(nullptr)}}},
-          {"step_over", m.step_over},
-          {"placement", placement_name(m.placement)},
-          {"cpus", m.cpus},
-          {"warmup", m.warmup},
-          {"duration_s", m.attached ? json(m.duration_s) : json(nullptr)},
-          {"load_average", {{"before", m.load_before}, {"after", m.load_after}}},
-          {"explanations", r.explanations},
-          {"warnings", r.warnings},
-          {"cannot_know", r.cannot_know},
-          {"runs", runs}};
+  return {
+      {"command", m.attached ? json(nullptr) : json(m.command)},
+      {"pid", m.attached ? json(m.pid) : json(nullptr)},
+      {"repeat", std::max(m.traced.size(), m.untraced.size())},
+      {"via", m.via},
+      {"mechanism", r.mechanism},
+      {"probes", probes},
+      {"hits", r.hits},
+      {"event_rate_per_s", r.event_rate_per_s},
+      {"event_rate_per_cpu_s", r.event_rate_per_cpu_s},
+      {"untraced", {{"wall_s", summary(r.untraced_wall)}, {"cpu_s", summary(r.untraced_cpu)}}},
+      {"traced",
+       {{"wall_s", summary(r.traced_wall)},
+        {"cpu_s", summary(r.traced_cpu)},
+        {"tracer_cpu_s", summary(r.tracer_cpu)},
+        {"held_s", summary(r.held)}}},
+      {"measured",
+       {{"slowdown", optional_summary(r.slowdown)},
+        {"extra_cpu_percent", summary(r.extra_cpu_percent)},
+        {"cpu_ns_per_hit", summary(r.cpu_ns_per_hit)},
+        {"wall_ns_per_hit", optional_summary(r.wall_ns_per_hit)},
+        {"tracer_cpu_ns_per_hit", r.tracer_ns_per_hit},
+        {"command_cpu_ns_per_hit", r.command_ns_per_hit}}},
+      {"evidence",
+       {{"cpu_samples", r.cpu_samples},
+        {"cpu_samples_apart", r.cpu_samples_apart},
+        {"tracer_migrations_per_1000_hits", r.tracer_migrations_per_1000_hits},
+        {"command_switches_per_hit", r.command_switches_per_hit}}},
+      {"predicted", predicted},
+      {"prediction_error_percent",
+       r.prediction_error_percent ? json(*r.prediction_error_percent) : json(nullptr)},
+      {"prediction_error_basis", r.error_basis},
+      {"calibration",
+       {{"source", c.source},
+        {"age_s", c.age_s},
+        {"machine", c.machine},
+        {"placement", c.placement},
+        {"load_1min", c.load_1min >= 0 ? json(c.load_1min) : json(nullptr)},
+        {"others_cpu_share", c.others_cpu_share >= 0 ? json(c.others_cpu_share) : json(nullptr)}}},
+      {"step_over", m.step_over},
+      {"placement", placement_name(m.placement)},
+      {"cpus", m.cpus},
+      {"warmup", m.warmup},
+      {"duration_s", m.attached ? json(m.duration_s) : json(nullptr)},
+      {"load_average", {{"before", m.load_before}, {"after", m.load_after}}},
+      {"others_cpu_share", m.others_cpu_share >= 0 ? json(m.others_cpu_share) : json(nullptr)},
+      {"explanations", r.explanations},
+      {"warnings", r.warnings},
+      {"cannot_know", r.cannot_know},
+      {"runs", runs}};
 }
 
 std::string range(const Summary& s, const std::function<std::string(double)>& f) {
@@ -186,7 +189,9 @@ void write_header(std::ostream& out, const OverheadResult& r) {
       << (m.placement == Placement::Free ? ": nothing pinned, as 'probecost trace' runs" : "")
       << "\n";
   out << "  load average " << fmt("%.2f", m.load_before[0]) << " before, "
-      << fmt("%.2f", m.load_after[0]) << " after, on " << m.cpus_online << " CPUs\n\n";
+      << fmt("%.2f", m.load_after[0]) << " after, on " << m.cpus_online
+      << " CPUs; other processes used " << fmt("%.0f", 100 * std::max(0.0, m.others_cpu_share))
+      << "% of the CPUs' time meanwhile\n\n";
   out << pad("probe", 32, true) << pad("hits/run", 12) << "  how\n";
   for (std::size_t i = 0; i < m.probes.size(); ++i) {
     const auto& p = m.probes[i];
@@ -250,7 +255,11 @@ void write_predicted(std::ostream& out, const OverheadResult& r) {
       << " hits/s (" << group_thousands(r.event_rate_per_cpu_s) << " per CPU second)\n";
   out << "calibration: " << c.source << "; " << age(c.age_s) << " old; " << c.machine
       << "; placement " << (c.placement.empty() ? "unknown" : c.placement)
-      << (c.load_1min >= 0 ? "; load average " + fmt("%.2f", c.load_1min) + " then" : "") << "\n";
+      << (c.load_1min >= 0 ? "; load average " + fmt("%.2f", c.load_1min) + " then" : "")
+      << (c.others_cpu_share >= 0
+              ? ", others used " + fmt("%.0f", 100 * c.others_cpu_share) + "% of the CPUs"
+              : "")
+      << "\n";
   out << pad("mechanism", 34, true) << pad("CPU/hit", 12) << pad("wall/hit", 12)
       << pad("extra CPU", 12) << pad("% of a CPU", 12) << pad("slowdown", 10) << "\n";
   for (const auto& p : r.predicted) {

@@ -287,6 +287,7 @@ Measurement measure(const OverheadConfig& cfg,
   CpuPlan plan = plan_cpus(cfg.placement, m.cpus_online);
   m.cpus = plan.describe();
   m.load_before = load_average();
+  OthersCpuMeter others;
   auto say = [&](const std::string& what) {
     if (progress) progress(what);
   };
@@ -312,6 +313,11 @@ Measurement measure(const OverheadConfig& cfg,
     }
   }
   m.load_after = load_average();
+  double watched = 0;  // an attached process is not ours: its CPU is not "other processes'"
+  for (const auto* runs : {&m.untraced, &m.traced}) {
+    for (const auto& run : *runs) watched += m.attached ? run.cpu_s : 0;
+  }
+  m.others_cpu_share = others.share(watched);
   return m;
 }
 

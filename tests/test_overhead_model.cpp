@@ -140,6 +140,7 @@ TEST(OverheadModel, PredictsEveryCalibratedMechanismAndTheErrorOfTheOneUsed) {
 TEST(OverheadModel, ALargeErrorIsExplainedWithItsEvidence) {
   Measurement m = fixture_measurement();
   m.placement = Placement::Free;  // the calibration is same-cpu
+  m.others_cpu_share = 0.3;
   for (auto& t : m.traced) {
     t.wall_s *= 2;  // twice the wall time for the same CPU: nobody ran meanwhile
     t.cpu_samples = 10;
@@ -153,6 +154,9 @@ TEST(OverheadModel, ALargeErrorIsExplainedWithItsEvidence) {
   EXPECT_NE(all.find("placement same-cpu, this run at free"), std::string::npos) << all;
   EXPECT_NE(all.find("ran on no CPU"), std::string::npos) << all;
   EXPECT_NE(all.find("at 27 of 30 looks"), std::string::npos) << all;
+  EXPECT_NE(all.find("Other processes used 30% of the 2 CPUs' time during the runs"),
+            std::string::npos)
+      << all;
 }
 
 TEST(OverheadModel, FailedRunsAreLeftOutAndSaidSo) {
