@@ -363,6 +363,13 @@ OverheadResult analyze(const Measurement& m, const Calibration& c) {
       r.predicted.push_back(predict(*mix, r.event_rate_per_s, r.event_rate_per_cpu_s));
     }
   }
+  if (r.mechanism.find("jump") != std::string::npos && c.find("jump")) {
+    r.notes.push_back(
+        "The calibration's jump row is compare's: a jump probe that writes the "
+        "marker's record {TSC, id, arg} per hit, with the reading of the records in "
+        "its CPU. The jump probes here only count hits (trace without --events), "
+        "which costs less: the prediction for jump is an upper bound.");
+  }
   const Prediction* used = r.used();
   if (!used) {
     r.explanations.push_back("The calibration has no " + r.mechanism +

@@ -117,6 +117,7 @@ struct OverheadResult {
   std::optional<double> prediction_error_percent;
   std::string error_basis;                // "slowdown", or "extra CPU" attached
   std::vector<std::string> explanations;  // why the prediction is off, with the evidence
+  std::vector<std::string> notes;         // what the model leaves out, whatever the error
   std::vector<std::string> warnings;      // failed runs, hit counts that differ
   std::vector<std::string> cannot_know;   // attached: what a watcher cannot know
 

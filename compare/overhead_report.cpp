@@ -154,6 +154,7 @@ json to_json(const OverheadResult& r) {
       {"load_average", {{"before", m.load_before}, {"after", m.load_after}}},
       {"others_cpu_share", m.others_cpu_share >= 0 ? json(m.others_cpu_share) : json(nullptr)},
       {"explanations", r.explanations},
+      {"notes", r.notes},
       {"warnings", r.warnings},
       {"cannot_know", r.cannot_know},
       {"runs", runs}};
@@ -289,6 +290,7 @@ void write_predicted(std::ostream& out, const OverheadResult& r) {
     out << "why:\n";
     for (const auto& e : r.explanations) out << "  - " << e << "\n";
   }
+  for (const auto& n : r.notes) out << "note: " << n << "\n";
 }
 
 void write_text(std::ostream& out, const OverheadResult& r) {
