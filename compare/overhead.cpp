@@ -363,6 +363,12 @@ OverheadResult analyze(const Measurement& m, const Calibration& c) {
       r.predicted.push_back(predict(*mix, r.event_rate_per_s, r.event_rate_per_cpu_s));
     }
   }
+  if (r.mechanism.find("int3") != std::string::npos && !c.placement.empty() &&
+      c.placement != placement_name(m.placement)) {
+    r.notes.push_back("The calibration was made at placement " + c.placement +
+                      ", this measurement at " + placement_name(m.placement) +
+                      ": an int3 probe's cost depends on where the tracer and the command run.");
+  }
   if (r.mechanism.find("jump") != std::string::npos && c.find("jump")) {
     r.notes.push_back(
         "The calibration's jump row is compare's: a jump probe that writes the "

@@ -74,6 +74,8 @@ struct Measurement {
   Placement placement = Placement::Free;
   std::string cpus;  // where probecost and the command ran
   unsigned warmup = 0;
+  std::string stdin_path;    // launched: the command's stdin
+  bool show_output = false;  // launched: its stdout and stderr went to probecost's stderr
   std::vector<ProbeUse> probes;
   std::vector<RunRecord> untraced, traced;  // run i of each is a pair, run back to back
   std::array<double, 3> load_before = {-1, -1, -1}, load_after = {-1, -1, -1};

@@ -181,8 +181,8 @@ void write_header(std::ostream& out, const OverheadResult& r) {
   } else {
     out << "probecost overhead: " << command_line(m.command) << "\n";
     out << "  " << n << " traced and " << m.untraced.size() << " untraced runs by turns, after "
-        << m.warmup << " warm-up run" << (m.warmup == 1 ? "" : "s")
-        << "; stdin and output as given (default /dev/null)\n";
+        << m.warmup << " warm-up run" << (m.warmup == 1 ? "" : "s") << "; stdin " << m.stdin_path
+        << ", output " << (m.show_output ? "to probecost's stderr" : "discarded") << "\n";
   }
   out << "  probes: --via " << m.via << ", --step-over " << m.step_over
       << "; mechanism used: " << r.mechanism << "\n";

@@ -283,6 +283,8 @@ Measurement measure(const OverheadConfig& cfg,
   m.via = cfg.via;
   m.step_over = cfg.step_over;
   m.placement = cfg.placement;
+  m.stdin_path = cfg.stdin_path;
+  m.show_output = cfg.show_output;
   m.cpus_online = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
   CpuPlan plan = plan_cpus(cfg.placement, m.cpus_online);
   m.cpus = plan.describe();
