@@ -21,6 +21,7 @@ class SiteTable {
   void enable_all();
   void disable_all();  // best effort on every site; rethrows the first failure afterwards
   void forget_all();   // the address space went away (exit, exec)
+  void clear() { sites_.clear(); }  // drops every site, writing nothing
 
   // Every site enabled from now on is announced to `watcher` once.
   void set_watcher(SiteWatcher watcher) { watcher_ = std::move(watcher); }

@@ -71,14 +71,16 @@ void SingleStepOver::prepare(BreakpointSite& site) {
 
 void SingleStepOver::step(StoppedThread& thread, BreakpointSite& site) {
   auto it = rep_next_.find(site.address().value());
-  step_over(thread, site, *memory_, it != rep_next_.end() ? it->second : std::nullopt);
+  step_over(thread, site, memory_, it != rep_next_.end() ? it->second : std::nullopt);
 }
 
-void SingleStepOver::step_over(StoppedThread& thread, BreakpointSite& site, TraceeMemory& memory,
+void SingleStepOver::step_over(StoppedThread& thread, BreakpointSite& site, TraceeMemory* memory,
                                std::optional<RuntimeAddr> next) {
   Reinsert reinsert(site);
   thread.set_pc(site.address());
-  if (thread.single_step() && next) finish_repeats(thread, site.address(), memory, *next);
+  // memory is null when no rep site was decoded (no TraceeMemory given): next is empty then.
+  if (thread.single_step() && next && memory)
+    finish_repeats(thread, site.address(), *memory, *next);
 }
 
 std::string FastStepOver::name() const {
@@ -181,7 +183,7 @@ void FastStepOver::step(StoppedThread& thread, BreakpointSite& site) {
       return;
     }
     case Method::SingleStep:
-      SingleStepOver::step_over(thread, site, *memory_, rep_next(p.insn));
+      SingleStepOver::step_over(thread, site, memory_, rep_next(p.insn));
       return;
   }
 }

@@ -75,7 +75,7 @@ class SingleStepOver final : public StepOver {
   void step(StoppedThread& thread, BreakpointSite& site) override;
   // The step itself, for other strategies' fallback. `rep_next`: for a rep-prefixed
   // instruction, the address of the next one.
-  static void step_over(StoppedThread& thread, BreakpointSite& site, TraceeMemory& memory,
+  static void step_over(StoppedThread& thread, BreakpointSite& site, TraceeMemory* memory,
                         std::optional<RuntimeAddr> rep_next);
 
  private:

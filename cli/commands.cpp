@@ -11,6 +11,8 @@
 
 #include "breakpoint/error.hpp"
 #include "breakpoint/step_over.hpp"
+#include "cli/output.hpp"
+#include "cli/parse.hpp"
 #include "compare/bench.hpp"
 #include "compare/compare.hpp"
 #include "compare/report.hpp"
@@ -20,18 +22,6 @@ namespace po = boost::program_options;
 namespace probecost::cli {
 
 namespace {
-
-po::variables_map parse(const std::vector<std::string>& args, const po::options_description& desc,
-                        const std::string& cmd) {
-  po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(args).options(desc).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    throw UsageError(std::string(e.what()) + " (see 'probecost " + cmd + " --help')");
-  }
-  return vm;
-}
 
 std::vector<double> parse_rates(const std::vector<std::string>& texts) {
   std::vector<double> rates;
@@ -72,13 +62,12 @@ std::string find_inferior(std::string path) {
 
 namespace {
 
-// Writes through -o FILE or to stdout.
+// Renders a report into a string, for Output::write.
 template <typename F>
-void emit(const std::string& file, F&& write) {
-  if (file.empty() || file == "-") return write(std::cout);
-  std::ofstream out(file);
-  if (!out) throw Error::from_errno("cannot write " + file);
+std::string render(F&& write) {
+  std::ostringstream out;
   write(out);
+  return out.str();
 }
 
 void progress_line(int done, int total, const std::string& what) {
@@ -92,7 +81,7 @@ void progress_line(int done, int total, const std::string& what) {
 int compare_command(const std::vector<std::string>& args) {
   CompareConfig cfg;
   std::vector<std::string> mechanisms, rates;
-  std::string placement, format, output, iterations;
+  std::string placement, format, output, iterations, repeat, threads;
   po::options_description desc(
       "probecost compare [options]\n\n"
       "Runs probecost-inferior under each mechanism, --repeat times each, and reports the cost\n"
@@ -105,8 +94,8 @@ int compare_command(const std::vector<std::string>& args) {
       "mechanisms to run (comma-separated or repeated; default all); baseline always runs")(
       "iterations,n", po::value(&iterations),
       "iterations per thread (default: per mechanism, 5M cheap .. 20k ptrace)")(
-      "repeat,r", po::value(&cfg.repeat)->default_value(5), "runs of each mechanism")(
-      "threads,t", po::value(&cfg.threads)->default_value(1), "inferior threads hitting the site")(
+      "repeat,r", po::value(&repeat)->default_value("5"), "runs of each mechanism")(
+      "threads,t", po::value(&threads)->default_value("1"), "inferior threads hitting the site")(
       "work,w", po::value(&cfg.work)->default_value("empty"),
       "work per iteration: empty or memcpy:BYTES")(
       "rate", po::value(&rates)->multitoken(),
@@ -120,35 +109,28 @@ int compare_command(const std::vector<std::string>& args) {
       "step-over", po::value(&cfg.step_over)->default_value("auto"),
       "int3-ptrace-fast's strategy: singlestep, emulate, outline or auto")(
       "verbose,v", "also system calls and stops per hit, CPU split");
-  auto vm = parse(args, desc, "compare");
+  auto vm = parse_options(args, desc, "compare");
   if (vm.count("help")) {
     std::cout << desc << "\n";
     return 0;
   }
   if (!mechanisms.empty()) cfg.mechanisms = split_commas(mechanisms);
   if (!rates.empty()) cfg.rates = parse_rates(split_commas(rates));
-  if (vm.count("iterations")) {
-    char* end = nullptr;
-    unsigned long long n = std::strtoull(iterations.c_str(), &end, 10);
-    if (iterations.empty() || *end || n == 0 || iterations[0] == '-') {
-      throw UsageError("bad --iterations '" + iterations + "': want a whole number > 0");
-    }
-    cfg.iterations = n;
-  }
-  if (cfg.repeat == 0) throw UsageError("--repeat must be at least 1");
-  if (cfg.threads == 0) throw UsageError("--threads must be at least 1");
-  if (cfg.work != "empty" && cfg.work.rfind("memcpy:", 0) != 0) {
-    throw UsageError("bad --work '" + cfg.work + "': want empty or memcpy:BYTES");
-  }
+  if (vm.count("iterations"))
+    cfg.iterations = parse_count("--iterations", iterations, 1, UINT64_MAX);
+  cfg.repeat = static_cast<unsigned>(parse_count("--repeat", repeat, 1));
+  cfg.threads = static_cast<unsigned>(parse_count("--threads", threads, 1, 4096));
+  check_work(cfg.work);
   cfg.placement = parse_placement(placement);
   check_step_over_name(cfg.step_over);
   Format f = parse_format(format);
   select_mechanisms(cfg.mechanisms);  // unknown names fail here, before anything runs
   cfg.inferior = find_inferior(cfg.inferior);
+  Output out(output);  // before anything runs: a report that cannot be written fails now
 
   bool show_progress = ::isatty(STDERR_FILENO);
   CompareResult result = run_compare(cfg, show_progress ? progress_line : nullptr);
-  emit(output, [&](std::ostream& out) { write_report(out, result, f, vm.count("verbose") > 0); });
+  out.write(render([&](std::ostream& o) { write_report(o, result, f, vm.count("verbose") > 0); }));
   if (!result.trustworthy()) {
     std::cerr << "probecost compare: some figures are not to be trusted (see WARNING)\n";
     return 1;
@@ -162,7 +144,7 @@ int bench_command(const std::vector<std::string>& args) {
   }
   BenchConfig cfg;
   std::vector<std::string> kinds, strategies;
-  std::string placement, format, output, inferior;
+  std::string placement, format, output, inferior, iterations, threads, repeat;
   po::options_description desc(
       "probecost bench step-over [options]\n\n"
       "Traces probe sites whose first instruction is each kind (nop, push, ret, RIP-relative\n"
@@ -173,15 +155,15 @@ int bench_command(const std::vector<std::string>& args) {
                                             "instruction kinds (default all)")(
       "strategies,s", po::value(&strategies)->multitoken(),
       "strategies (default singlestep,emulate,outline,auto)")(
-      "iterations,n", po::value(&cfg.iterations)->default_value(20000), "hits per thread")(
-      "threads,t", po::value(&cfg.threads)->default_value(1), "inferior threads")(
-      "repeat,r", po::value(&cfg.repeat)->default_value(3), "runs of each")(
+      "iterations,n", po::value(&iterations)->default_value("20000"), "hits per thread")(
+      "threads,t", po::value(&threads)->default_value("1"), "inferior threads")(
+      "repeat,r", po::value(&repeat)->default_value("3"), "runs of each")(
       "placement", po::value(&placement)->default_value("same-cpu"), "same-cpu, split or free")(
       "format,f", po::value(&format)->default_value("text"), "text, json or csv")(
       "output,o", po::value(&output), "write to FILE")("inferior", po::value(&cfg.inferior),
                                                        "path of probecost-inferior");
   std::vector<std::string> rest(args.begin() + 1, args.end());
-  auto vm = parse(rest, desc, "bench step-over");
+  auto vm = parse_options(rest, desc, "bench step-over");
   if (vm.count("help")) {
     std::cout << desc << "\n";
     return 0;
@@ -189,14 +171,15 @@ int bench_command(const std::vector<std::string>& args) {
   if (!kinds.empty()) cfg.kinds = split_commas(kinds);
   if (!strategies.empty()) cfg.strategies = split_commas(strategies);
   for (const auto& s : cfg.strategies) check_step_over_name(s);
-  if (cfg.iterations == 0 || cfg.threads == 0 || cfg.repeat == 0) {
-    throw UsageError("--iterations, --threads and --repeat must be at least 1");
-  }
+  cfg.iterations = parse_count("--iterations", iterations, 1, UINT64_MAX);
+  cfg.threads = static_cast<unsigned>(parse_count("--threads", threads, 1, 4096));
+  cfg.repeat = static_cast<unsigned>(parse_count("--repeat", repeat, 1));
   cfg.placement = parse_placement(placement);
   Format f = parse_format(format);
   cfg.inferior = find_inferior(cfg.inferior);
+  Output out(output);
   BenchResult result = run_step_over_bench(cfg, ::isatty(STDERR_FILENO) ? progress_line : nullptr);
-  emit(output, [&](std::ostream& out) { write_bench(out, result, f); });
+  out.write(render([&](std::ostream& o) { write_bench(o, result, f); }));
   return result.all_correct() ? 0 : 1;
 }
 

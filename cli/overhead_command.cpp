@@ -14,6 +14,8 @@
 #include "breakpoint/error.hpp"
 #include "breakpoint/step_over.hpp"
 #include "cli/commands.hpp"
+#include "cli/output.hpp"
+#include "cli/parse.hpp"
 #include "compare/calibration.hpp"
 #include "compare/model.hpp"
 #include "compare/overhead.hpp"
@@ -79,41 +81,6 @@ po::options_description describe_options(Args& a) {
   return desc;
 }
 
-// Every token must be an option or an option's value: a bare word (the "us" of "-c 2.01 us")
-// is collected by a hidden positional option and refused by name.
-po::variables_map parse(const std::vector<std::string>& args, const po::options_description& desc) {
-  po::options_description hidden;
-  hidden.add_options()("stray", po::value<std::vector<std::string>>());
-  po::options_description all;
-  all.add(desc).add(hidden);
-  po::positional_options_description positional;
-  positional.add("stray", -1);
-  po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(args).options(all).positional(positional).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    throw UsageError(std::string(e.what()) + " (see 'probecost overhead --help')");
-  }
-  if (vm.count("stray")) {
-    throw UsageError("unexpected argument '" + vm["stray"].as<std::vector<std::string>>().front() +
-                     "': a command goes after '--', and a time has its unit without a space "
-                     "(2.01us)");
-  }
-  return vm;
-}
-
-unsigned parse_count(const std::string& option, const std::string& text, unsigned min) {
-  char* end = nullptr;
-  errno = 0;
-  unsigned long v = std::strtoul(text.c_str(), &end, 10);
-  if (text.empty() || *end || text[0] == '-' || errno == ERANGE || v < min || v > 1000) {
-    throw UsageError("bad " + option + " '" + text + "': want a whole number from " +
-                     std::to_string(min) + " to 1000");
-  }
-  return static_cast<unsigned>(v);
-}
-
 std::vector<std::string> split_commas(const std::vector<std::string>& in) {
   std::vector<std::string> out;
   for (const auto& s : in) {
@@ -125,28 +92,16 @@ std::vector<std::string> split_commas(const std::vector<std::string>& in) {
   return out;
 }
 
-// Writes through -o FILE (opened before anything runs) or to stdout.
-class Sink {
- public:
-  explicit Sink(const std::string& path) {
-    if (path.empty() || path == "-") return;
-    file_.open(path);
-    if (!file_) throw Error::from_errno("cannot write " + path);
-  }
-  std::ostream& out() { return file_.is_open() ? file_ : std::cout; }
-
- private:
-  std::ofstream file_;
-};
-
 int cost_arithmetic(const Args& a) {
   std::vector<double> costs, rates;
   for (const auto& c : a.costs) costs.push_back(parse_duration_ns(c));
   for (const auto& r : split_commas(a.rates)) rates.push_back(parse_rate(r));
   if (rates.empty()) rates.push_back(750'000);
   Format f = parse_format(a.format);
-  Sink sink(a.output);
-  write_cost_table(sink.out(), costs, rates, f);
+  Output out(a.output);
+  std::ostringstream text;
+  write_cost_table(text, costs, rates, f);
+  out.write(text.str());
   return 0;
 }
 
@@ -216,8 +171,11 @@ OverheadConfig measurement_config(const Args& a, const std::vector<std::string>&
   cfg.via = a.via;
   check_step_over_name(a.step_over);
   cfg.step_over = a.step_over;
-  cfg.repeat = a.repeat.empty() ? (cfg.pid ? 1 : 3) : parse_count("--repeat", a.repeat, 1);
-  cfg.warmup = parse_count("--warmup", a.warmup, 0);
+  constexpr unsigned kMostRuns = 1000;
+  cfg.repeat = a.repeat.empty()
+                   ? (cfg.pid ? 1 : 3)
+                   : static_cast<unsigned>(parse_count("--repeat", a.repeat, 1, kMostRuns));
+  cfg.warmup = static_cast<unsigned>(parse_count("--warmup", a.warmup, 0, kMostRuns));
   cfg.placement = parse_placement(a.placement);
   if (cfg.placement == Placement::Follow) {
     throw UsageError("--placement follow is for compare; overhead takes free, same-cpu or split");
@@ -249,7 +207,7 @@ int measurement(const Args& a, const std::vector<std::string>& command) {
   std::optional<Calibration> calibration;
   if (!a.calibration.empty()) calibration = load_calibration_file(a.calibration);
   std::string inferior = calibration ? "" : find_inferior(a.inferior);
-  Sink sink(a.output);
+  Output out(a.output);  // before anything runs: a report that cannot be written fails now
   bool tty = ::isatty(STDERR_FILENO);
   if (!calibration) {
     CalibrationRequest req;
@@ -268,8 +226,9 @@ int measurement(const Args& a, const std::vector<std::string>& command) {
   Measurement m = measure(cfg, tty ? progress_line : std::function<void(const std::string&)>());
   if (tty) clear_progress();
   OverheadResult result = analyze(m, *calibration);
-  write_overhead(sink.out(), result, f);
-  sink.out().flush();
+  std::ostringstream text;
+  write_overhead(text, result, f);
+  out.write(text.str());
   if (!result.trustworthy()) {
     std::cerr << "probecost overhead: some figures are not to be trusted (see WARNING)\n";
     return 1;
@@ -286,7 +245,7 @@ int overhead_command(const std::vector<std::string>& all_args) {
   if (dashdash != all_args.end()) command.assign(dashdash + 1, all_args.end());
   Args a;
   po::options_description desc = describe_options(a);
-  po::variables_map vm = parse(args, desc);
+  po::variables_map vm = parse_options(args, desc, "overhead");
   if (vm.count("help")) {
     std::cout << desc << "\n";
     return 0;

@@ -7,11 +7,15 @@
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "breakpoint/error.hpp"
 #include "breakpoint/step_over.hpp"
 #include "cli/commands.hpp"
+#include "cli/output.hpp"
+#include "cli/parse.hpp"
 #include "tracer/trace.hpp"
+#include "tracer/wait_status.hpp"
 
 namespace po = boost::program_options;
 
@@ -29,6 +33,12 @@ std::string fmt(const char* f, double v) {
   return buf;
 }
 
+std::string fmt_str(const char* f, const std::string& v) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf, f, v.c_str());
+  return buf;
+}
+
 nlohmann::json to_json(const TraceReport& r) {
   nlohmann::json probes = nlohmann::json::array();
   nlohmann::json stacks = nlohmann::json::object();
@@ -41,6 +51,7 @@ nlohmann::json to_json(const TraceReport& r) {
                       {"traced_hits_per_s", r.duration_s > 0 ? p.hits / r.duration_s : 0.0},
                       {"threads", p.threads.size()},
                       {"via", p.via},
+                      {"image", p.image},
                       {"why_not_jump", p.why_not_jump},
                       {"step_over", p.step_over}});
     if (p.via == "jump" && (p.events_read || p.events_lost)) {
@@ -70,6 +81,12 @@ nlohmann::json to_json(const TraceReport& r) {
       {"tracee_cpu_percent", r.duration_s > 0 ? 100 * r.tracee_cpu_s / r.duration_s : 0.0},
       {"ending", r.ending}};
   if (r.launched) j["command_end"] = r.command_end;
+  if (r.command_status) {
+    WaitStatus ws(*r.command_status);
+    j["command_status"] = ws.exited() ? ws.exit_code() : 128 + ws.term_signal();
+  }
+  j["images"] = r.images;
+  j["version"] = PROBECOST_VERSION;
   if (r.stacks) {
     j["stacks"] = stacks;
     j["stack_ns_per_hit"] = r.stack_ns_per_hit;
@@ -77,24 +94,43 @@ nlohmann::json to_json(const TraceReport& r) {
   return j;
 }
 
-void write_text(std::ostream& out, const TraceReport& r, unsigned top, bool quiet) {
+// Probe rows, most hits first (within each image, images in the order they ran).
+std::vector<const ProbeReport*> sorted_rows(const TraceReport& r) {
+  std::vector<const ProbeReport*> rows;
+  for (const auto& p : r.probes) rows.push_back(&p);
+  std::stable_sort(rows.begin(), rows.end(), [&](const ProbeReport* a, const ProbeReport* b) {
+    auto image = [&](const ProbeReport* p) {
+      return std::find(r.images.begin(), r.images.end(), p->image) - r.images.begin();
+    };
+    return image(a) != image(b) ? image(a) < image(b) : a->hits > b->hits;
+  });
+  return rows;
+}
+
+void write_text(std::ostream& out, const TraceReport& r, unsigned top) {
   out << "probecost trace: process " << r.pid << ", " << fmt("%.2f", r.duration_s) << " s, "
       << r.hits << " hits; ended: " << r.ending << " (held stopped " << fmt("%.0f", r.held_s * 1e3)
       << " ms before, while the probes went in)\n";
-  if (!quiet) {
+  {
     char line[512];
-    std::snprintf(line, sizeof line, "\n%-28s %-16s %-18s %-24s %10s %10s %7s\n", "probe",
-                  "address", "module", "symbol", "hits", "traced/s", "threads");
+    bool images = r.images.size() > 1;
+    std::snprintf(line, sizeof line, "\n%s%-28s %-16s %-18s %-24s %10s %15s %7s\n",
+                  images ? "image            " : "", "probe", "address", "module", "symbol", "hits",
+                  "hits/s (traced)", "threads");
     out << line;
-    for (const auto& p : r.probes) {
-      std::snprintf(line, sizeof line, "%-28s %-16s %-18s %-24s %10llu %10.0f %7zu\n",
-                    p.probe.spec.c_str(), p.probe.address.hex().c_str(),
+    for (const ProbeReport* pp : sorted_rows(r)) {
+      const ProbeReport& p = *pp;
+      std::string image = images ? fmt_str("%-16s ", base_name(p.image)) : "";
+      std::snprintf(line, sizeof line, "%s%-28s %-16s %-18s %-24s %10llu %15.0f %7s\n",
+                    image.c_str(), p.probe.spec.c_str(), p.probe.address.hex().c_str(),
                     base_name(p.probe.module).c_str(), p.probe.symbol.c_str(),
                     static_cast<unsigned long long>(p.hits),
-                    r.duration_s > 0 ? p.hits / r.duration_s : 0.0, p.threads.size());
+                    r.duration_s > 0 ? p.hits / r.duration_s : 0.0,
+                    p.via == "jump" ? "-" : std::to_string(p.threads.size()).c_str());
       out << line;
     }
-    out << "traced/s: hits per second while traced, lower than untraced by the tracing's own "
+    out << "hits/s (traced): hits per second while traced, lower than untraced by the tracing's "
+           "own "
            "cost ('probecost overhead' measures the untraced rate and the cost of a hit alone)\n";
     out << "\nhow:";
     for (const auto& p : r.probes) {
@@ -142,8 +178,7 @@ int trace_command(const std::vector<std::string>& all_args) {
   if (dashdash != all_args.end()) command.assign(dashdash + 1, all_args.end());
 
   TraceOptions opts;
-  std::string format, output, list, duration;
-  unsigned top = 5;
+  std::string format, output, list, duration, stack_depth, top_text;
   po::options_description desc(
       "probecost trace (-p PID | -- COMMAND ARGS...) -b PROBE [-b PROBE ...] [options]\n\n"
       "Puts int3 probes into a running process or a command, counts every hit with an empty\n"
@@ -157,8 +192,8 @@ int trace_command(const std::vector<std::string>& all_args) {
       "all-matches", po::bool_switch(&opts.all_matches),
       "a symbol found in several modules: probe all of them")(
       "stacks", po::bool_switch(&opts.stacks), "capture the call stack at every hit")(
-      "stack-depth", po::value(&opts.stack_depth)->default_value(16), "frames per stack")(
-      "top", po::value(&top)->default_value(5), "stacks to print per probe")(
+      "stack-depth", po::value(&stack_depth)->default_value("16"), "frames per stack")(
+      "top", po::value(&top_text)->default_value("5"), "stacks to print per probe")(
       "duration,d", po::value(&duration), "trace for this many seconds")(
       "kill-on-exit", po::bool_switch(&opts.kill_on_exit),
       "kill a launched command when the trace ends (default: it runs on untraced)")(
@@ -170,15 +205,12 @@ int trace_command(const std::vector<std::string>& all_args) {
       "step-over", po::value(&opts.step_over)->default_value("auto"),
       "int3 probes: singlestep, emulate, outline or auto")(
       "format,f", po::value(&format)->default_value("text"), "text or json")(
-      "output,o", po::value(&output), "write the report to FILE")(
-      "quiet,q", "only the summary; no progress line");
-  po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(args).options(desc).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    throw UsageError(std::string(e.what()) + " (see 'probecost trace --help')");
-  }
+      "output,o", po::value(&output),
+      "write the report to FILE (default: standard output; standard error when probecost "
+      "launched the command, whose standard output is its own)")(
+      "no-follow-exec", "end the trace when the process calls exec (default: probe the new image)")(
+      "quiet,q", "no progress line, no notes");
+  po::variables_map vm = parse_options(args, desc, "trace");
   if (vm.count("help")) {
     std::cout << desc << "\n";
     return 0;
@@ -200,7 +232,8 @@ int trace_command(const std::vector<std::string>& all_args) {
   }
   check_step_over_name(opts.step_over);
   check_via(opts.via);
-  if (opts.stack_depth == 0) throw UsageError("--stack-depth must be at least 1");
+  opts.stack_depth = static_cast<unsigned>(parse_count("--stack-depth", stack_depth, 1, 4096));
+  unsigned top = static_cast<unsigned>(parse_count("--top", top_text, 0));
   for (const auto& p : opts.probes) parse_probe(p);  // syntax errors before touching anything
   if (!list.empty()) {
     auto syms = list_target_symbols(opts, list);
@@ -210,23 +243,27 @@ int trace_command(const std::vector<std::string>& all_args) {
     return 0;
   }
   if (opts.probes.empty()) throw UsageError("no probe: give -b PROBE (or --list PATTERN)");
+  // Before anything is attached or launched: fail now, not after the trace. A launched
+  // command's standard output is its own (as with strace -c and perf stat): the report goes to
+  // standard error then.
+  Output out(output, command.empty() ? STDOUT_FILENO : STDERR_FILENO);
   bool quiet = vm.count("quiet") > 0;
   opts.progress = !quiet && ::isatty(STDERR_FILENO);
   opts.announce = !quiet;
+  opts.follow_exec = !vm.count("no-follow-exec");
   TraceReport report = run_trace(opts, std::cerr);
-  auto write = [&](std::ostream& out) {
-    if (format == "json") {
-      out << to_json(report).dump(2) << "\n";
-    } else {
-      write_text(out, report, top, quiet);
-    }
-  };
-  if (output.empty() || output == "-") {
-    write(std::cout);
+  std::ostringstream text;
+  if (format == "json") {
+    text << to_json(report).dump(2) << "\n";
   } else {
-    std::ofstream out(output);
-    if (!out) throw Error::from_errno("cannot write " + output);
-    write(out);
+    write_text(text, report, top);
+  }
+  out.write(text.str());
+  // Like strace and perf stat: the launched command's own exit status, or 128 + its signal.
+  if (report.command_status) {
+    WaitStatus ws(*report.command_status);
+    if (ws.exited()) return ws.exit_code();
+    if (ws.killed()) return 128 + ws.term_signal();
   }
   return 0;
 }

@@ -1,12 +1,65 @@
 #include "compare/compare.hpp"
 
 #include <algorithm>
+#include <cstdio>
+
+#include "breakpoint/error.hpp"
 
 namespace probecost {
 
 bool CompareResult::trustworthy() const {
   return std::all_of(mechanisms.begin(), mechanisms.end(),
                      [](const MechanismResult& m) { return m.problem.empty(); });
+}
+
+void check_work(const std::string& work) {
+  if (work == "empty") return;
+  std::string bytes = work.rfind("memcpy:", 0) == 0 ? work.substr(7) : "";
+  if (!bytes.empty() && bytes.size() <= 12 &&
+      bytes.find_first_not_of("0123456789") == std::string::npos && std::stoull(bytes) > 0) {
+    return;
+  }
+  throw UsageError("bad --work '" + work +
+                   "': want empty or memcpy:BYTES with BYTES a whole number > 0");
+}
+
+namespace {
+
+std::string ns_text(double v) {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%.1f", v);
+  return buf;
+}
+
+// "spread (max - min) 12.3 ns/hit is larger than the median 4.5" or empty.
+std::string judge(const Summary& s, const char* what) {
+  if (s.median < 0) {
+    return std::string("negative ") + what + " (median " + ns_text(s.median) + ")";
+  }
+  if (s.max - s.min > s.median) {
+    return std::string("the spread of ") + what + " (max - min = " + ns_text(s.max - s.min) +
+           ") is larger than its median (" + ns_text(s.median) + ")";
+  }
+  return {};
+}
+
+}  // namespace
+
+void judge_figures(MechanismResult& r) {
+  if (!r.problem.empty() || r.mechanism.zero_by_design) return;
+  if (r.iterations < kMinTrustedIterations) {
+    r.problem = "only " + std::to_string(r.iterations) +
+                " iterations per run: the first calls' page faults and cache misses, not the "
+                "mechanism, make the figure; run at least " +
+                std::to_string(kMinTrustedIterations);
+    return;
+  }
+  std::string why = judge(r.per_hit_ns, "ns/hit");
+  if (why.empty()) why = judge(r.cpu_ns_per_hit, "CPU ns/hit");
+  if (why.empty() && r.per_hit_cycles.median < 0) why = "negative cycles/hit";
+  if (!why.empty()) {
+    r.problem = why + ": the figure is noise, not a cost; run more --iterations or --repeat";
+  }
 }
 
 namespace {
@@ -51,6 +104,7 @@ void summarize_mechanism(MechanismResult& r, const MechanismResult& baseline,
   r.syscalls_per_hit = summarize(syscalls).median;
   r.stops_per_hit = summarize(stops).median;
   for (double rate : rates) r.extrapolation.push_back(extrapolate(r.cpu_ns_per_hit.median, rate));
+  judge_figures(r);
 }
 
 std::uint64_t scaled_iterations(const Mechanism& m, double scale) {

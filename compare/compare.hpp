@@ -52,6 +52,19 @@ struct CompareResult {
   bool trustworthy() const;
 };
 
+// UsageError unless `work` is "empty" or "memcpy:BYTES" with BYTES a whole number > 0: checked
+// by probecost before anything runs, not left to the inferior.
+void check_work(const std::string& work);
+
+// Fewer iterations per run than this measure cold-start effects rather than a cost per hit.
+inline constexpr std::uint64_t kMinTrustedIterations = 1000;
+
+// Sets r.problem (unless already set) when a figure cannot be trusted: fewer than
+// kMinTrustedIterations per run, a negative cost, or a spread (max - min over the runs) larger
+// than the median. Rows that are ~0 by design (Mechanism::zero_by_design) are not judged: for
+// them the last two would hold by construction.
+void judge_figures(MechanismResult& r);
+
 // `progress(done, total, what)` is called before each run.
 CompareResult run_compare(const CompareConfig& cfg,
                           const std::function<void(int, int, const std::string&)>& progress);

@@ -25,6 +25,10 @@ struct Mechanism {
   // Iterations when --iterations is not given: enough for a stable figure, few enough that
   // the whole default run stays well under a minute (int3-ptrace is ~10^4 times the marker).
   std::uint64_t default_iterations;
+  // baseline and marker-off cost nothing, or less than the clock can resolve: their figures
+  // are ~0 by design and show the resolution of the measurement, not a cost. They are not
+  // judged by the "negative or spread larger than the median" rule (see judge_figures()).
+  bool zero_by_design = false;
 
   bool traced() const { return hits == HitSource::TracerHits; }
   bool probing() const { return hits != HitSource::SiteCalls; }

@@ -42,7 +42,8 @@ double parse_rate(const std::string& text) {
     if (suffix == "M" || suffix == "m") scale = 1e6;
     if (suffix == "G" || suffix == "g") scale = 1e9;
   }
-  if (scale == 0 || n <= 0) {
+  // "1e308k" is a finite number times a finite scale, and infinite: refused like any other.
+  if (scale == 0 || n <= 0 || !std::isfinite(n * scale)) {
     throw UsageError("bad rate '" + text +
                      "': want events per second > 0, such as 750000, 750k or 1.2M");
   }
@@ -60,7 +61,7 @@ double parse_duration_ns(const std::string& text) {
     if (suffix == "ms") scale = 1e6;
     if (suffix == "s") scale = 1e9;
   }
-  if (scale == 0 || n <= 0) {
+  if (scale == 0 || n <= 0 || !std::isfinite(n * scale)) {
     throw UsageError("bad cost '" + text + "': want a time > 0, such as 220ns, 2.01us or 1ms");
   }
   return n * scale;

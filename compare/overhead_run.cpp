@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <ctime>
 #include <fstream>
@@ -165,17 +166,33 @@ TraceOptions trace_options(const OverheadConfig& cfg) {
   return o;
 }
 
+// One row per probe: a command that execs has its probes placed again in each new image, and
+// the report's rows for the same probe placed the same way (int3 or jump) are summed. The
+// row says how the image with the most hits stepped over it.
 void take_probes(const TraceReport& report, RunRecord& rec, Measurement& m) {
   rec.hits = report.hits;
   std::vector<ProbeUse> uses;
+  std::vector<std::uint64_t> most;  // per row, the most hits one image had
   for (const auto& p : report.probes) {
-    rec.probe_hits.push_back(p.hits);
-    uses.push_back({p.probe.spec, p.via, p.step_over, p.why_not_jump});
+    ProbeUse use{p.probe.spec, p.via, p.step_over, p.why_not_jump};
+    auto same = std::find_if(uses.begin(), uses.end(), [&](const ProbeUse& u) {
+      return u.spec == use.spec && u.via == use.via;
+    });
+    if (same == uses.end()) {
+      uses.push_back(use);
+      rec.probe_hits.push_back(p.hits);
+      most.push_back(p.hits);
+      continue;
+    }
+    auto i = static_cast<std::size_t>(same - uses.begin());
+    rec.probe_hits[i] += p.hits;
+    if (p.hits > most[i]) {
+      most[i] = p.hits;
+      uses[i] = use;
+    }
   }
   m.probes = uses;
 }
-
-const char* const kExecEnding = "the process called exec";  // tracer/trace.cpp's describe_end
 
 RunRecord traced_run(const OverheadConfig& cfg, const CpuPlan& plan, Measurement& m) {
   Streams io(cfg);
@@ -195,11 +212,8 @@ RunRecord traced_run(const OverheadConfig& cfg, const CpuPlan& plan, Measurement
   Usage children = Usage::of(RUSAGE_CHILDREN) - children0, self = Usage::of(RUSAGE_SELF) - self0;
   rec.tracer_migrations = my_migrations() - migrations0;
   check_interrupted();
-  if (report.ending == kExecEnding) {
-    throw UsageError(
-        "the command called exec, which removes the probes: give the program "
-        "itself, not a script or wrapper that execs it (such as pyenv's shims)");
-  }
+  // A command that execs (a wrapper script) is followed: the probes go into each new image,
+  // and the time it is held stopped for that is in held_s too.
   rec.held_s = report.held_s;
   rec.wall_s = t1 - t0 - report.held_s;
   rec.cpu_s = children.cpu_s;
@@ -208,8 +222,8 @@ RunRecord traced_run(const OverheadConfig& cfg, const CpuPlan& plan, Measurement
   rec.tracer_cpu_s = report.tracer_cpu_s;
   rec.tracer_setup_cpu_s = std::max(0.0, self.cpu_s - report.tracer_cpu_s);
   rec.end = report.command_end;
-  WaitStatus ws(report.command_status);
-  rec.ok = report.command_status != -1 && ws.exited() && ws.exit_code() == 0;
+  rec.ok = report.command_status && WaitStatus(*report.command_status).exited() &&
+           WaitStatus(*report.command_status).exit_code() == 0;
   take_probes(report, rec, m);
   return rec;
 }

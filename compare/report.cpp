@@ -203,6 +203,15 @@ void write_text(std::ostream& out, const CompareResult& r, bool verbose) {
       row += pad(fmt("%.1f", m.syscalls_per_hit), 13) + pad(fmt("%.1f", m.stops_per_hit), 10);
     out << row << "\n";
   }
+  std::string zero_rows;
+  for (const auto& m : r.mechanisms) {
+    if (m.mechanism.zero_by_design) zero_rows += (zero_rows.empty() ? "" : ", ") + m.mechanism.name;
+  }
+  if (!zero_rows.empty()) {
+    out << "\n"
+        << zero_rows
+        << ": ~0 by design; their (min .. max) is the resolution of the measurement, not a cost\n";
+  }
   for (const auto& m : r.mechanisms) {
     if (!m.problem.empty()) out << "\nWARNING " << m.mechanism.name << ": " << m.problem << "\n";
   }

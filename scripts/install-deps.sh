@@ -9,6 +9,7 @@ packages=(
   googletest libgtest-dev
   libzydis-dev nlohmann-json3-dev
   clang-format
+  clang libclang-rt-14-dev  # scripts/fuzz.sh: clang and its libFuzzer runtime
 )
 missing=()
 for p in "${packages[@]}"; do

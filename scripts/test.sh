@@ -2,6 +2,7 @@
 # Builds probecost twice and runs the whole test suite on both builds:
 #   build-release: Release, -Wall -Wextra -Werror
 #   build-asan:    Debug with AddressSanitizer + UndefinedBehaviorSanitizer
+# then runs each libFuzzer target for a short time (scripts/fuzz.sh, clang).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
@@ -20,3 +21,5 @@ for flavour in release asan; do
   echo "== $flavour tests"
   ctest --test-dir "$dir" --output-on-failure -j "$jobs"
 done
+echo "== fuzzing"
+./scripts/fuzz.sh "${FUZZ_SECONDS:-20}"

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "breakpoint/error.hpp"
+#include "compare/compare.hpp"
 #include "compare/mechanism.hpp"
 #include "compare/model.hpp"
 #include "compare/report.hpp"
@@ -73,4 +74,64 @@ TEST(Report, GroupsThousands) {
   EXPECT_EQ(group_thousands(749994), "749,994");
   EXPECT_EQ(group_thousands(12), "12");
   EXPECT_EQ(group_thousands(-1234567), "-1,234,567");
+}
+
+namespace {
+
+probecost::MechanismResult row(const char* name, double median, double min, double max) {
+  probecost::MechanismResult r;
+  r.mechanism = probecost::mechanism_by_name(name);
+  r.iterations = 50'000;
+  r.per_hit_ns = {median, min, max, 5};
+  r.cpu_ns_per_hit = {median, min, max, 5};
+  r.per_hit_cycles = {median * 2, min * 2, max * 2, 5};
+  return r;
+}
+
+}  // namespace
+
+TEST(JudgeFigures, NegativeOrWiderThanItsMedianIsUntrustworthy) {
+  auto fine = row("marker", 8.1, 8.0, 8.3);
+  probecost::judge_figures(fine);
+  EXPECT_EQ(fine.problem, "");
+  auto negative = row("marker", -3.0, -4.0, -2.5);
+  probecost::judge_figures(negative);
+  EXPECT_NE(negative.problem.find("negative ns/hit"), std::string::npos) << negative.problem;
+  auto wide = row("int3-signal", 2400, 1000, 3500);  // spread 2500 > median 2400
+  probecost::judge_figures(wide);
+  EXPECT_NE(wide.problem.find("spread"), std::string::npos) << wide.problem;
+  auto cpu_negative = row("int3-ptrace", 30000, 29000, 31000);
+  cpu_negative.cpu_ns_per_hit = {-5, -6, -4, 5};
+  probecost::judge_figures(cpu_negative);
+  EXPECT_NE(cpu_negative.problem.find("negative CPU ns/hit"), std::string::npos);
+}
+
+TEST(JudgeFigures, TooFewIterationsIsUntrustworthy) {
+  auto r = row("marker", 8.1, 8.0, 8.3);
+  r.iterations = 1;
+  probecost::judge_figures(r);
+  EXPECT_NE(r.problem.find("only 1 iterations"), std::string::npos) << r.problem;
+}
+
+TEST(JudgeFigures, RowsThatAreZeroByDesignAreNotJudgedAndEarlierProblemsStay) {
+  for (const char* name : {"baseline", "marker-off"}) {
+    auto r = row(name, -0.1, -0.3, 2.1);
+    r.iterations = 1;
+    probecost::judge_figures(r);
+    EXPECT_EQ(r.problem, "") << name;
+  }
+  auto r = row("marker", -3, -4, 2);
+  r.problem = "hit counts differ between runs";
+  probecost::judge_figures(r);
+  EXPECT_EQ(r.problem, "hit counts differ between runs");
+}
+
+TEST(CheckWork, EmptyOrMemcpyOfAPositiveWholeNumber) {
+  EXPECT_NO_THROW(probecost::check_work("empty"));
+  EXPECT_NO_THROW(probecost::check_work("memcpy:1"));
+  EXPECT_NO_THROW(probecost::check_work("memcpy:100000000"));
+  for (const char* bad : {"memcpy:0", "memcpy:-1", "memcpy:abc", "memcpy:", "memcpy:1e3",
+                          "memcpy: 5", "memcpy:99999999999999999999", "", "Empty"}) {
+    EXPECT_THROW(probecost::check_work(bad), probecost::UsageError) << bad;
+  }
 }

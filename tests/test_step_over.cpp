@@ -3,6 +3,9 @@
 // counted.
 #include <gtest/gtest.h>
 
+#include <map>
+
+#include "breakpoint/error.hpp"
 #include "compare/bench.hpp"
 #include "compare/runner.hpp"
 
@@ -16,6 +19,7 @@ struct Case {
 };
 
 class StepOverKinds : public ::testing::TestWithParam<Case> {};
+class JumpKinds : public ::testing::TestWithParam<Case> {};
 
 RunConfig config(unsigned threads) {
   RunConfig cfg;
@@ -50,6 +54,36 @@ TEST_P(StepOverKinds, SameResultAndExactHitsWithEveryStrategy) {
   }
 }
 
+// The same kinds patched with a jump to a trampoline by the tracer (the compare mechanism
+// `jump`, with an event record per hit): the program's result is the untraced one's and every
+// hit is counted; or, where a jump cannot go, the site is refused with the reason.
+TEST_P(JumpKinds, SameResultAndExactHitsThroughAJumpOrARefusal) {
+  const Case& c = GetParam();
+  RunConfig cfg = config(c.threads);
+  Mechanism plain{"untraced", "", {"--site", "kind:" + c.kind}, HitSource::SiteCalls, "", "", 0};
+  Sample reference = run_once(plain, cfg);
+  Mechanism m{
+      "jump", "", {"--site", "kind:" + c.kind}, HitSource::TracerHits, "probecost_kind_" + c.kind,
+      "jump", 0};
+  static const std::map<std::string, std::string> refused = {
+      {"call", "call"},        {"ret", "a jump needs 5"}, {"short", "a jump needs 5"},
+      {"branch_in", "branch"}, {"syscall", "syscall"},    {"indirect", "indirect"}};
+  if (auto r = refused.find(c.kind); r != refused.end()) {
+    try {
+      run_once(m, cfg);
+      ADD_FAILURE() << c.kind << " was patched";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(r->second), std::string::npos) << e.what();
+    }
+    return;
+  }
+  Sample s = run_once(m, cfg);
+  EXPECT_EQ(s.hits, 400u * c.threads) << s.step_over_plan;
+  EXPECT_EQ(s.checksum, reference.checksum) << s.step_over_plan;
+  EXPECT_EQ(s.slot, reference.slot) << s.step_over_plan;
+  EXPECT_TRUE(s.problem.empty()) << s.problem;
+}
+
 std::vector<Case> cases() {
   std::vector<Case> out;
   for (unsigned threads : {1u, 4u}) {
@@ -58,11 +92,24 @@ std::vector<Case> cases() {
   return out;
 }
 
-INSTANTIATE_TEST_SUITE_P(AllKinds, StepOverKinds, ::testing::ValuesIn(cases()),
-                         [](const auto& info) {
-                           return info.param.kind + "_" + std::to_string(info.param.threads) +
-                                  "threads";
-                         });
+std::string case_name(const ::testing::TestParamInfo<Case>& info) {
+  return info.param.kind + "_" + std::to_string(info.param.threads) + "threads";
+}
+
+INSTANTIATE_TEST_SUITE_P(AllKinds, StepOverKinds, ::testing::ValuesIn(cases()), case_name);
+
+// The step-over kinds, and the shapes kinds.S has for jump plans: a frame set-up spanning
+// several instructions, live flags, a red-zone canary, and sites a jump must refuse.
+std::vector<Case> jump_cases() {
+  std::vector<Case> out = cases();
+  for (unsigned threads : {1u, 4u}) {
+    for (const char* k : {"frame", "flags", "redzone", "branch_in", "short", "syscall", "indirect"})
+      out.push_back({k, threads});
+  }
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(AllKinds, JumpKinds, ::testing::ValuesIn(jump_cases()), case_name);
 
 TEST(StepOverPlans, AutoPicksOneStopForEverythingHere) {
   // auto must never fall back to the two-stop single-step on these kinds.

@@ -96,9 +96,9 @@ TEST_P(TraceTest, ATraceeThatExitsEndsTheTraceWithItsCounts) {
   EXPECT_NE(r["ending"].get<std::string>().find("exited"), std::string::npos) << r["ending"];
 }
 
-TEST_P(TraceTest, ATraceeThatExecsEndsTheTraceWithItsCounts) {
+TEST_P(TraceTest, WithoutFollowExecATraceeThatExecsEndsTheTraceWithItsCounts) {
   Target target(GetParam(), 1);
-  Trace trace({"-p", std::to_string(target.pid), "-b", "probecost_test_site"});
+  Trace trace({"-p", std::to_string(target.pid), "-b", "probecost_test_site", "--no-follow-exec"});
   ASSERT_TRUE(trace.ready) << trace.stderr_text;
   ASSERT_EQ(target.ask("go 50"), "calls=50");
   ASSERT_EQ(target.ask("exec"), "exec");
@@ -107,6 +107,30 @@ TEST_P(TraceTest, ATraceeThatExecsEndsTheTraceWithItsCounts) {
   EXPECT_EQ(r["probes"][0]["hits"], 50);
   EXPECT_NE(r["ending"].get<std::string>().find("exec"), std::string::npos) << r["ending"];
   int status = target.wait_exit();  // /bin/true ran, untraced
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+TEST_P(TraceTest, AfterAnExecTheNewImageIsProbedWhereItHasTheSymbol) {
+  Target target(GetParam(), 1);
+  Trace trace(
+      {"-p", std::to_string(target.pid), "-b", "probecost_test_site", "-b", "libc.so.6:exit"});
+  ASSERT_TRUE(trace.ready) << trace.stderr_text;
+  ASSERT_EQ(target.ask("go 50"), "calls=50");
+  ASSERT_EQ(target.ask("exec"), "exec");
+  ASSERT_EQ(trace.finish(0), 0) << trace.stderr_text;
+  // /bin/true has no probecost_test_site, and says so; its libc's exit is probed and hit.
+  EXPECT_NE(trace.stderr_text.find("not probed in the new image"), std::string::npos)
+      << trace.stderr_text;
+  EXPECT_NE(trace.stderr_text.find("exec'd /usr/bin/true"), std::string::npos) << trace.stderr_text;
+  Json r = trace.report();
+  ASSERT_EQ(r["images"].size(), 2u) << r.dump();
+  EXPECT_EQ(r["images"][1], "/usr/bin/true");
+  std::map<std::string, std::uint64_t> hits;
+  for (const auto& p : r["probes"])
+    hits[p["image"].get<std::string>() + " " + p["spec"].get<std::string>()] = p["hits"];
+  EXPECT_EQ(hits[GetParam() + " probecost_test_site"], 50u) << r.dump();
+  EXPECT_EQ(hits["/usr/bin/true libc.so.6:exit"], 1u) << r.dump();
+  int status = target.wait_exit();
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 

@@ -44,6 +44,25 @@ TEST_P(JumpTraceTest, CountsEveryCallOfFourThreadsWithoutATrap) {
   EXPECT_EQ(target.ask("go 10"), "calls=100040");
 }
 
+TEST_P(JumpTraceTest, SignalsLandingInTrampolinesAreDeliveredAndTheirHandlersCounted) {
+  Target target(GetParam(), 4);
+  Trace trace({"-p", std::to_string(target.pid), "-b", "probecost_test_site", "--via", "jump"});
+  ASSERT_TRUE(trace.ready) << trace.stderr_text;
+  // Four threads call the site while SIGUSR2 rains on them, until 1000 signals are handled;
+  // each handler calls the site once more, from wherever the signal landed (inside a
+  // trampoline too).
+  std::string reply = target.ask("gosig 20000");
+  std::uint64_t calls = 0, loops = 0, handled = 0;
+  ASSERT_EQ(std::sscanf(reply.c_str(), "calls=%lu loops=%lu handled=%lu", &calls, &loops, &handled),
+            3)
+      << reply;
+  EXPECT_GE(handled, 1000u);
+  EXPECT_GE(loops, 80000u);
+  EXPECT_EQ(calls, loops + handled);
+  ASSERT_EQ(trace.finish(SIGINT), 0) << trace.stderr_text;
+  EXPECT_EQ(trace.report()["probes"][0]["hits"], calls);
+}
+
 TEST_P(JumpTraceTest, EventsAreReadWhileItRunsAndAccountedFor) {
   Target target(GetParam(), 2);
   Trace trace({"-p", std::to_string(target.pid), "-b", "probecost_test_site", "--events"});

@@ -4,6 +4,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "breakpoint/error.hpp"
@@ -22,7 +23,42 @@ struct Fd {
   }
 };
 
+// The header and site table of a jump area the tracee maps at `m`.
+std::optional<jump::ParsedArea> read_area(TracedProcess& proc, const Mapping& m, std::string& why) {
+  std::uint64_t size = m.end - m.start;
+  std::vector<std::uint8_t> bytes(std::min<std::uint64_t>(size, sizeof(jump::AreaHeader)));
+  proc.memory().read(m.start, bytes);
+  if (bytes.size() == sizeof(jump::AreaHeader)) {
+    jump::AreaHeader h;
+    std::memcpy(&h, bytes.data(), sizeof h);
+    // Only as far as the site table goes, within the mapping (parse_area checks it all again).
+    std::uint64_t table = h.sites_offset + std::uint64_t{h.site_capacity} * sizeof(jump::SiteEntry);
+    if (table > bytes.size() && table <= size && h.site_capacity <= 65536) {
+      bytes.resize(table);
+      proc.memory().read(m.start, bytes);
+    }
+  }
+  return jump::parse_area(bytes, m.start, why);
+}
+
 }  // namespace
+
+std::vector<jump::ParsedArea> read_jump_areas(TracedProcess& proc,
+                                              std::vector<std::string>& notes) {
+  std::vector<jump::ParsedArea> out;
+  for (const Mapping& m : read_maps(proc.proc_tid())) {
+    // The header's mapping: the start of the memfd, read-write (the code is mapped apart).
+    if (m.path.rfind(std::string("/memfd:") + jump::kAreaName, 0) != 0 || m.offset != 0 || !m.write)
+      continue;
+    std::string why;
+    if (auto area = read_area(proc, m, why)) {
+      out.push_back(*area);
+    } else {
+      notes.push_back("jump area at " + m.start.hex() + " not read: " + why);
+    }
+  }
+  return out;
+}
 
 JumpProbes::JumpProbes(TracedProcess& process, const JumpOptions& options)
     : proc_(process), options_(options) {
@@ -96,7 +132,12 @@ std::optional<jump::PlacedSite> JumpProbes::place(const JumpPlan& plan, std::uin
     std::string no;
     if (auto placed = areas_[area].writer->add_site(plan, opts, no)) return placed;
   }
-  areas_.push_back(map_area(plan.site));
+  try {
+    areas_.push_back(map_area(plan.site));
+  } catch (const Error& e) {
+    why = e.what();
+    return std::nullopt;
+  }
   return areas_.back().writer->add_site(plan, opts, why);
 }
 
@@ -142,7 +183,12 @@ JumpProbes::Area JumpProbes::map_area(RuntimeAddr near) {
   // The memfd is created by the tracee itself (its name on the tracee's stack, below the red
   // zone), so that its fd is the tracee's to map; pidfd_getfd(2) gives us a duplicate.
   Task* t = proc_.any_stopped_thread();
-  if (!t || !t->regs()) throw Error("mapping a jump area needs a stopped thread");
+  if (!t || !t->regs()) {
+    // Every thread is held in a group-stop (SIGSTOP): running a system call in one would take
+    // it out of the stop. The area waits until the process runs again; int3 needs none.
+    throw Error(
+        "the process is stopped (SIGSTOP), so no thread can map the jump's trampoline area");
+  }
   RuntimeAddr name_at((t->regs()->rsp - 512) & ~std::uint64_t{15});
   std::array<std::uint8_t, sizeof jump::kAreaName> saved{}, name{};
   std::memcpy(name.data(), jump::kAreaName, sizeof jump::kAreaName);

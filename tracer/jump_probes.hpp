@@ -33,6 +33,11 @@ struct JumpOptions {
   std::uint32_t max_sites = 64;  // per area
 };
 
+// The jump areas a process maps (ours, or left by a probecost that died), read from their
+// headers. An area that cannot be read is skipped, with the reason in `notes`.
+std::vector<jump::ParsedArea> read_jump_areas(TracedProcess& process,
+                                              std::vector<std::string>& notes);
+
 class JumpProbes {
  public:
   JumpProbes(TracedProcess& process, const JumpOptions& options);

@@ -1,5 +1,6 @@
 #include "tracer/maps.hpp"
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <fstream>
@@ -9,31 +10,41 @@
 
 namespace probecost {
 
+std::optional<Mapping> parse_maps_line(const std::string& line) {
+  std::uint64_t start, end, offset;
+  char perms[5] = {};
+  int path_at = 0;
+  if (std::sscanf(line.c_str(), "%" SCNx64 "-%" SCNx64 " %4s %" SCNx64 " %*s %*u %n", &start, &end,
+                  perms, &offset, &path_at) < 4) {
+    return std::nullopt;
+  }
+  Mapping m;
+  m.start = RuntimeAddr(start);
+  m.end = RuntimeAddr(end);
+  m.read = perms[0] == 'r';
+  m.write = perms[1] == 'w';
+  m.exec = perms[2] == 'x';
+  m.offset = offset;
+  if (path_at > 0 && static_cast<std::size_t>(path_at) < line.size()) m.path = line.substr(path_at);
+  return m;
+}
+
+std::vector<Mapping> parse_maps(const std::string& text) {
+  std::vector<Mapping> maps;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (auto m = parse_maps_line(line)) maps.push_back(*m);
+  }
+  return maps;
+}
+
 std::vector<Mapping> read_maps(pid_t pid) {
   std::string file = "/proc/" + std::to_string(pid) + "/maps";
   std::ifstream in(file);
   if (!in) throw Error::from_errno("cannot read " + file);
-  std::vector<Mapping> maps;
-  for (std::string line; std::getline(in, line);) {
-    std::uint64_t start, end, offset;
-    char perms[5] = {};
-    int path_at = 0;
-    if (std::sscanf(line.c_str(), "%" SCNx64 "-%" SCNx64 " %4s %" SCNx64 " %*s %*u %n", &start,
-                    &end, perms, &offset, &path_at) < 4) {
-      continue;
-    }
-    Mapping m;
-    m.start = RuntimeAddr(start);
-    m.end = RuntimeAddr(end);
-    m.read = perms[0] == 'r';
-    m.write = perms[1] == 'w';
-    m.exec = perms[2] == 'x';
-    m.offset = offset;
-    if (path_at > 0 && static_cast<std::size_t>(path_at) < line.size())
-      m.path = line.substr(path_at);
-    maps.push_back(m);
-  }
-  return maps;
+  std::ostringstream text;
+  text << in.rdbuf();
+  return parse_maps(text.str());
 }
 
 std::optional<RuntimeAddr> free_range_near(const std::vector<Mapping>& maps, RuntimeAddr near,
@@ -44,12 +55,18 @@ std::optional<RuntimeAddr> free_range_near(const std::vector<Mapping>& maps, Run
   std::uint64_t best_distance = UINT64_MAX;
   std::uint64_t gap_start = kLow;
   auto consider = [&](std::uint64_t lo, std::uint64_t hi) {
+    // Only user space: the gap below [vsyscall] (0xffffffffff600000) reaches far above it.
+    lo = std::max(lo, kLow);
+    hi = std::min(hi, kHigh);
     if (hi <= lo || hi - lo < size) return;
     // The page-aligned start in [lo, hi - size] closest to `near`.
     std::uint64_t want = near.value() & ~0xfffull;
     std::uint64_t pick = want < lo ? lo : (want > hi - size ? hi - size : want);
+    pick = (pick + 0xfff) & ~0xfffull;  // a gap's ends need not be page-aligned in a bad text
+    if (pick < lo || pick > hi - size) return;
     std::uint64_t distance = pick > near.value() ? pick - near.value() : near.value() - pick;
-    if (distance + size <= reach && distance < best_distance) {
+    // distance > reach first: distance + size can wrap around for far-away gaps.
+    if (distance <= reach && distance + size <= reach && distance < best_distance) {
       best = RuntimeAddr(pick);
       best_distance = distance;
     }

@@ -19,6 +19,11 @@ struct Mapping {
 };
 
 std::vector<Mapping> read_maps(pid_t pid);
+// One line of /proc/PID/maps ("start-end perms offset dev inode [path]"); nullopt when it is
+// not one.
+std::optional<Mapping> parse_maps_line(const std::string& line);
+// Every line of a whole /proc/PID/maps text; lines that are not mappings are skipped.
+std::vector<Mapping> parse_maps(const std::string& text);
 // A free, page-aligned range of `size` bytes as close to `near` as possible and within
 // `reach` bytes of it; none if every range in reach is taken.
 std::optional<RuntimeAddr> free_range_near(const std::vector<Mapping>& maps, RuntimeAddr near,

@@ -88,13 +88,25 @@ pid_t TracedProcess::proc_tid() {
 
 bool TracedProcess::dying() {
   if (end_) return true;
+  // The address space is gone once every thread has let go of it (exit_group() in progress):
+  // reads through /proc/PID/mem fail then (mmget_not_zero), where they worked before. Ask at
+  // an address we wrote to.
+  std::optional<RuntimeAddr> known;
+  if (sites_.size()) known = (*sites_.begin())->address();
+  if (!known && !patches_.empty()) known = patches_.front()->address();
+  if (known) {
+    try {
+      memory_.read_byte(*known);
+    } catch (const Error&) {
+      return true;
+    }
+    return false;
+  }
+  // Nothing written yet: whether any thread still answers.
   for (auto& [tid, t] : tasks_) {
     if (t.role() != Task::Role::Thread) continue;
-    // PEEKUSER needs the thread in a ptrace-stop; ESRCH for a running one too, so ask the
-    // kernel about stopped threads only and look at the others' state.
-    if (t.stopped() ? t.rip().has_value()
-                    : (task_state_letter(tid) != 'Z' && task_state_letter(tid) != 0))
-      return false;
+    char state = task_state_letter(tid);
+    if (state != 'Z' && state != 'X' && state != 0) return false;
   }
   return true;
 }
@@ -181,8 +193,10 @@ std::optional<WaitStatus> TracedProcess::wait_for(Task& target) {
   for (;;) {
     auto ev = wait_any(true);
     if (!ev) {
+      // A signal (a tick, a stop request): give up only on a task that cannot report. One
+      // that will report does so soon (it is being stepped, or was just resumed).
       Task* t = task(tid);
-      if (!t || force_requested() || errno == ECHILD || !will_report(*t)) return std::nullopt;
+      if (!t || errno == ECHILD || !will_report(*t)) return std::nullopt;
       continue;
     }
     Task* t = absorb(ev->tid, ev->status);
@@ -204,6 +218,7 @@ std::vector<pid_t> TracedProcess::stop_all(pid_t except, bool include_listening)
     Task* t = task(tid);
     return !t || t->stopped() || t->in_vfork || t->state() == Task::State::Exiting;
   };
+  int forced_ticks = 0;
   for (;;) {
     std::erase_if(awaited, settled);
     if (awaited.empty()) return stopped;
@@ -217,7 +232,10 @@ std::vector<pid_t> TracedProcess::stop_all(pid_t except, bool include_listening)
     }
     auto ev = wait_any(true);
     if (!ev) {
-      if (force_requested() || errno == ECHILD) return stopped;
+      // A second stop request gives up on threads that still have not stopped a second later:
+      // something we cannot see holds them, and the user wants out. Letting go of a thread
+      // that is still ours only happens when probecost exits (the kernel detaches it then).
+      if (errno == ECHILD || (force_requested() && ++forced_ticks > 10)) return stopped;
       std::erase_if(awaited, [&](pid_t tid) { return !task(tid) || !will_report(*task(tid)); });
       continue;
     }

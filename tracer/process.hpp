@@ -94,6 +94,9 @@ class TracedProcess {
   // Runs the stopped process until its executable's entry point (AT_ENTRY), so that the
   // libraries it needs at start-up are mapped; all threads are stopped again afterwards.
   void run_to_entry();
+  // After the exec that ended a Session::run: the old image's sites, jumps and scratch pages
+  // are dropped, and the new image is run to its entry point, ready to be probed.
+  void resume_after_exec();
 
   // The next event for the event loop: one deferred earlier first, then waitpid(-1). Its
   // bookkeeping (gone threads, exec, new tasks' states) is done. Nothing when the wait was

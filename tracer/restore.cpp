@@ -11,6 +11,7 @@
 #include "breakpoint/error.hpp"
 #include "breakpoint/jump_area.hpp"
 #include "breakpoint/site.hpp"
+#include "tracer/jump_probes.hpp"
 #include "tracer/maps.hpp"
 #include "tracer/process.hpp"
 #include "tracer/symbols.hpp"
@@ -96,39 +97,15 @@ const char* state_name(PatchState s) {
   return "?";
 }
 
-// The header and site table of a jump area the tracee maps at `m`.
-std::optional<jump::ParsedArea> read_area(TracedProcess& proc, const Mapping& m, std::string& why) {
-  std::uint64_t size = m.end - m.start;
-  std::vector<std::uint8_t> bytes(std::min<std::uint64_t>(size, sizeof(jump::AreaHeader)));
-  proc.memory().read(m.start, bytes);
-  if (bytes.size() == sizeof(jump::AreaHeader)) {
-    jump::AreaHeader h;
-    std::memcpy(&h, bytes.data(), sizeof h);
-    // Only as far as the site table goes, within the mapping (parse_area checks it all again).
-    std::uint64_t table = h.sites_offset + std::uint64_t{h.site_capacity} * sizeof(jump::SiteEntry);
-    if (table > bytes.size() && table <= size && h.site_capacity <= 65536) {
-      bytes.resize(table);
-      proc.memory().read(m.start, bytes);
-    }
-  }
-  return jump::parse_area(bytes, m.start, why);
-}
-
-void restore_jumps(TracedProcess& proc, const ProcessSymbols& symbols, const Mapping& m,
+void restore_jumps(TracedProcess& proc, const ProcessSymbols& symbols, const jump::ParsedArea& area,
                    bool dry_run, RestoreReport& report) {
-  std::string why;
-  auto area = read_area(proc, m, why);
-  if (!area) {
-    report.notes.push_back("jump area at " + m.start.hex() + " not read: " + why);
-    return;
-  }
-  for (const auto& site : area->sites) {
+  for (const auto& site : area.sites) {
     RestoredJump j;
     j.address = site.patch.site;
     j.where = symbols.describe(j.address);
     j.length = site.patch.length;
     j.hits = site.hits;
-    j.tracer_pid = area->tracer_pid;
+    j.tracer_pid = area.tracer_pid;
     std::vector<std::uint8_t> now(site.patch.length);
     proc.memory().read(j.address, now);
     PatchState state = patch_state(site.patch, now);
@@ -150,10 +127,8 @@ RestoreReport restore_process(pid_t pid, bool dry_run) {
   ProcessSymbols symbols(proc->proc_tid());
   auto maps = read_maps(proc->proc_tid());
   // Jumps first: their original bytes may hold what looks like an int3 to the file comparison.
-  for (const Mapping& m : maps) {
-    if (m.path.find(std::string("/memfd:") + jump::kAreaName) == 0 && m.offset == 0 && m.write)
-      restore_jumps(*proc, symbols, m, dry_run, report);
-  }
+  for (const auto& area : read_jump_areas(*proc, report.notes))
+    restore_jumps(*proc, symbols, area, dry_run, report);
   for (const Mapping& m : maps) {
     if (m.exec && !m.path.empty() && m.path[0] == '/' && m.path.rfind("/memfd:", 0) != 0)
       compare_mapping(*proc, symbols, m, report);

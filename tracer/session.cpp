@@ -203,9 +203,9 @@ void Session::on_trap(Task& t) {
   // Fast classification: RIP one past a site whose int3 never leaves and whose displaced
   // instruction is longer than a byte can only be that int3 (see trap_is_unambiguous), so
   // PTRACE_GETSIGINFO is skipped.
-  RuntimeAddr pc = step_over_.pc_suffices() ? thread.pc() : RuntimeAddr(thread.regs().rip);
+  RuntimeAddr pc = step_over_->pc_suffices() ? thread.pc() : RuntimeAddr(thread.regs().rip);
   BreakpointSite* site = proc_.sites().find(pc - 1);
-  if (site && site->enabled() && step_over_.trap_is_unambiguous(*site)) {
+  if (site && site->enabled() && step_over_->trap_is_unambiguous(*site)) {
     on_hit(t, thread, *site);
     return;
   }
@@ -236,10 +236,10 @@ void Session::on_hit(Task& t, StoppedThread& thread, BreakpointSite& site) {
   ++t.hits;
   ++stats_.hits;
   hit_happened_ = true;
-  step_over_.ready(site);
-  bool all_stop = proc_.tasks().size() > 1 && step_over_.needs_all_stop(site);
+  step_over_->ready(site);
+  bool all_stop = proc_.tasks().size() > 1 && step_over_->needs_all_stop(site);
   OthersStopped others(proc_, t.tid(), all_stop);
-  step_over_.step(thread, site);
+  step_over_->step(thread, site);
 }
 
 }  // namespace probecost

@@ -22,7 +22,7 @@ class Session {
  public:
   enum class End { ProcessEnded, Exec, Interrupted, Predicate, Tick, Deadline };
 
-  Session(TracedProcess& process, StepOver& step_over) : proc_(process), step_over_(step_over) {}
+  Session(TracedProcess& process, StepOver& step_over) : proc_(process), step_over_(&step_over) {}
 
   // Runs until the process ends or execs, stop_requested() is set, `stop_after_hit` returns
   // true after a hit (the hitting thread is then left stopped, already past the site), or
@@ -31,6 +31,8 @@ class Session {
   End run(const std::function<bool()>& stop_after_hit = nullptr,
           const std::function<bool()>& on_tick = nullptr);
   const SessionStats& stats() const { return stats_; }
+  // After an exec: the new image's strategy (the old one's plans and pages are gone).
+  void set_step_over(StepOver& step_over) { step_over_ = &step_over; }
   // run() ends with End::Deadline once CLOCK_MONOTONIC reaches `seconds` (looked at on every
   // turn, and a tick is brought forward to it when the loop is waiting).
   void set_deadline(double monotonic_seconds) { deadline_ = monotonic_seconds; }
@@ -50,7 +52,7 @@ class Session {
   bool past_deadline();
 
   TracedProcess& proc_;
-  StepOver& step_over_;
+  StepOver* step_over_;
   SessionStats stats_;
   bool hit_happened_ = false;
   bool floor_mode_ = false;

@@ -159,7 +159,9 @@ std::unique_ptr<TracedProcess> TracedProcess::launch(const LaunchSpec& spec) {
   int report;
   pid_t pid = fork_child(spec, true, report);
   int status = 0;
-  if (::waitpid(pid, &status, WUNTRACED) != pid || !WIFSTOPPED(status)) {
+  // Retried on EINTR: a stop request now must not read the exec report of a child that is
+  // still stopped before its exec (the read would wait for ever).
+  if (sys::wait_for(pid, &status, WUNTRACED) != pid || !WIFSTOPPED(status)) {
     check_exec_report(report, pid, spec);  // it failed before its exec: say why
     throw Error("'" + spec.argv[0] + "' " + WaitStatus(status).describe() + " before its exec");
   }
@@ -246,6 +248,14 @@ void TracedProcess::seize_all_threads() {
       found = true;
     }
   }
+}
+
+void TracedProcess::resume_after_exec() {
+  sites_.clear();
+  patches_.clear();
+  scratch_pages_.clear();
+  exec_ended_ = false;
+  run_to_entry();
 }
 
 void TracedProcess::run_to_entry() {

@@ -85,7 +85,51 @@ void dedupe(std::vector<Symbol>& v, bool by_address) {
           v.end());
 }
 
+// One ELF image in memory: no files, no separate debug files are looked for.
+int no_debuginfo(Dwfl_Module*, void**, const char*, Dwarf_Addr, const char*, const char*, GElf_Word,
+                 char**) {
+  return -1;
+}
+const Dwfl_Callbacks kImageCallbacks = {
+    .find_elf = nullptr,
+    .find_debuginfo = no_debuginfo,
+    .section_address = dwfl_offline_section_address,
+    .debuginfo_path = &debuginfo_path,
+};
+
 }  // namespace
+
+std::vector<Symbol> read_elf_symbols(const std::vector<char>& image, const std::string& name) {
+  Dwfl* dwfl = dwfl_begin(&kImageCallbacks);
+  if (!dwfl) throw Error(std::string("dwfl_begin: ") + dwfl_errmsg(-1));
+  // libdwfl reads the image in place (elf_memory) for as long as the session lives.
+  std::vector<char> copy = image;
+  // dwfl_report_offline_memory (elfutils 0.188) dereferences a null Elf when elf_memory
+  // refuses the image (an empty one): check that it is an ELF file first.
+  elf_version(EV_CURRENT);
+  Elf* probe = copy.empty() ? nullptr : elf_memory(copy.data(), copy.size());
+  bool is_elf = probe && elf_kind(probe) == ELF_K_ELF;
+  if (probe) elf_end(probe);
+  if (!is_elf) {
+    dwfl_end(dwfl);
+    throw Error("cannot read the symbols of " + name + ": not an ELF file");
+  }
+  Dwfl_Module* mod =
+      dwfl_report_offline_memory(dwfl, name.c_str(), name.c_str(), copy.data(), copy.size());
+  if (!mod) {
+    std::string why = dwfl_errmsg(-1);
+    dwfl_end(dwfl);
+    throw Error("cannot read the symbols of " + name + ": " + why);
+  }
+  dwfl_report_end(dwfl, nullptr, nullptr);
+  std::vector<Symbol> out;
+  for_each_function(dwfl, [&](Dwfl_Module*, const char* sym_name, GElf_Sym& sym, GElf_Addr addr) {
+    out.push_back(Symbol{name, sym_name, RuntimeAddr(addr), sym.st_size});
+  });
+  dwfl_end(dwfl);
+  dedupe(out, false);
+  return out;
+}
 
 ProcessSymbols::ProcessSymbols(pid_t pid) : pid_(pid) {
   char exe[PATH_MAX];

@@ -62,4 +62,9 @@ class ProcessSymbols {
   std::string executable_;
 };
 
+// The function symbols of one ELF file, given as its bytes (`image`; `name` for messages),
+// read through libdwfl as for a process, offline: addresses are the file's own. No separate
+// debug file is looked for. Error when libdwfl cannot read it as an ELF file.
+std::vector<Symbol> read_elf_symbols(const std::vector<char>& image, const std::string& name);
+
 }  // namespace probecost

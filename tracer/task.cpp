@@ -147,14 +147,23 @@ char task_state_letter(pid_t tid) {
 }
 
 bool blocked_in_vfork(pid_t tid) {
+  // Waiting for a vfork child is an uninterruptible (killable) sleep: 'D'. A thread stopped by
+  // ptrace is 't', even one whose registers still name clone (a new thread at its first stop).
+  if (task_state_letter(tid) != 'D') return false;
   // /proc/TID/syscall: "NR ARG1 ..." while blocked in a system call, "running" otherwise.
-  // clone and clone3 block only with CLONE_VFORK, until the child execs or exits.
   std::ifstream in(proc_path(tid, "syscall"));
-  std::string nr, flags;
-  if (!(in >> nr >> flags)) return false;
-  if (nr == std::to_string(SYS_vfork) || nr == std::to_string(SYS_clone3)) return true;
-  constexpr unsigned long kCloneVfork = 0x4000;
-  return nr == std::to_string(SYS_clone) && (std::stoul(flags, nullptr, 16) & kCloneVfork);
+  std::string nr, arg;
+  if (!(in >> nr >> arg)) return false;
+  constexpr std::uint64_t kCloneVfork = 0x4000;
+  if (nr == std::to_string(SYS_vfork)) return true;
+  if (nr == std::to_string(SYS_clone)) return std::stoull(arg, nullptr, 16) & kCloneVfork;
+  if (nr != std::to_string(SYS_clone3)) return false;
+  // clone3's flags are the first field of the struct clone_args its first argument points to.
+  std::uint64_t flags = 0;
+  std::ifstream mem(proc_path(tid, "mem"), std::ios::binary);
+  mem.seekg(static_cast<std::streamoff>(std::stoull(arg, nullptr, 16)));
+  if (!mem.read(reinterpret_cast<char*>(&flags), sizeof flags)) return false;
+  return flags & kCloneVfork;
 }
 
 }  // namespace probecost

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <ostream>
 #include <set>
 #include <string>
@@ -27,6 +28,7 @@ struct TraceOptions {
   std::string step_over = "auto";
   std::string via = "auto";  // int3, jump, or auto: a jump where the site allows one
   bool events = false;       // jump probes write a record per hit, drained while it runs
+  bool follow_exec = true;   // after an exec, probe the new image (else the trace ends)
   bool progress = false;     // one line per second on stderr
   bool announce = true;      // "tracing ..." on stderr once the probes are in
   // A launched command's standard streams (dup2'd onto 0, 1, 2 when >= 0) and the CPU it is
@@ -44,6 +46,7 @@ struct StackCount {
 
 struct ProbeReport {
   ResolvedProbe probe;
+  std::string image;         // the executable the process ran when this probe was in
   std::string via;           // "int3" or "jump"
   std::string why_not_jump;  // with --via auto, for an int3 probe
   std::string step_over;     // how a hit gets past it (int3), or how much the jump replaced
@@ -72,9 +75,10 @@ struct TraceReport {
   double stack_ns_per_hit = 0;  // part of the tracer's spent unwinding (with --stacks)
   double syscalls_per_hit = 0;
   bool stacks = false;
-  std::string ending;       // why the trace ended
-  std::string command_end;  // a launched command: how it ended
-  int command_status = -1;  // its raw wait status, when it ended while traced; else -1
+  std::string ending;                 // why the trace ended
+  std::string command_end;            // a launched command: how it ended
+  std::optional<int> command_status;  // and its raw wait status, when it ended
+  std::vector<std::string> images;    // executables traced, in order (more than one: exec)
 };
 
 TraceReport run_trace(const TraceOptions& opts, std::ostream& notes);

@@ -1,8 +1,11 @@
 // A workload with a known number of events, for probecost overhead's tests. Each of THREADS
 // threads calls probecost_event() EVENTS times, with SPIN iterations of busy work between calls.
 //   events_target EVENTS [--threads T] [--spin N] [--exit CODE] [--read-stdin] [--forever]
+//                 [--exec-self]
 // --read-stdin: reads its standard input to the end first and prints how many bytes it got.
 // --forever: calls the event without end, in one thread (for -p PID); it never exits by itself.
+// --exec-self: first execs itself with the same arguments but this one (a wrapper that execs
+// the program, as a shell script does), so the events all come from the second image.
 // Prints "events=X" on stdout and "stderr line" on stderr, then exits with CODE (default 0).
 #include <unistd.h>
 
@@ -40,13 +43,23 @@ int main(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(stderr,
                  "usage: events_target EVENTS [--threads T] [--spin N] [--exit CODE] "
-                 "[--read-stdin] [--forever]\n");
+                 "[--read-stdin] [--forever] [--exec-self]\n");
     return 2;
   }
   std::uint64_t events = std::strtoull(argv[1], nullptr, 10), work = 100;
   unsigned threads = 1;
   int code = 0;
   bool read_stdin = false, forever = false;
+  std::vector<char*> again = {argv[0]};
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--exec-self") != 0) again.push_back(argv[i]);
+  }
+  if (again.size() < static_cast<std::size_t>(argc)) {
+    again.push_back(nullptr);
+    ::execv("/proc/self/exe", again.data());
+    std::perror("events_target: exec");
+    return 127;
+  }
   for (int i = 2; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--threads") && i + 1 < argc) threads = std::atoi(argv[++i]);
     if (!std::strcmp(argv[i], "--spin") && i + 1 < argc) work = std::strtoull(argv[++i], 0, 10);

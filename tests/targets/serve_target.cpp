@@ -3,6 +3,9 @@
 //   go N       THREADS new threads each call probecost_test_site N times -> "calls=TOTAL"
 //   lib N      call probecost_lib_site (libserve_lib.so) N times          -> "lib=TOTAL"
 //   signals K  raise SIGUSR1 K times, counted by a handler                 -> "signals=TOTAL"
+//   gosig N    THREADS threads call the site N times each, and on until 1000 signals have
+//              been handled, while the main thread sends SIGUSR2 to them as fast as it can;
+//              the handler calls the site too  -> "calls=TOTAL loops=L handled=H" (TOTAL = L+H)
 //   fork N     a forked child calls probecost_test_site N times, exits 0  -> "child=STATUS"
 //   spawn      posix_spawn /bin/true (a vfork child sharing our memory)    -> "spawned=STATUS"
 //   exec       exec /bin/true                                              -> "exec"
@@ -31,6 +34,14 @@ extern "C" std::uint64_t probecost_lib_calls();
 namespace {
 std::atomic<std::uint64_t> g_calls{0};
 volatile sig_atomic_t g_signals = 0;
+std::atomic<std::uint64_t> g_handled{0};
+extern "C" void probecost_test_site(std::uint64_t i);
+void on_usr2(int) {
+  // Re-enters the probed function from a signal that may have landed anywhere, a trampoline
+  // included.
+  probecost_test_site(0);
+  g_handled.fetch_add(1, std::memory_order_relaxed);
+}
 void on_usr1(int) {
   g_signals = g_signals + 1;
 }
@@ -93,6 +104,30 @@ int main(int argc, char** argv) {
     } else if (cmd == "lib") {
       for (std::uint64_t i = 0; i < n; ++i) probecost_lib_site(i);
       reply("lib=" + std::to_string(probecost_lib_calls()));
+    } else if (cmd == "gosig") {
+      signal(SIGUSR2, on_usr2);
+      std::uint64_t before = g_calls.load();
+      std::atomic<unsigned> running{threads};
+      std::atomic<std::uint64_t> loops{0};
+      std::vector<std::thread> ts;
+      for (unsigned t = 0; t < threads; ++t) {
+        ts.emplace_back([n, &running, &loops] {
+          std::uint64_t i = 0;
+          for (; i < n || g_handled.load(std::memory_order_relaxed) < 1000; ++i) {
+            probecost_test_site(i);
+          }
+          loops.fetch_add(i);
+          running.fetch_sub(1);
+        });
+      }
+      std::vector<pthread_t> handles;
+      for (auto& t : ts) handles.push_back(t.native_handle());
+      while (running.load() > 0) {
+        for (std::size_t t = 0; t < handles.size(); ++t) pthread_kill(handles[t], SIGUSR2);
+      }
+      for (auto& t : ts) t.join();
+      reply("calls=" + std::to_string(g_calls.load() - before) + " loops=" +
+            std::to_string(loops.load()) + " handled=" + std::to_string(g_handled.load()));
     } else if (cmd == "signals") {
       for (std::uint64_t i = 0; i < n; ++i) raise(SIGUSR1);
       reply("signals=" + std::to_string(g_signals));

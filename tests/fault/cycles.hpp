@@ -1,0 +1,35 @@
+#pragma once
+// One cycle of each kind of attack, with its variant chosen by the caller: the scenarios of
+// the suite pick variants by cycle number, the regression tests of issue 7 pick the one that
+// reproduces a failure.
+#include <string>
+#include <vector>
+
+#include "scenario.hpp"
+
+namespace fault {
+
+// Attach (-p) to `target` for --duration `seconds`, then check it as it runs on untraced.
+Outcome attach_for_duration(const Config& cfg, const Cycle& c, std::vector<std::string> target,
+                            double seconds);
+// A stop signal (two, with `second`) at a random moment once probecost catches them.
+Outcome signal_cycle(const Config& cfg, const Cycle& c, bool launched, bool second);
+// fault_exit: exit() from the main thread or a hitting thread (`from_thread`) while traced.
+Outcome exit_cycle(const Config& cfg, const Cycle& c, bool launched, bool from_thread,
+                   unsigned threads);
+// The process exits while probecost is attaching.
+Outcome exit_during_attach(const Config& cfg, const Cycle& c);
+// fault_exec: exec from the main thread or a non-leader thread while traced.
+Outcome exec_cycle(const Config& cfg, const Cycle& c, bool launched, bool from_thread);
+// fault_fork --mode MODE: attached for a random --duration, or launched with exact counts.
+Outcome children_cycle(const Config& cfg, const Cycle& c, const std::string& mode, bool launched);
+// Attached while stopped by SIGSTOP, for --duration `seconds`.
+Outcome stopped_cycle(const Config& cfg, const Cycle& c, double seconds);
+// fault_rep --kind movsb|stosb, launched: hits must equal calls.
+Outcome rep_cycle(const Config& cfg, const Cycle& c, const std::string& kind);
+// Attached while idle, a known round of calls, SIGINT: hits must equal calls.
+Outcome attach_exact(const Config& cfg, const Cycle& c);
+// SIGKILL of probecost mid-trace, on a busy target or an idle one; then `probecost restore`.
+Outcome sigkill_cycle(const Config& cfg, const Cycle& c, bool idle);
+
+}  // namespace fault

@@ -1,0 +1,135 @@
+// A busy process for attach/detach cycles, signals, SIGSTOP and SIGKILL of the tracer.
+//   fault_busy [--threads N] [--churn] [--idle] [--calls N] [--ctl-fd FD] [--seed S]
+//   default   N threads (2) call probe_fn without pause until "stop" (or EOF) on stdin
+//   --churn   threads are created and end all the time: batches of 3, each thread making
+//             1..200 calls, until "stop"
+//   --idle    N threads wait; "go K" makes each call probe_fn K times -> "done calls=TOTAL"
+//   --calls K each of N threads calls probe_fn K times, then the program ends by itself
+#include <condition_variable>
+#include <iostream>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "target_common.hpp"
+
+namespace {
+
+std::atomic<bool> g_stop{false};
+
+void hammer() {
+  for (std::uint64_t i = 0; !g_stop.load(std::memory_order_relaxed); ++i) fault::call_probe(i);
+}
+
+void churn() {
+  while (!g_stop.load()) {
+    std::vector<std::thread> batch;
+    for (int t = 0; t < 3; ++t) {
+      std::uint64_t calls = 1 + fault::random_below(200);
+      batch.emplace_back([calls] {
+        for (std::uint64_t i = 0; i < calls; ++i) fault::call_probe(i);
+      });
+    }
+    for (auto& t : batch) t.join();
+  }
+}
+
+// --idle: "go K" rounds, each thread K calls, answered once all are done.
+class Rounds {
+ public:
+  explicit Rounds(unsigned threads) {
+    for (unsigned t = 0; t < threads; ++t) workers_.emplace_back([this] { work(); });
+  }
+  ~Rounds() {
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      quit_ = true;
+    }
+    cv_.notify_all();
+    for (auto& w : workers_) w.join();
+  }
+  void go(std::uint64_t calls) {
+    std::unique_lock<std::mutex> lock(m_);
+    calls_ = calls;
+    pending_ = workers_.size();
+    ++round_;
+    cv_.notify_all();
+    done_cv_.wait(lock, [this] { return pending_ == 0; });
+  }
+
+ private:
+  void work() {
+    std::uint64_t seen = 0;
+    for (;;) {
+      std::unique_lock<std::mutex> lock(m_);
+      cv_.wait(lock, [&] { return quit_ || round_ != seen; });
+      if (quit_) return;
+      seen = round_;
+      std::uint64_t n = calls_;
+      lock.unlock();
+      for (std::uint64_t i = 0; i < n; ++i) fault::call_probe(i);
+      lock.lock();
+      if (--pending_ == 0) done_cv_.notify_all();
+    }
+  }
+  std::mutex m_;
+  std::condition_variable cv_, done_cv_;
+  std::vector<std::thread> workers_;
+  std::uint64_t calls_ = 0, round_ = 0;
+  std::size_t pending_ = 0;
+  bool quit_ = false;
+};
+
+int run_idle(unsigned threads) {
+  Rounds rounds(threads);
+  fault::say("ready " + std::to_string(getpid()));
+  for (std::string line; std::getline(std::cin, line);) {
+    if (line.rfind("go ", 0) == 0) {
+      rounds.go(std::stoull(line.substr(3)));
+      fault::say("done calls=" + std::to_string(fault::g_calls.load()));
+    } else if (line == "stop") {
+      break;
+    }
+  }
+  return 0;
+}
+
+int run_bounded(unsigned threads, std::uint64_t calls) {
+  fault::say("ready " + std::to_string(getpid()));
+  std::vector<std::thread> ts;
+  for (unsigned t = 0; t < threads; ++t) {
+    ts.emplace_back([calls] {
+      for (std::uint64_t i = 0; i < calls; ++i) fault::call_probe(i);
+    });
+  }
+  for (auto& t : ts) t.join();
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  fault::init(argc, argv);
+  unsigned threads = std::stoul(fault::option(argc, argv, "--threads", "2"));
+  int code = 0;
+  if (fault::flag(argc, argv, "--idle")) {
+    code = run_idle(threads);
+  } else if (fault::flag(argc, argv, "--calls")) {
+    code = run_bounded(threads, std::stoull(fault::option(argc, argv, "--calls", "1")));
+  } else {
+    std::vector<std::thread> ts;
+    if (fault::flag(argc, argv, "--churn")) {
+      ts.emplace_back(churn);
+    } else {
+      for (unsigned t = 0; t < threads; ++t) ts.emplace_back(hammer);
+    }
+    fault::say("ready " + std::to_string(getpid()));
+    for (std::string line; std::getline(std::cin, line) && line != "stop";) {
+    }
+    g_stop = true;
+    for (auto& t : ts) t.join();
+  }
+  fault::say_end();
+  return code;
+}

@@ -1,0 +1,452 @@
+// The scenarios of the fault-injection suite. Each cycle starts its own target, attacks one
+// `probecost trace` run, and checks the target, the report and the counts afterwards.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cycles.hpp"
+#include "harness.hpp"
+#include "text_check.hpp"
+
+namespace fault {
+
+// The int3 step-over strategies (with --via int3), and "jump" (--via jump: no int3 at all).
+const std::vector<std::string> kStrategies = {"auto", "singlestep", "emulate", "outline", "jump"};
+
+namespace {
+
+const char* kProbe = "probe_fn";
+
+std::string after_text(const Config& cfg, const std::string& event) {
+  return fmt_seconds(cfg.bound) + " s after " + event;
+}
+
+// One trace of a target: attached by PID (the target is our child) or launched by probecost
+// (the target is its child; commands go through probecost's stdin, lines come on its fd 3).
+class Traced {
+ public:
+  static Traced attach(const Config& cfg, const Cycle& c, std::vector<std::string> target,
+                       std::vector<std::string> more = {}) {
+    Traced t;
+    t.attached_ = start_target(cfg, std::move(target));
+    std::vector<std::string> args = {"-p", std::to_string(t.attached_->pid), "-b", kProbe};
+    args.insert(args.end(), more.begin(), more.end());
+    t.run_ = std::make_unique<TraceRun>(cfg, trace_args(c.strategy, args));
+    return t;
+  }
+  static Traced launch(const Config& cfg, const Cycle& c, std::vector<std::string> target,
+                       std::vector<std::string> more = {}, const std::string& probe = kProbe) {
+    Traced t;
+    t.launched_ = std::make_unique<TargetPipes>();
+    target[0] = cfg.bin_dir + "/" + target[0];
+    target.insert(target.end(), {"--ctl-fd", "3"});
+    std::vector<std::string> args = {"-b", probe};
+    args.insert(args.end(), more.begin(), more.end());
+    args.push_back("--");
+    args.insert(args.end(), target.begin(), target.end());
+    t.run_ = std::make_unique<TraceRun>(cfg, trace_args(c.strategy, args), t.launched_->in.read,
+                                        t.launched_->ctl.write);
+    t.launched_->in.close_read();
+    t.launched_->ctl.close_write();
+    return t;
+  }
+  Traced(Traced&&) = default;
+  ~Traced() {
+    // A launched target is probecost's child, or ours once orphaned: never left running.
+    if (launched_ && launched_->pid > 0) {
+      ::kill(launched_->pid, SIGKILL);
+      ::waitpid(launched_->pid, nullptr, __WALL);
+    }
+  }
+
+  bool is_launched() const { return launched_ != nullptr; }
+  TraceRun& run() { return *run_; }
+  TargetPipes& pipes() { return launched_ ? *launched_ : *attached_; }
+  AttachedTarget& attached() { return *attached_; }
+  pid_t pid() { return pipes().pid; }
+  // The probes are in and the target runs.
+  bool wait_traced(Deadline deadline) {
+    return launched_ ? launched_->wait_ready(deadline) : run_->wait_tracing(deadline);
+  }
+  // The target's end line (a launched one says it before it exits), checked.
+  std::optional<EndLine> check_launched_end(const Config& cfg, Outcome& o) {
+    if (pipes().pid <= 0 && !pipes().wait_ready(after(cfg.bound))) return std::nullopt;
+    auto end = read_end(pipes(), after(cfg.bound), o);
+    if (end) {
+      check_end(*end, o);
+    } else {
+      o.harm("the launched target ended without its end line");
+    }
+    return end;
+  }
+  // After probecost has ended: an attached target must be as it was, and end well.
+  void check_attached(const Config& cfg, Outcome& o) {
+    check_text(attached_->pid, o, "after detach");
+    stop_and_check(*attached_, cfg, o);
+  }
+
+ private:
+  Traced() = default;
+  std::unique_ptr<AttachedTarget> attached_;
+  std::unique_ptr<TargetPipes> launched_;
+  std::unique_ptr<TraceRun> run_;
+};
+
+// --duration of an attach/detach cycle: 0.05, 0.01, or random in [0.001, 0.2).
+double cycle_duration(const Cycle& c) {
+  switch (c.index % 3) {
+    case 0:
+      return 0.05;
+    case 1:
+      return 0.01;
+    default:
+      return c.uniform(0.001, 0.2);
+  }
+}
+
+int random_stop_signal(const Cycle& c) {
+  static const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+  return sigs[c.below(3)];
+}
+
+}  // namespace
+
+Outcome attach_for_duration(const Config& cfg, const Cycle& c, std::vector<std::string> target,
+                            double d) {
+  Outcome o;
+  auto t = Traced::attach(cfg, c, std::move(target), {"--duration", fmt_seconds(d)});
+  t.run().finish(after(d + cfg.bound), o, after_text(cfg, "--duration " + fmt_seconds(d)));
+  t.check_attached(cfg, o);
+  return o;
+}
+
+// SIGINT, SIGTERM or SIGHUP at a random moment from the time probecost can catch them (often
+// before the probes are in), and in a third of the cycles a second one soon after. The report
+// must still come, with exit 0.
+Outcome signal_cycle(const Config& cfg, const Cycle& c, bool launched, bool second) {
+  Outcome o;
+  o.faults = 0;
+  auto t = launched ? Traced::launch(cfg, c, {"fault_busy", "--calls", "20000"})
+                    : Traced::attach(cfg, c, {"fault_busy", "--threads", "2"});
+  // From the moment probecost can catch them: before, in the dynamic loader, nothing can.
+  if (!t.run().wait_handlers(after(cfg.bound))) {
+    o.lose("probecost never installed its SIGINT/SIGTERM/SIGHUP handlers");
+  }
+  pause_for(c.uniform(0, 0.08));
+  t.run().signal(random_stop_signal(c));
+  ++o.faults;
+  if (second) {
+    pause_for(c.uniform(0, 0.005));
+    t.run().signal(random_stop_signal(c));
+    ++o.faults;
+  }
+  // A launched target runs on, untraced, to its end, which probecost waits for.
+  t.run().finish(after(cfg.bound + (launched ? 10 : 0)), o, after_text(cfg, "the signal"));
+  if (launched) {
+    t.check_launched_end(cfg, o);
+  } else {
+    t.check_attached(cfg, o);
+  }
+  return o;
+}
+
+// exit() from the main thread or a hitting thread, a random moment after the probes are in.
+Outcome exit_cycle(const Config& cfg, const Cycle& c, bool launched, bool from_thread,
+                   unsigned threads) {
+  Outcome o;
+  std::vector<std::string> target = {"fault_exit", "--threads", std::to_string(threads), "--from",
+                                     from_thread ? "thread" : "main"};
+  auto t = launched ? Traced::launch(cfg, c, target) : Traced::attach(cfg, c, target);
+  if (!t.wait_traced(after(cfg.bound))) {
+    o.lose("probecost never started tracing: " + t.run().stderr_text());
+    return o;
+  }
+  pause_for(c.uniform(0, 0.03));
+  t.pipes().send("exit");
+  auto report = t.run().finish(after(cfg.bound), o, after_text(cfg, "the process exited"));
+  auto end = read_end(t.pipes(), after(cfg.bound), o);
+  if (end) check_end(*end, o);
+  if (launched) {
+    if (report) check_command_end(*report, o);
+  } else if (auto status = t.attached().child.wait(after(cfg.bound))) {
+    if (!WIFEXITED(*status) || WEXITSTATUS(*status) != 0) {
+      o.harm("the target " + describe_status(*status));
+    }
+  } else {
+    o.harm("the target did not end after exit()");
+  }
+  return o;
+}
+
+// The process exits while probecost is attaching to it. Exit 2 ("no such process") is a fair
+// answer when it was gone first; otherwise a report, exit 0.
+Outcome exit_during_attach(const Config& cfg, const Cycle& c) {
+  Outcome o;
+  auto target = start_target(cfg, {"fault_exit", "--threads", "3"});
+  TraceRun run(cfg, trace_args(c.strategy, {"-p", std::to_string(target->pid), "-b", kProbe}));
+  pause_for(c.uniform(0, 0.004));
+  target->send("exit");
+  run.finish(after(cfg.bound), o, after_text(cfg, "the process exited"), {2});
+  auto end = read_end(*target, after(cfg.bound), o);
+  if (end) check_end(*end, o);
+  auto status = target->child.wait(after(cfg.bound));
+  if (!status) {
+    o.harm("the target did not end after exit()");
+  } else if (!WIFEXITED(*status) || WEXITSTATUS(*status) != 0) {
+    o.harm("the target " + describe_status(*status));
+  }
+  return o;
+}
+
+// exec from the main thread or from a hitting thread (which becomes the leader).
+Outcome exec_cycle(const Config& cfg, const Cycle& c, bool launched, bool from_thread) {
+  Outcome o;
+  std::vector<std::string> target = {"fault_exec", "--threads", "3", "--from",
+                                     from_thread ? "thread" : "main"};
+  auto t = launched ? Traced::launch(cfg, c, target) : Traced::attach(cfg, c, target);
+  if (!t.wait_traced(after(cfg.bound))) {
+    o.lose("probecost never started tracing: " + t.run().stderr_text());
+    return o;
+  }
+  pause_for(c.uniform(0, 0.03));
+  t.pipes().send("exec");
+  t.run().finish(after(cfg.bound), o, after_text(cfg, "the process exec'd"));
+  auto end = read_end(t.pipes(), after(cfg.bound), o);
+  if (end) check_end(*end, o);
+  if (!t.pipes().wait_line("exec-ok", after(cfg.bound))) {
+    o.harm("the exec'd program never said exec-ok");
+  }
+  if (!launched) {
+    auto status = t.attached().child.wait(after(cfg.bound));
+    if (!status) {
+      o.harm("the exec'd program did not end");
+    } else if (!WIFEXITED(*status) || WEXITSTATUS(*status) != 0) {
+      o.harm("the exec'd program " + describe_status(*status));
+    }
+  }
+  return o;
+}
+
+// Children made while hit. Attached (even cycles): for a random --duration, then checked.
+// Launched (odd cycles): a known number of calls, which must all be counted (the calls of
+// vfork and CLONE_VM children, which run in the traced memory, included).
+Outcome children_cycle(const Config& cfg, const Cycle& c, const std::string& mode, bool launched) {
+  Outcome o;
+  if (!launched) {
+    double d = c.uniform(0.02, 0.12);
+    auto t = Traced::attach(cfg, c, {"fault_fork", "--mode", mode}, {"--duration", fmt_seconds(d)});
+    t.run().finish(after(d + cfg.bound), o, after_text(cfg, "--duration " + fmt_seconds(d)));
+    t.check_attached(cfg, o);
+    return o;
+  }
+  auto t = Traced::launch(
+      cfg, c,
+      {"fault_fork", "--mode", mode, "--rounds", "20", "--calls", "2000", "--child-calls", "20"});
+  auto report = t.run().finish(after(3 * cfg.bound), o, after_text(cfg, "the command's start"));
+  auto end = t.check_launched_end(cfg, o);
+  if (report) {
+    check_command_end(*report, o);
+    if (end) check_hits(*report, std::stoull((*end)["calls"]), o);
+  }
+  o.faults = 20;
+  return o;
+}
+
+// Where a jump cannot go (a SIGSTOPped process cannot map a trampoline area; a rep site's
+// function is too short), the jump cycles use the default int3 strategy instead.
+Cycle int3_only(Cycle c) {
+  if (c.strategy == "jump") c.strategy = "auto";
+  return c;
+}
+
+// A process stopped by SIGSTOP when probecost attaches: it must still be stopped after
+// detach, and run correctly after SIGCONT.
+Outcome stopped_cycle(const Config& cfg, const Cycle& cycle, double d) {
+  Cycle c = int3_only(cycle);
+  Outcome o;
+  auto target = start_target(cfg, {"fault_busy", "--threads", "2"});
+  target->child.signal(SIGSTOP);
+  if (!target->child.wait_stopped(after(cfg.bound))) throw std::runtime_error("no group-stop");
+  TraceRun run(cfg, trace_args(c.strategy, {"-p", std::to_string(target->pid), "-b", kProbe,
+                                            "--duration", fmt_seconds(d)}));
+  run.finish(after(d + cfg.bound), o, after_text(cfg, "--duration " + fmt_seconds(d)));
+  // A detached thread of a stopped group wakes and goes back into the group-stop before it
+  // runs any code of its own: give it a moment to get there.
+  if (!poll_until([&] { return all_threads_in_state(target->pid, 'T'); }, after(1))) {
+    o.harm("no longer stopped after detach (thread states " + thread_states(target->pid) + ")");
+  }
+  check_text(target->pid, o, "after detach");
+  target->child.signal(SIGCONT);
+  stop_and_check(*target, cfg, o);
+  return o;
+}
+
+// A site whose first instruction is rep movsb / rep stosb: one hit per call.
+Outcome rep_cycle(const Config& cfg, const Cycle& cycle, const std::string& kind) {
+  Cycle c = int3_only(cycle);
+  Outcome o;
+  auto t = Traced::launch(cfg, c, {"fault_rep", "--kind", kind, "--calls", "100", "--bytes", "64"},
+                          {}, "rep_" + kind + "_site");
+  auto report = t.run().finish(after(3 * cfg.bound), o, after_text(cfg, "the command's start"));
+  auto end = t.check_launched_end(cfg, o);
+  if (report) {
+    check_command_end(*report, o);
+    if (end) check_hits(*report, std::stoull((*end)["site_calls"]), o);
+  }
+  return o;
+}
+
+// Attached while idle; a known round of calls while traced, then SIGINT: exact counts.
+Outcome attach_exact(const Config& cfg, const Cycle& c) {
+  Outcome o;
+  auto t = Traced::attach(cfg, c, {"fault_busy", "--idle", "--threads", "3"});
+  if (!t.wait_traced(after(cfg.bound))) {
+    o.lose("probecost never started tracing: " + t.run().stderr_text());
+    t.check_attached(cfg, o);
+    return o;
+  }
+  t.pipes().send("go 300");
+  auto done = t.pipes().wait_line("done", after(3 * cfg.bound));
+  t.run().signal(SIGINT);
+  auto report = t.run().finish(after(cfg.bound), o, after_text(cfg, "SIGINT"));
+  if (!done) o.harm("the round of calls did not finish");
+  if (report) check_hits(*report, 900, o);
+  t.check_attached(cfg, o);
+  return o;
+}
+
+// probecost killed by SIGKILL mid-trace. Busy target (even cycles): harmed today by design of
+// int3 (a thread hits the byte with no tracer left). Idle target (odd cycles): the int3 bytes
+// stay in the text; `probecost restore -p PID`, when it exists, must put the file's bytes back.
+Outcome sigkill_cycle(const Config& cfg, const Cycle& c, bool idle) {
+  Outcome o;
+  std::vector<std::string> target = {"fault_busy", "--threads", "2"};
+  if (idle) target.push_back("--idle");
+  auto t = Traced::attach(cfg, c, target);
+  if (!t.wait_traced(after(cfg.bound))) {
+    o.lose("probecost never started tracing: " + t.run().stderr_text());
+    return o;
+  }
+  if (idle) {
+    t.pipes().send("go 50");
+    t.pipes().wait_line("done", after(cfg.bound));
+  } else {
+    pause_for(c.uniform(0.005, 0.05));
+  }
+  t.run().kill();
+  // A busy process that a trapped thread's SIGTRAP killed has nothing left to restore.
+  bool alive = ::kill(t.pid(), 0) == 0 && proc_state(t.pid()) != 'Z';
+  if (cfg.restore_available && alive) {
+    Child restore({cfg.probecost, "restore", "-p", std::to_string(t.pid())}, SpawnFds{});
+    auto status = restore.wait(after(cfg.bound));
+    bool ok = status && WIFEXITED(*status) && WEXITSTATUS(*status) == 0 &&
+              text_differences(t.pid()).empty();
+    // Killed meanwhile by the SIGTRAP of a thread that was stopped at a hit: nothing to judge.
+    bool died = ::kill(t.pid(), 0) != 0 || proc_state(t.pid()) == 'Z';
+    o.restore = ok     ? Outcome::Restore::Ok
+                : died ? Outcome::Restore::NotRun
+                       : Outcome::Restore::Failed;
+    if (o.restore == Outcome::Restore::Failed)
+      o.why += std::string(o.why.empty() ? "" : "; ") + "restore failed";
+  }
+  if (idle) {
+    t.pipes().send("go 50");
+    t.pipes().wait_line("done", after(cfg.bound));
+  }
+  t.check_attached(cfg, o);
+  return o;
+}
+
+namespace {
+
+// The variants of each scenario, by cycle number.
+Outcome busy_two(const Config& cfg, const Cycle& c) {
+  return attach_for_duration(cfg, c, {"fault_busy", "--threads", "2"}, cycle_duration(c));
+}
+Outcome busy_churn(const Config& cfg, const Cycle& c) {
+  return attach_for_duration(cfg, c, {"fault_busy", "--churn", "--seed", std::to_string(c.index)},
+                             cycle_duration(c));
+}
+Outcome busy_many(const Config& cfg, const Cycle& c) {
+  return attach_for_duration(cfg, c, {"fault_busy", "--threads", "32"}, cycle_duration(c));
+}
+Outcome signals(const Config& cfg, const Cycle& c) {
+  return signal_cycle(cfg, c, c.index % 4 == 3, c.below(3) == 0);
+}
+Outcome exit_while_hit(const Config& cfg, const Cycle& c) {
+  return exit_cycle(cfg, c, (c.index / 2) % 2 == 1, c.index % 2 == 1, 3);
+}
+Outcome exec_main(const Config& cfg, const Cycle& c) {
+  return exec_cycle(cfg, c, c.index % 2 == 1, false);
+}
+Outcome exec_thread(const Config& cfg, const Cycle& c) {
+  return exec_cycle(cfg, c, c.index % 2 == 1, true);
+}
+Outcome children_while_hit(const Config& cfg, const Cycle& c, const std::string& mode) {
+  return children_cycle(cfg, c, mode, c.index % 2 == 1);
+}
+Outcome stopped(const Config& cfg, const Cycle& c) {
+  return stopped_cycle(cfg, c, c.index % 2 ? 0.01 : 0.05);
+}
+Outcome rep_site(const Config& cfg, const Cycle& c, const std::string& kind) {
+  return rep_cycle(cfg, c, kind);
+}
+Outcome sigkill(const Config& cfg, const Cycle& c) {
+  return sigkill_cycle(cfg, c, c.index % 2 == 1);
+}
+
+}  // namespace
+
+const std::vector<Scenario>& scenarios() {
+  static const std::vector<Scenario> all = {
+      {"busy-2threads", "attach --duration 0.05/0.01/random, detach; 2 threads hammering", 60, 500,
+       false, false, busy_two},
+      {"busy-churn", "the same; threads created and ending all the time", 30, 300, false, false,
+       busy_churn},
+      {"busy-32threads", "the same; 32 threads hammering", 20, 300, false, false, busy_many},
+      {"signals", "SIGINT/TERM/HUP at random moments, sometimes two", 60, 600, false, false,
+       signals},
+      {"exit", "exit() from main or a thread while others hit; -p and --", 16, 120, false, false,
+       exit_while_hit},
+      {"exit-attaching", "the process exits while probecost attaches", 16, 100, false, false,
+       exit_during_attach},
+      {"exec-main", "exec from the main thread while others hit; -p and --", 12, 100, false, false,
+       exec_main},
+      {"exec-thread", "exec from a non-leader thread while others hit; -p and --", 12, 100, false,
+       false, exec_thread},
+      {"fork", "fork loop while hit; -p, and -- with exact counts", 8, 60, true, false,
+       [](const Config& cfg, const Cycle& c) { return children_while_hit(cfg, c, "fork"); }},
+      {"vfork", "vfork loop (children call the probe) while hit", 8, 60, true, false,
+       [](const Config& cfg, const Cycle& c) { return children_while_hit(cfg, c, "vfork"); }},
+      {"spawn", "posix_spawn loop (CLONE_VM|CLONE_VFORK, exec) while hit", 8, 60, true, false,
+       [](const Config& cfg, const Cycle& c) { return children_while_hit(cfg, c, "spawn"); }},
+      {"clone-vm", "clone(CLONE_VM|SIGCHLD): a process sharing the memory", 8, 60, true, false,
+       [](const Config& cfg, const Cycle& c) { return children_while_hit(cfg, c, "clone-vm"); }},
+      {"clone-nosig", "clone(0): a fork-like child with no exit signal", 8, 60, true, false,
+       [](const Config& cfg, const Cycle& c) { return children_while_hit(cfg, c, "clone-nosig"); }},
+      {"clone-sigchld", "clone(SIGCHLD): a fork through clone()", 8, 60, true, false,
+       [](const Config& cfg, const Cycle& c) {
+         return children_while_hit(cfg, c, "clone-sigchld");
+       }},
+      {"stopped", "attached while stopped by SIGSTOP: stays stopped, runs after SIGCONT", 8, 60,
+       false, false, stopped},
+      {"rep-movsb", "first instruction rep movsb: hits equal calls", 8, 40, true, false,
+       [](const Config& cfg, const Cycle& c) { return rep_site(cfg, c, "movsb"); }},
+      {"rep-stosb", "first instruction rep stosb: hits equal calls", 8, 40, true, false,
+       [](const Config& cfg, const Cycle& c) { return rep_site(cfg, c, "stosb"); }},
+      {"attach-exact", "attach, a known round of calls, SIGINT: hits equal calls", 12, 100, true,
+       false, attach_exact},
+      {"sigkill", "probecost killed by SIGKILL mid-trace; then probecost restore", 8, 60, false,
+       true, sigkill},
+  };
+  return all;
+}
+
+const Scenario* find_scenario(const std::string& name) {
+  for (const auto& s : scenarios()) {
+    if (s.name == name) return &s;
+  }
+  return nullptr;
+}
+
+}  // namespace fault

@@ -1,0 +1,22 @@
+// libFuzzer: probe specs as a user types them (-b SPEC). A malformed one is a UsageError;
+// anything else (a crash, another exception, a spec that does not say what it parsed) is a bug.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "breakpoint/error.hpp"
+#include "tracer/probes.hpp"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  std::string text(reinterpret_cast<const char*>(data), size);
+  try {
+    probecost::ProbeSpec p = probecost::parse_probe(text);
+    // What was parsed is what was typed: an address, or a symbol with its module and offset.
+    if (p.text != text) __builtin_trap();
+    if (!p.address && p.symbol.empty()) __builtin_trap();
+    if (p.address && !p.symbol.empty()) __builtin_trap();
+    if (!p.module.empty() && text.find(p.module + ":") != 0) __builtin_trap();
+  } catch (const probecost::UsageError&) {
+  }
+  return 0;
+}

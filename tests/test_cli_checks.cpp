@@ -1,0 +1,191 @@
+// Issue 7, item 9: input and output checks that happen before anything runs, and errors that
+// are never silent. Each command with -o, each count option, each command's stray arguments.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "run_capture.hpp"
+
+using probecost::test::Result;
+using probecost::test::run_command;
+
+namespace {
+
+Result run_probecost(std::vector<std::string> args) {
+  args.insert(args.begin(), PROBECOST_BIN);
+  return run_command(args);
+}
+
+void expect_exit(const std::vector<std::string>& args, int code, const std::string& message) {
+  Result r = run_probecost(args);
+  EXPECT_EQ(r.exit_code, code) << r.err;
+  EXPECT_NE(r.err.find(message), std::string::npos) << "stderr was: " << r.err;
+}
+
+bool exists(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+// A path in a fresh directory, removed at the end of the test.
+struct TempPath {
+  TempPath() {
+    char dir[] = "/tmp/probecost-cli-XXXXXX";
+    this->dir = ::mkdtemp(dir);
+    path = this->dir + "/report";
+  }
+  ~TempPath() {
+    ::unlink(path.c_str());
+    ::rmdir(dir.c_str());
+  }
+  std::string dir, path;
+};
+
+// Each command with -o, with the smallest arguments that would run it.
+const std::vector<std::vector<std::string>>& commands_with_output() {
+  static const std::vector<std::vector<std::string>> all = {
+      {"overhead", "--cost", "2.01us"},
+      {"compare", "-m", "marker", "-n", "2000", "-r", "1"},
+      {"bench", "step-over", "-k", "nop", "-s", "auto", "-n", "100", "-r", "1"},
+      {"trace", "-q", "-b", "probecost_test_site", "--", LOOP_TARGET_PIE, "10", "1"},
+  };
+  return all;
+}
+
+// `args` with "-o FILE" added among the options (before a trace's "--").
+std::vector<std::string> with_output(std::vector<std::string> args, const std::string& file) {
+  auto at = std::find(args.begin(), args.end(), "--");
+  args.insert(at, {"-o", file});
+  return args;
+}
+
+}  // namespace
+
+TEST(CliChecks, AnUnwritableOutputFailsBeforeAnythingRuns) {
+  for (const auto& args : commands_with_output()) {
+    for (const char* bad : {"/nonexistent/x", "/tmp"}) {
+      expect_exit(with_output(args, bad), 2,
+                  "cannot write the report to '" + std::string(bad) + "'");
+    }
+  }
+}
+
+TEST(CliChecks, TraceWithAnUnwritableOutputLaunchesNothing) {
+  TempPath t;
+  std::string touched = t.dir + "/launched";
+  expect_exit({"trace", "-o", "/tmp", "-b", "main", "--", "/usr/bin/touch", touched}, 2,
+              "cannot write the report to '/tmp'");
+  EXPECT_FALSE(exists(touched)) << "the command ran although the report could not be written";
+  ::unlink(touched.c_str());
+}
+
+TEST(CliChecks, AFailedWriteIsAnError) {
+  for (const auto& args : commands_with_output()) {
+    Result r = run_probecost(with_output(args, "/dev/full"));
+    EXPECT_EQ(r.exit_code, 1) << args[0] << ": " << r.err;
+    EXPECT_NE(r.err.find("No space left on device"), std::string::npos) << r.err;
+  }
+}
+
+TEST(CliChecks, AReportIsWrittenAndAFailedRunLeavesNoFile) {
+  TempPath t;
+  Result r = run_probecost({"overhead", "--cost", "2.01us", "-o", t.path});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  std::ifstream in(t.path);
+  std::string line;
+  std::getline(in, line);
+  EXPECT_NE(line.find("150.7% of a CPU"), std::string::npos) << line;
+  ::unlink(t.path.c_str());
+  // A run that fails after the file was opened does not leave an empty report behind.
+  r = run_probecost(
+      {"trace", "-q", "-o", t.path, "-b", "no_such_symbol", "--", LOOP_TARGET_PIE, "1", "1"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_FALSE(exists(t.path));
+}
+
+TEST(CliChecks, NegativeCountsAreRefused) {
+  const std::vector<std::vector<std::string>> cases = {
+      {"compare", "-t", "-1"},
+      {"compare", "--threads", "-1"},
+      {"compare", "-n", "-1"},
+      {"compare", "-r", "-1"},
+      {"compare", "-r", "0"},
+      {"compare", "-t", "1.5"},
+      {"bench", "step-over", "-n", "-1"},
+      {"bench", "step-over", "-t", "-1"},
+      {"bench", "step-over", "-r", "-1"},
+      {"trace", "--stack-depth", "-1", "-p", "1", "-b", "x"},
+      {"trace", "--top", "-1", "-p", "1", "-b", "x"},
+  };
+  for (const auto& args : cases) {
+    Result r = run_probecost(args);
+    EXPECT_EQ(r.exit_code, 2) << args[1] << " " << args[2] << ": " << r.err;
+    EXPECT_NE(r.err.find("want a whole number"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("4294967295"), std::string::npos) << r.err;
+  }
+}
+
+TEST(CliChecks, BadWorkIsRefusedByProbecostItself) {
+  for (const char* w : {"memcpy:0", "memcpy:-1", "memcpy:abc", "memcpy:", "memcpy", "copy:8"}) {
+    Result r = run_probecost({"compare", "-w", w, "--inferior", "/no/such/inferior"});
+    EXPECT_EQ(r.exit_code, 2) << w << ": " << r.err;
+    // Named as probecost's own error, before it looks for the inferior.
+    EXPECT_NE(r.err.find("probecost compare: bad --work '" + std::string(w) + "'"),
+              std::string::npos)
+        << r.err;
+  }
+}
+
+TEST(CliChecks, StrayArgumentsAreErrors) {
+  expect_exit({"compare", "foo"}, 2, "unexpected argument 'foo'");
+  expect_exit({"overhead", "--cost", "1us", "bar"}, 2, "unexpected argument 'bar'");
+  expect_exit({"bench", "step-over", "extra"}, 2, "unexpected argument 'extra'");
+  expect_exit({"trace", "-p", "1", "stray", "-b", "main"}, 2, "unexpected argument 'stray'");
+  // After "--" everything is the command's.
+  Result r = run_probecost(
+      {"trace", "-q", "-b", "probecost_test_site", "--", LOOP_TARGET_PIE, "5", "1", "--pause"});
+  EXPECT_NE(r.exit_code, 2) << r.err;
+}
+
+TEST(CliChecks, CompareWarnsAndExits1OnUntrustworthyFigures) {
+  Result r = run_probecost({"compare", "-m", "marker", "-n", "1", "-r", "1"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.out.find("WARNING marker:"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("not to be trusted"), std::string::npos) << r.err;
+  // The rows that are ~0 by design are said to be so, and not warned about.
+  EXPECT_NE(r.out.find("baseline: ~0 by design"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("WARNING baseline"), std::string::npos) << r.out;
+}
+
+TEST(CliChecks, AnEarlyStopSignalNeverKillsProbecostUnexplained) {
+  // SIGTERM sent while the child has it blocked stays pending across the exec; probecost must
+  // take it with its handler (not die of it) and say what happened.
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
+    probecost::test::MemFile out, err;
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      sigset_t set;
+      sigemptyset(&set);
+      sigaddset(&set, sig);
+      sigprocmask(SIG_BLOCK, &set, nullptr);
+      ::kill(::getpid(), sig);
+      ::dup2(out.fd, 1);
+      ::dup2(err.fd, 2);
+      ::execl(PROBECOST_BIN, PROBECOST_BIN, "trace", "-q", "-b", "probecost_test_site", "--",
+              LOOP_TARGET_PIE, "100", "1", nullptr);
+      ::_exit(127);
+    }
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    EXPECT_FALSE(WIFSIGNALED(status)) << "probecost died of signal " << WTERMSIG(status);
+    std::string all = out.contents() + err.contents();
+    EXPECT_NE(all.find("interrupted"), std::string::npos) << all;
+  }
+}
