@@ -385,12 +385,23 @@ OverheadResult analyze(const Measurement& m, const Calibration& c) {
   if (r.slowdown && r.slowdown->median > 0) {
     r.error_basis = "slowdown";
     r.prediction_error_percent = 100 * (used->slowdown / r.slowdown->median - 1);
-  } else if (m.attached && r.extra_cpu_percent.median > 0) {
+  } else if (m.attached) {
     r.error_basis = "extra CPU";
-    r.prediction_error_percent = 100 * (used->cpu_percent / r.extra_cpu_percent.median - 1);
+    if (r.extra_cpu_percent.median > 0) {
+      r.prediction_error_percent = 100 * (used->cpu_percent / r.extra_cpu_percent.median - 1);
+    } else {
+      // /proc/PID/stat counts CPU time in 10 ms ticks, and a busy process that waits at
+      // every stop uses no more CPU traced than untraced: the cost is work not done.
+      r.explanations.push_back(
+          "The process used no more CPU (its own and probecost's) in the traced window than "
+          "in the untraced one (" +
+          fmt("%+.1f%%", r.extra_cpu_percent.median) +
+          "): there is no extra CPU to compare the prediction with.");
+    }
   }
   if (!r.prediction_error_percent || std::fabs(*r.prediction_error_percent) > 20) {
-    r.explanations = explain(r);
+    auto why = explain(r);
+    r.explanations.insert(r.explanations.end(), why.begin(), why.end());
   }
   return r;
 }

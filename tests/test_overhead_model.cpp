@@ -252,9 +252,14 @@ TEST(OverheadModel, AttachedBusyProcessThatSlowsDownIsSaidSo) {
   m.traced = {traced(2.0, 1.2, 0.8, 100'000)};  // 0.6 CPU: it waited at the stops
   OverheadResult r = analyze(m, fixture_calibration());
   EXPECT_FALSE(r.prediction_error_percent);  // no extra CPU to compare with
+  EXPECT_EQ(r.error_basis, "extra CPU");
   std::string all;
   for (const auto& e : r.explanations) all += e + "\n";
   EXPECT_NE(all.find("The process was busy untraced (1.00 CPUs) and used less while traced (0.60)"),
+            std::string::npos)
+      << all;
+  EXPECT_NE(all.find("The process used no more CPU (its own and probecost's) in the traced window "
+                     "than in the untraced one (+0.0%): there is no extra CPU to compare"),
             std::string::npos)
       << all;
 }
