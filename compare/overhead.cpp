@@ -17,7 +17,8 @@ const Prediction* OverheadResult::used() const {
 }
 
 std::string mechanism_of(const ProbeUse& probe, const std::string& step_over) {
-  if (probe.via == "jump") return "jump";
+  // Any other --via is named as compare names its mechanism (jump; a uprobe would be "uprobe").
+  if (probe.via != "int3") return probe.via;
   return step_over == "singlestep" ? "int3-ptrace" : "int3-ptrace-fast";
 }
 

@@ -130,8 +130,9 @@ struct OverheadResult {
 // The arithmetic, explanations included: no measuring (tested on fixtures).
 OverheadResult analyze(const Measurement& m, const Calibration& c);
 
-// The calibration's name of the mechanism a probe used: jump, int3-ptrace (the classic
-// single-step) or int3-ptrace-fast (one stop: emulate, outline, auto).
+// The calibration's name of the mechanism a probe used: int3-ptrace (the classic single-step)
+// or int3-ptrace-fast (one stop: emulate, outline, auto) for an int3 probe; for any other
+// probe its via, which is the name of compare's mechanism (jump).
 std::string mechanism_of(const ProbeUse& probe, const std::string& step_over);
 
 // Runs the command (or watches the process) untraced and traced by turns. `progress` gets a

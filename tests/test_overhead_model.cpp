@@ -226,6 +226,8 @@ TEST(OverheadModel, MechanismOfAProbe) {
   EXPECT_EQ(mechanism_of({"f", "int3", "", ""}, "auto"), "int3-ptrace-fast");
   EXPECT_EQ(mechanism_of({"f", "int3", "", ""}, "outline"), "int3-ptrace-fast");
   EXPECT_EQ(mechanism_of({"f", "int3", "", ""}, "singlestep"), "int3-ptrace");
+  // Any other via is compare's name of its mechanism: a new one needs no change here.
+  EXPECT_EQ(mechanism_of({"f", "uprobe", "", ""}, "auto"), "uprobe");
 }
 
 TEST(OverheadModel, BothSidesDearerAtTheSamePlacementIsTheMachinesSpeed) {
