@@ -209,6 +209,21 @@ std::vector<std::string> explain(const OverheadResult& r) {
       }
     }
   }
+  // compare's jump row writes a record per hit and has it read (as the marker does); a trace's
+  // jump probes only count, unless --events.
+  if (r.mechanism == "jump" && row && r.cpu_ns_per_hit.median < row->cpu_ns_per_hit) {
+    why.push_back("A jump hit cost " + human_ns(r.cpu_ns_per_hit.median) + " of CPU here against " +
+                  human_ns(row->cpu_ns_per_hit) +
+                  " in the calibration, whose jump probe writes a {TSC, id, arg} record per hit "
+                  "and has it read; these only count hits, so the prediction is an upper bound" +
+                  (row->wall_ns_per_hit > 1.25 * row->cpu_ns_per_hit
+                       ? ", and its slowdown carries the calibration's wall time per hit (" +
+                             human_ns(row->wall_ns_per_hit) + ", " +
+                             fmt("%.1f", row->wall_ns_per_hit / row->cpu_ns_per_hit) +
+                             " times its CPU: waits for a CPU)"
+                       : std::string()) +
+                  ".");
+  }
   // The load average counts probecost and the command themselves; what other processes used
   // is the machine's busy time (/proc/stat) minus ours.
   if (m.others_cpu_share > 0.1) {

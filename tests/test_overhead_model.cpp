@@ -265,3 +265,21 @@ TEST(OverheadModel, AttachedBusyProcessThatSlowsDownIsSaidSo) {
             std::string::npos)
       << all;
 }
+
+TEST(OverheadModel, AJumpThatOnlyCountsCostsLessThanTheCalibrationsRecordingJump) {
+  Measurement m = fixture_measurement();
+  m.via = "jump";
+  m.probes = {{"work_fn", "jump", "jump over 5 bytes", ""}};
+  m.untraced = {untraced(1.0, 0.8)};
+  m.traced = {traced(1.5, 0.8001, 0.0, 100'000)};  // 1 ns of CPU per hit; the wall time is noise
+  OverheadResult r = analyze(m, fixture_calibration());
+  EXPECT_EQ(r.mechanism, "jump");
+  ASSERT_TRUE(r.prediction_error_percent);
+  EXPECT_NEAR(*r.prediction_error_percent, 100 * ((1 + 100'000 * 2e-9) / 1.5 - 1), 1e-9);
+  std::string all;
+  for (const auto& e : r.explanations) all += e + "\n";
+  EXPECT_NE(all.find("A jump hit cost 1 ns of CPU here against 2 ns in the calibration, whose "
+                     "jump probe writes a {TSC, id, arg} record per hit"),
+            std::string::npos)
+      << all;
+}
