@@ -110,7 +110,7 @@ std::vector<const ProbeReport*> sorted_rows(const TraceReport& r) {
 void write_text(std::ostream& out, const TraceReport& r, unsigned top) {
   out << "probecost trace: process " << r.pid << ", " << fmt("%.2f", r.duration_s) << " s, "
       << r.hits << " hits; ended: " << r.ending << " (held stopped " << fmt("%.0f", r.held_s * 1e3)
-      << " ms before, while the probes went in)\n";
+      << " ms while the probes went in)\n";
   {
     char line[512];
     bool images = r.images.size() > 1;

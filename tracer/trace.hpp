@@ -64,7 +64,8 @@ struct TraceReport {
   std::map<pid_t, std::uint64_t> thread_hits;
   std::uint64_t hits = 0;
   // How long the process was held stopped while the probes went in (symbols resolved, bytes
-  // written), before `duration_s` starts: for a launched command, from its entry point on.
+  // written): before `duration_s` starts (for a launched command, from its entry point on),
+  // and after each exec the trace followed, within `duration_s`.
   double held_s = 0;
   double tracer_cpu_s = 0;  // probecost's CPU while the probes were in
   double tracee_cpu_s = 0;  // the process's CPU meanwhile: its own work and its side of each hit
