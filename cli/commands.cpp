@@ -125,31 +125,4 @@ int bench_command(const std::vector<std::string>& args) {
   return result.all_correct() ? 0 : 1;
 }
 
-int overhead_command(const std::vector<std::string>& args) {
-  std::string cost, format, output;
-  std::vector<std::string> rates;
-  po::options_description desc(
-      "probecost overhead --cost TIME [--rate RATE ...]\n\n"
-      "CPU share = rate x cost per event; slowdown = 1 + share; saturation = 1 / cost.\n"
-      "Example: probecost overhead --cost 2.01us --rate 750k   (the 2006 int3 figure)\n\noptions");
-  desc.add_options()("help,h", "this help")("cost,c", po::value(&cost),
-                                            "cost per event: 220ns, 2.01us, 1ms")(
-      "rate", po::value(&rates)->multitoken(), "event rate(s): 750k, 1.2M (default 750000)")(
-      "format,f", po::value(&format)->default_value("text"), "text, json or csv")(
-      "output,o", po::value(&output), "write to FILE");
-  auto vm = parse_options(args, desc, "overhead");
-  if (vm.count("help")) {
-    std::cout << desc << "\n";
-    return 0;
-  }
-  if (cost.empty()) throw UsageError("--cost is required, e.g. --cost 2.01us");
-  double cost_ns = parse_duration_ns(cost);
-  std::vector<double> r =
-      rates.empty() ? std::vector<double>{750'000} : parse_rates(split_commas(rates));
-  Format f = parse_format(format);
-  Output out(output);
-  out.write(render([&](std::ostream& o) { write_extrapolation(o, cost_ns, r, f); }));
-  return 0;
-}
-
 }  // namespace probecost::cli

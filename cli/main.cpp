@@ -1,6 +1,6 @@
 // probecost: what does it cost to instrument a program? Subcommands:
 //   compare   run the built-in inferior under each instrumentation mechanism
-//   overhead  the CPU share a given cost per event takes at given event rates
+//   overhead  what probes cost a real workload, measured and predicted per mechanism
 //   experiment, report  the seeds' measurements redone, as tables and as an HTML page
 #include <signal.h>
 #include <unistd.h>
@@ -49,7 +49,8 @@ void usage(std::ostream& out) {
          "commands:\n"
          "  trace      int3 probes in a running process (-p PID) or a command, counted\n"
          "  compare    measure the cost per hit of each instrumentation mechanism\n"
-         "  overhead   CPU share of a given cost per event at given event rates\n"
+         "  overhead   what probes cost a command (or a running process): measured, and\n"
+         "             predicted for every mechanism; or the arithmetic alone (--cost)\n"
          "  experiment the seeds' measurements redone: markers, scalability, multi-probe,\n"
          "             int3-vs-marker (or all)\n"
          "  report     one HTML page with the experiments' charts and tables\n"

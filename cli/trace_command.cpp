@@ -48,7 +48,7 @@ nlohmann::json to_json(const TraceReport& r) {
                       {"module", p.probe.module},
                       {"symbol", p.probe.symbol},
                       {"hits", p.hits},
-                      {"hits_per_s", r.duration_s > 0 ? p.hits / r.duration_s : 0.0},
+                      {"traced_hits_per_s", r.duration_s > 0 ? p.hits / r.duration_s : 0.0},
                       {"threads", p.threads.size()},
                       {"via", p.via},
                       {"image", p.image},
@@ -71,11 +71,14 @@ nlohmann::json to_json(const TraceReport& r) {
       {"probes", probes},
       {"threads", threads},
       {"hits", r.hits},
+      {"held_s", r.held_s},
       {"tracer_cpu_s", r.tracer_cpu_s},
       {"tracee_cpu_s", r.tracee_cpu_s},
-      {"per_hit_ns", r.per_hit_ns},
+      {"tracer_cpu_ns_per_hit", r.tracer_cpu_ns_per_hit},
+      {"cpu_ns_per_hit", r.cpu_ns_per_hit},
       {"syscalls_per_hit", r.syscalls_per_hit},
       {"tracer_cpu_percent", r.duration_s > 0 ? 100 * r.tracer_cpu_s / r.duration_s : 0.0},
+      {"tracee_cpu_percent", r.duration_s > 0 ? 100 * r.tracee_cpu_s / r.duration_s : 0.0},
       {"ending", r.ending}};
   if (r.launched) j["command_end"] = r.command_end;
   if (r.command_status) {
@@ -106,11 +109,12 @@ std::vector<const ProbeReport*> sorted_rows(const TraceReport& r) {
 
 void write_text(std::ostream& out, const TraceReport& r, unsigned top) {
   out << "probecost trace: process " << r.pid << ", " << fmt("%.2f", r.duration_s) << " s, "
-      << r.hits << " hits; ended: " << r.ending << "\n";
+      << r.hits << " hits; ended: " << r.ending << " (held stopped " << fmt("%.0f", r.held_s * 1e3)
+      << " ms while the probes went in)\n";
   {
     char line[512];
     bool images = r.images.size() > 1;
-    std::snprintf(line, sizeof line, "\n%s%-28s %-16s %-18s %-24s %10s %10s %7s\n",
+    std::snprintf(line, sizeof line, "\n%s%-28s %-16s %-18s %-24s %10s %15s %7s\n",
                   images ? "image            " : "", "probe", "address", "module", "symbol", "hits",
                   "hits/s (traced)", "threads");
     out << line;
@@ -125,6 +129,9 @@ void write_text(std::ostream& out, const TraceReport& r, unsigned top) {
                     p.via == "jump" ? "-" : std::to_string(p.threads.size()).c_str());
       out << line;
     }
+    out << "hits/s (traced): hits per second while traced, lower than untraced by the tracing's "
+           "own "
+           "cost ('probecost overhead' measures the untraced rate and the cost of a hit alone)\n";
     out << "\nhow:";
     for (const auto& p : r.probes) {
       out << "\n  " << p.probe.spec << ": " << (p.via == "int3" ? "int3, " : "") << p.step_over;
@@ -140,12 +147,19 @@ void write_text(std::ostream& out, const TraceReport& r, unsigned top) {
     }
     out << "\n";
   }
-  out << "tracer CPU " << fmt("%.3f", r.tracer_cpu_s) << " s ("
-      << fmt("%.1f", r.duration_s > 0 ? 100 * r.tracer_cpu_s / r.duration_s : 0) << "% of a CPU), "
-      << fmt("%.0f", r.per_hit_ns) << " ns per hit, " << fmt("%.1f", r.syscalls_per_hit)
-      << " system calls per hit; tracee CPU " << fmt("%.3f", r.tracee_cpu_s) << " s\n";
+  auto share = [&](double cpu_s) {
+    return fmt("%.1f", r.duration_s > 0 ? 100 * cpu_s / r.duration_s : 0);
+  };
+  out << "tracer CPU " << fmt("%.3f", r.tracer_cpu_s) << " s (" << share(r.tracer_cpu_s)
+      << "% of a CPU): " << fmt("%.0f", r.tracer_cpu_ns_per_hit)
+      << " ns per hit, the tracer's side alone; " << fmt("%.1f", r.syscalls_per_hit)
+      << " system calls per hit\n";
+  out << "tracee CPU " << fmt("%.3f", r.tracee_cpu_s) << " s (" << share(r.tracee_cpu_s)
+      << "% of a CPU): its own work and its side of each hit; tracer + tracee "
+      << fmt("%.0f", r.cpu_ns_per_hit) << " ns of CPU per hit, its own work included\n";
   if (r.stacks) {
-    out << "stacks: unwinding took " << fmt("%.0f", r.stack_ns_per_hit) << " ns of those per hit\n";
+    out << "stacks: unwinding took " << fmt("%.0f", r.stack_ns_per_hit)
+        << " ns per hit of the tracer's\n";
     for (const auto& p : r.probes) {
       out << "\n" << p.probe.spec << ": " << p.stacks.size() << " distinct stacks\n";
       for (std::size_t i = 0; i < p.stacks.size() && i < top; ++i) {

@@ -116,6 +116,11 @@ void summarize_mechanism(MechanismResult& r, const MechanismResult& baseline,
   if (judge_noise) judge_figures(r);
 }
 
+std::uint64_t scaled_iterations(const Mechanism& m, double scale) {
+  constexpr double kAtLeast = 1000;
+  return static_cast<std::uint64_t>(std::max(kAtLeast, m.default_iterations * scale));
+}
+
 }  // namespace
 
 CompareResult run_compare(const CompareConfig& cfg,
@@ -143,7 +148,7 @@ CompareResult run_mechanisms(const std::vector<Mechanism>& mechs, const CompareC
   for (const auto& m : mechs) {
     MechanismResult r;
     r.mechanism = m;
-    r.iterations = cfg.iterations ? cfg.iterations : m.default_iterations;
+    r.iterations = cfg.iterations ? cfg.iterations : scaled_iterations(m, cfg.iteration_scale);
     result.mechanisms.push_back(r);
   }
   // Round-robin over the repetitions: a slow drift of the machine (another tenant, frequency)
@@ -160,6 +165,7 @@ CompareResult run_mechanisms(const std::vector<Mechanism>& mechs, const CompareC
                  r.mechanism.name + " run " + std::to_string(rep + 1) + "/" +
                      std::to_string(cfg.repeat));
       }
+      run.iterations = r.iterations;
       Sample sample = run_once(r.mechanism, run);
       if (sample.skipped.empty()) {
         r.samples.push_back(sample);

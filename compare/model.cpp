@@ -55,7 +55,8 @@ double parse_duration_ns(const std::string& text) {
   std::string suffix;
   double scale = 0;
   if (split_number(text, n, suffix)) {
-    if (suffix.empty() || suffix == "ns") scale = 1;
+    // No unit is an error, not ns: "-c 2.01 us" splits into "2.01" and a stray "us".
+    if (suffix == "ns") scale = 1;
     if (suffix == "us" || suffix == "\u00b5s" || suffix == "\u03bcs") scale = 1e3;
     if (suffix == "ms") scale = 1e6;
     if (suffix == "s") scale = 1e9;

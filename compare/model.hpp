@@ -16,7 +16,8 @@ Extrapolation extrapolate(double cpu_ns_per_event, double rate_per_s);
 
 // "750000", "750k", "1.2M", "2G", "7.5e5" -> events per second. UsageError on anything else.
 double parse_rate(const std::string& text);
-// "2.01us", "2.01µs", "220ns", "1ms", "0.5s" -> nanoseconds. A bare number is ns.
+// "2.01us", "2.01µs", "220ns", "1ms", "0.5s" -> nanoseconds. The unit is required: a bare
+// number is a UsageError.
 double parse_duration_ns(const std::string& text);
 
 }  // namespace probecost

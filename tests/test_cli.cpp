@@ -70,7 +70,7 @@ TEST(CliErrors, BadPlacementAndFormat) {
 TEST(CliErrors, UnknownCommandAndOption) {
   EXPECT_EQ(run_probecost({"frobnicate"}).exit_code, 2);
   expect_usage_error({"compare", "--frob"}, "unrecognised option '--frob'");
-  expect_usage_error({"overhead"}, "--cost is required");
+  expect_usage_error({"overhead"}, "--cost is required for the arithmetic alone");
 }
 
 TEST(Overhead, The2006Arithmetic) {

@@ -43,8 +43,10 @@ TEST(Model, ParsesDurations) {
   EXPECT_DOUBLE_EQ(parse_duration_ns("2.01\u00b5s"), 2010);
   EXPECT_DOUBLE_EQ(parse_duration_ns("220ns"), 220);
   EXPECT_DOUBLE_EQ(parse_duration_ns("1ms"), 1e6);
-  EXPECT_DOUBLE_EQ(parse_duration_ns("15"), 15);
+  EXPECT_DOUBLE_EQ(parse_duration_ns("15ns"), 15);
+  EXPECT_THROW(parse_duration_ns("15"), UsageError);  // no unit: "-c 15 us" must not be 15 ns
   EXPECT_THROW(parse_duration_ns("2 parsecs"), UsageError);
+  EXPECT_THROW(parse_duration_ns("2.01 us"), UsageError);
   EXPECT_THROW(parse_duration_ns("-1us"), UsageError);
 }
 

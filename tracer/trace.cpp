@@ -35,6 +35,10 @@ std::unique_ptr<TracedProcess> start_target(const TraceOptions& opts) {
   if (opts.pid) return TracedProcess::attach(opts.pid);
   LaunchSpec spec;
   spec.argv = opts.command;
+  spec.stdin_fd = opts.stdin_fd;
+  spec.stdout_fd = opts.stdout_fd;
+  spec.stderr_fd = opts.stderr_fd;
+  spec.cpu = opts.cpu;
   auto proc = TracedProcess::launch(spec);
   // Stopped at its exec, only the executable and the dynamic loader are mapped: run to the
   // entry point so that the libraries it needs at start-up are there to be probed.
@@ -143,7 +147,7 @@ struct Placement {
 class TraceRun {
  public:
   TraceRun(const TraceOptions& opts, std::ostream& notes)
-      : opts_(opts), notes_(notes), proc_(start_target(opts)) {}
+      : opts_(opts), notes_(notes), proc_(start_target(opts)), held_from_(now_s()) {}
   TraceReport run();
 
  private:
@@ -170,6 +174,7 @@ class TraceRun {
   Recorder rec_;
   std::uint64_t int3_hits_before_ = 0;  // session hits of earlier images
   double t0_ = 0, tracee0_ = 0, tracee_last_ = 0, next_progress_ = 0;
+  double held_from_;  // every thread is stopped from here until the session runs
 };
 
 std::vector<ResolvedProbe> TraceRun::resolve(bool first_image) {
@@ -284,6 +289,7 @@ Session::End TraceRun::run_session(Session& session) {
   return session.run(nullptr, [&] {
     double t = now_s();
     if (proc_->alive()) tracee_last_ = proc_->cpu_seconds();
+    if (opts_.on_tick && proc_->alive()) opts_.on_tick(proc_->pid());
     for (std::size_t i = 0; jumps_ && jumps_->events() && i < jumps_->size(); ++i) jumps_->drain(i);
     if (opts_.progress && t >= next_progress_) {
       next_progress_ += 1;
@@ -383,6 +389,7 @@ TraceReport TraceRun::run() {
            << (probes_.size() == 1 ? " probe" : " probes") << "; Ctrl-C to stop" << std::endl;
   }
   t0_ = now_s();
+  report_.held_s = t0_ - held_from_;
   double cpu0 = thread_cpu_s();
   tracee0_ = tracee_last_ = p.cpu_seconds();
   next_progress_ = t0_ + 1;
@@ -395,8 +402,10 @@ TraceReport TraceRun::run() {
     // A new image: the old one's probes went with its address space.
     close_image();
     p.resume_after_exec();
+    double held_from = now_s();  // the new image's probes going in, every thread stopped
     install_image();
     session.set_step_over(*step_over_);
+    report_.held_s += now_s() - held_from;
     notes_ << "probecost trace: process " << p.pid() << " exec'd " << report_.images.back() << ": "
            << probes_.size() << (probes_.size() == 1 ? " probe" : " probes") << " in the new image"
            << std::endl;
@@ -412,7 +421,10 @@ TraceReport TraceRun::run() {
   report_.hits += session.stats().hits;
   report_.syscalls_per_hit = report_.hits ? static_cast<double>(syscalls) / report_.hits : 0;
   report_.tracee_cpu_s = std::max(0.0, tracee_last_ - tracee0_);
-  report_.per_hit_ns = report_.hits ? report_.tracer_cpu_s * 1e9 / report_.hits : 0;
+  if (report_.hits) {
+    report_.tracer_cpu_ns_per_hit = report_.tracer_cpu_s * 1e9 / report_.hits;
+    report_.cpu_ns_per_hit = (report_.tracer_cpu_s + report_.tracee_cpu_s) * 1e9 / report_.hits;
+  }
   report_.stack_ns_per_hit = report_.hits ? rec_.stack_seconds * 1e9 / report_.hits : 0;
   return report_;
 }

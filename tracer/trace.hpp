@@ -4,6 +4,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <ostream>
@@ -30,6 +31,12 @@ struct TraceOptions {
   bool follow_exec = true;   // after an exec, probe the new image (else the trace ends)
   bool progress = false;     // one line per second on stderr
   bool announce = true;      // "tracing ..." on stderr once the probes are in
+  // A launched command's standard streams (dup2'd onto 0, 1, 2 when >= 0) and the CPU it is
+  // pinned to (when >= 0), as in LaunchSpec. `probecost overhead` runs commands this way.
+  int stdin_fd = -1, stdout_fd = -1, stderr_fd = -1;
+  int cpu = -1;
+  // Called at every tick of the event loop (100 ms) while the process lives, with its PID.
+  std::function<void(pid_t)> on_tick;
 };
 
 struct StackCount {
@@ -56,10 +63,17 @@ struct TraceReport {
   std::vector<ProbeReport> probes;
   std::map<pid_t, std::uint64_t> thread_hits;
   std::uint64_t hits = 0;
-  double tracer_cpu_s = 0;
-  double tracee_cpu_s = 0;
-  double per_hit_ns = 0;        // tracer CPU per hit
-  double stack_ns_per_hit = 0;  // part of it spent unwinding (with --stacks)
+  // How long the process was held stopped while the probes went in (symbols resolved, bytes
+  // written): before `duration_s` starts (for a launched command, from its entry point on),
+  // and after each exec the trace followed, within `duration_s`.
+  double held_s = 0;
+  double tracer_cpu_s = 0;  // probecost's CPU while the probes were in
+  double tracee_cpu_s = 0;  // the process's CPU meanwhile: its own work and its side of each hit
+  double tracer_cpu_ns_per_hit = 0;  // tracer CPU / hits: the tracer's side of a hit alone
+  // (tracer + tracee CPU) / hits: both sides of a hit, and the tracee's own work between hits
+  // too. Only an untraced run tells the two apart (`probecost overhead` does).
+  double cpu_ns_per_hit = 0;
+  double stack_ns_per_hit = 0;  // part of the tracer's spent unwinding (with --stacks)
   double syscalls_per_hit = 0;
   bool stacks = false;
   std::string ending;                 // why the trace ended

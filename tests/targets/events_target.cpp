@@ -1,0 +1,91 @@
+// A workload with a known number of events, for probecost overhead's tests. Each of THREADS
+// threads calls probecost_event() EVENTS times, with SPIN iterations of busy work between calls.
+//   events_target EVENTS [--threads T] [--spin N] [--exit CODE] [--read-stdin] [--forever]
+//                 [--exec-self]
+// --read-stdin: reads its standard input to the end first and prints how many bytes it got.
+// --forever: calls the event without end, in one thread (for -p PID); it never exits by itself.
+// --exec-self: first execs itself with the same arguments but this one (a wrapper that execs
+// the program, as a shell script does), so the events all come from the second image.
+// Prints "events=X" on stdout and "stderr line" on stderr, then exits with CODE (default 0).
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "inferior/sanitizer_options.hpp"
+
+namespace {
+std::atomic<std::uint64_t> g_events{0};
+}  // namespace
+
+extern "C" __attribute__((noipa)) void probecost_event(std::uint64_t i) {
+  asm volatile("" ::"r"(i));
+  g_events.fetch_add(1, std::memory_order_relaxed);
+}
+
+static void spin(std::uint64_t n) {
+  for (std::uint64_t i = 0; i < n; ++i) asm volatile("");
+}
+
+static void run(std::uint64_t events, std::uint64_t work) {
+  for (std::uint64_t i = 0; i < events; ++i) {
+    spin(work);
+    probecost_event(i);
+  }
+}
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr,
+                 "usage: events_target EVENTS [--threads T] [--spin N] [--exit CODE] "
+                 "[--read-stdin] [--forever] [--exec-self]\n");
+    return 2;
+  }
+  std::uint64_t events = std::strtoull(argv[1], nullptr, 10), work = 100;
+  unsigned threads = 1;
+  int code = 0;
+  bool read_stdin = false, forever = false;
+  std::vector<char*> again = {argv[0]};
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--exec-self") != 0) again.push_back(argv[i]);
+  }
+  if (again.size() < static_cast<std::size_t>(argc)) {
+    again.push_back(nullptr);
+    ::execv("/proc/self/exe", again.data());
+    std::perror("events_target: exec");
+    return 127;
+  }
+  for (int i = 2; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--threads") && i + 1 < argc) threads = std::atoi(argv[++i]);
+    if (!std::strcmp(argv[i], "--spin") && i + 1 < argc) work = std::strtoull(argv[++i], 0, 10);
+    if (!std::strcmp(argv[i], "--exit") && i + 1 < argc) code = std::atoi(argv[++i]);
+    if (!std::strcmp(argv[i], "--read-stdin")) read_stdin = true;
+    if (!std::strcmp(argv[i], "--forever")) forever = true;
+  }
+  if (read_stdin) {
+    std::size_t bytes = 0;
+    char buf[4096];
+    for (ssize_t n; (n = ::read(0, buf, sizeof buf)) > 0;) bytes += static_cast<std::size_t>(n);
+    std::printf("stdin=%zu bytes\n", bytes);
+  }
+  if (forever) {
+    std::printf("ready\n");
+    std::fflush(stdout);
+    for (std::uint64_t i = 0;; ++i) {
+      spin(work);
+      probecost_event(i);
+    }
+  }
+  std::vector<std::thread> workers;
+  for (unsigned t = 1; t < threads; ++t) workers.emplace_back(run, events, work);
+  run(events, work);
+  for (auto& w : workers) w.join();
+  std::printf("events=%llu\n", static_cast<unsigned long long>(g_events.load()));
+  std::fprintf(stderr, "stderr line\n");
+  return code;
+}
