@@ -166,9 +166,11 @@ void write_verdict(std::ostream& out, const CompareResult& r) {
   if (marker && marker != worst) {
     out << "; " << clause(*marker);
     if (marker->cpu_ns_per_hit.median > 0) {
-      out << ". The breakpoint costs "
-          << group_thousands(
-                 std::round(worst->cpu_ns_per_hit.median / marker->cpu_ns_per_hit.median))
+      // The costliest probing mechanism, named: with only `jump` beside the marker it is no
+      // breakpoint, and a ratio near 1 needs its decimals.
+      double ratio = worst->cpu_ns_per_hit.median / marker->cpu_ns_per_hit.median;
+      out << ". " << worst->mechanism.name << " costs "
+          << (ratio < 100 ? fmt("%.2f", ratio) : group_thousands(std::round(ratio)))
           << " times the marker";
     }
   }
