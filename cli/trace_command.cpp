@@ -54,6 +54,11 @@ nlohmann::json to_json(const TraceReport& r) {
                       {"image", p.image},
                       {"why_not_jump", p.why_not_jump},
                       {"step_over", p.step_over}});
+    if (!p.probe.implementation.empty()) {
+      probes.back()["implementation"] = p.probe.implementation;
+      probes.back()["resolved_by"] = p.probe.resolved_by;
+    }
+    if (!p.probe.names.empty()) probes.back()["names"] = p.probe.names;
     if (p.via == "jump" && (p.events_read || p.events_lost)) {
       probes.back()["events"] = {{"read", p.events_read}, {"lost", p.events_lost}};
     }
@@ -127,7 +132,12 @@ void write_text(std::ostream& out, const TraceReport& r, unsigned top) {
     }
     out << "\nhow:";
     for (const auto& p : r.probes) {
-      out << "\n  " << p.probe.spec << ": " << (p.via == "int3" ? "int3, " : "") << p.step_over;
+      out << "\n  " << p.probe.spec << ": ";
+      if (!p.probe.implementation.empty()) {
+        out << "IFUNC resolved to " << p.probe.implementation << " (" << p.probe.resolved_by
+            << "); ";
+      }
+      out << (p.via == "int3" ? "int3, " : "") << p.step_over;
       if (!p.why_not_jump.empty()) out << "; no jump: " << p.why_not_jump;
       if (p.events_read || p.events_lost) {
         out << "; events: " << p.events_read << " records read, " << p.events_lost << " lost";

@@ -174,14 +174,17 @@ class TraceRun {
 
 std::vector<ResolvedProbe> TraceRun::resolve(bool first_image) {
   TracedProcess& p = *proc_;
+  // An IFUNC that no relocated slot shows resolved: its resolver runs in a stopped thread.
+  ResolverCall call = [&p](RuntimeAddr resolver) { return p.call_in_tracee(resolver); };
   if (first_image) {
-    return resolve_probes(opts_.probes, *symbols_, p.memory(), p.proc_tid(), opts_.all_matches);
+    return resolve_probes(opts_.probes, *symbols_, p.memory(), p.proc_tid(), opts_.all_matches,
+                          call);
   }
   // In a new image a probe may name nothing: say so and go on with the others.
   std::vector<ResolvedProbe> out;
   for (const auto& spec : opts_.probes) {
     try {
-      auto r = resolve_probes({spec}, *symbols_, p.memory(), p.proc_tid(), opts_.all_matches);
+      auto r = resolve_probes({spec}, *symbols_, p.memory(), p.proc_tid(), opts_.all_matches, call);
       out.insert(out.end(), r.begin(), r.end());
     } catch (const UsageError& e) {
       notes_ << "probecost trace: not probed in the new image: " << e.what() << std::endl;
@@ -209,7 +212,19 @@ void TraceRun::enable_int3(const ResolvedProbe& probe) {
 Placement TraceRun::place(const ResolvedProbe& probe,
                           std::map<std::uint64_t, std::size_t>& jump_at) {
   Placement pl;
-  if (jumps_) {
+  if (jumps_ && !probe.implementation.empty()) {
+    // glibc's IFUNC implementations are hand-written assembly with several entry points:
+    // __mempcpy_avx512_unaligned_erms jumps to the second instruction of
+    // __memmove_avx512_unaligned_erms, from outside the function the planner decodes. A jump
+    // over the first bytes would send such a branch into the middle of the jmp (SIGILL).
+    pl.why_not_jump = "an IFUNC implementation (" + probe.implementation +
+                      "): other functions branch into its first bytes";
+    if (opts_.via == "jump") {
+      throw UsageError("cannot patch a jump at " + probe.spec + " (" + probe.address.hex() +
+                       ") in process " + std::to_string(proc_->pid()) + ": " + pl.why_not_jump +
+                       " (--via auto falls back to int3 there)");
+    }
+  } else if (jumps_) {
     auto known = jump_at.find(probe.address.value());
     if (known != jump_at.end()) {
       pl.jump = known->second;

@@ -1,0 +1,193 @@
+// `probecost trace` used as strace -c and perf stat are (issue 10): IFUNC symbols counted exactly,
+// the command's output its own, its exit status passed on, -q keeping the report, and write()
+// counted through `sh -c 'exec gzip ...'` as strace counts it.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "run_capture.hpp"
+
+using probecost::test::run_command;
+using Json = nlohmann::json;
+
+namespace {
+
+// A file that lives as long as the test.
+struct TempFile {
+  TempFile() {
+    char p[] = "/tmp/probecost-usage-XXXXXX";
+    ::close(::mkstemp(p));
+    path = p;
+  }
+  ~TempFile() { ::unlink(path.c_str()); }
+  std::string read() const {
+    std::ifstream in(path, std::ios::binary);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+  }
+  std::string path;
+};
+
+// ~4 MB of text that compresses to several of gzip's 256 KiB writes, the same on every run.
+void write_gzip_input(const std::string& path) {
+  std::mt19937 gen(10);
+  std::ofstream out(path, std::ios::binary);
+  for (int line = 0; line < 160000; ++line) {
+    out << "line " << line << ":";
+    for (int w = 0; w < 4; ++w) out << " w" << gen() % 5000;
+    out << "\n";
+  }
+}
+
+bool executable(const char* path) {
+  return ::access(path, X_OK) == 0;
+}
+
+// The sum of the hits of every row (one per image) of the probe `spec`.
+std::uint64_t hits_of(const Json& report, const std::string& spec) {
+  std::uint64_t n = 0;
+  for (const auto& p : report["probes"]) {
+    if (p["spec"] == spec) n += p["hits"].get<std::uint64_t>();
+  }
+  return n;
+}
+
+class IfuncTest : public ::testing::TestWithParam<std::string> {};
+
+}  // namespace
+
+// strlen and memcpy are STT_GNU_IFUNC symbols in glibc: the probe goes to the implementation the
+// process uses, and counts exactly the calls the program made (and counted) through its PLT.
+TEST_P(IfuncTest, StrlenAndMemcpyCountExactlyTheCallsOfTheProgram) {
+  TempFile report;
+  auto r =
+      run_command({PROBECOST_BIN, "trace", "-q", "-f", "json", "-o", report.path, "-b",
+                   "libc.so.6:strlen", "-b", "libc.so.6:memcpy", "--", GetParam(), "1234", "567"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  unsigned long strlen_calls = 0, memcpy_calls = 0;
+  ASSERT_EQ(std::sscanf(r.out.c_str(), "strlen=%lu memcpy=%lu", &strlen_calls, &memcpy_calls), 2)
+      << r.out;
+  EXPECT_EQ(strlen_calls, 1234u);
+  EXPECT_EQ(memcpy_calls, 567u);
+  Json j = Json::parse(report.read());
+  ASSERT_EQ(j["probes"].size(), 2u) << j.dump(2);
+  EXPECT_EQ(hits_of(j, "libc.so.6:strlen"), strlen_calls) << j.dump(2);
+  EXPECT_EQ(hits_of(j, "libc.so.6:memcpy"), memcpy_calls) << j.dump(2);
+  for (const auto& p : j["probes"]) {
+    // The implementation is named (__strlen_evex, __memmove_avx_unaligned_erms...) where the
+    // library's symbols are at hand, else given by its address.
+    std::string impl = p.value("implementation", "");
+    EXPECT_FALSE(impl.empty()) << p.dump(2);
+    std::string name = p["spec"] == "libc.so.6:strlen" ? "strlen" : "m";
+    EXPECT_TRUE(impl.rfind("0x", 0) == 0 || impl.find(name) != std::string::npos) << impl;
+    EXPECT_FALSE(p.value("resolved_by", "").empty()) << p.dump(2);
+    EXPECT_EQ(p["via"], "int3") << "hand-written entries jump into IFUNC implementations";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(PieAndNonPie, IfuncTest,
+                         ::testing::Values(std::string(IFUNC_CALLS_PIE),
+                                           std::string(IFUNC_CALLS_NOPIE)),
+                         [](const auto& info) {
+                           return info.param.find("nopie") != std::string::npos ? "NonPie" : "Pie";
+                         });
+
+// The compat memcpy@GLIBC_2.2.5 is not what a program linked today calls: memcpy means the default
+// version, memcpy@@GLIBC_2.14, and its implementation.
+TEST(TraceUsage, MemcpyIsTheDefaultVersion) {
+  TempFile report;
+  auto r = run_command({PROBECOST_BIN, "trace", "-q", "-f", "json", "-o", report.path, "-b",
+                        "libc.so.6:memcpy", "--", IFUNC_CALLS_PIE, "0", "40"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  Json j = Json::parse(report.read());
+  EXPECT_EQ(hits_of(j, "libc.so.6:memcpy"), 40u) << j.dump(2);
+}
+
+TEST(TraceUsage, AJumpAtAnIfuncIsRefusedWithItsReason) {
+  auto r = run_command({PROBECOST_BIN, "trace", "-q", "--via", "jump", "-b", "libc.so.6:memcpy",
+                        "--", IFUNC_CALLS_PIE, "0", "4"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("IFUNC implementation"), std::string::npos) << r.err;
+}
+
+// As with strace and perf stat: probecost exits with the command's status, or 128 + its signal.
+TEST(TraceUsage, TheCommandsExitStatusIsPassedOn) {
+  auto exit3 = run_command(
+      {PROBECOST_BIN, "trace", "-q", "-b", "libc.so.6:malloc", "--", "/bin/sh", "-c", "exit 3"});
+  EXPECT_EQ(exit3.exit_code, 3) << exit3.err;
+  auto killed = run_command({PROBECOST_BIN, "trace", "-q", "-b", "libc.so.6:malloc", "--",
+                             "/bin/sh", "-c", "kill -9 $$"});
+  EXPECT_EQ(killed.exit_code, 128 + 9) << killed.err;
+  EXPECT_NE(killed.err.find("killed by signal 9"), std::string::npos) << killed.err;
+}
+
+// -q drops the notes and the progress line, never the report.
+TEST(TraceUsage, QuietKeepsTheTable) {
+  auto r = run_command({PROBECOST_BIN, "trace", "-q", "-b", "probecost_test_site", "--",
+                        LOOP_TARGET_PIE, "500", "2"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err.find("tracing process"), std::string::npos) << r.err;
+  std::istringstream lines(r.err);
+  bool row = false;
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream words(line);
+    std::string spec, address, module, symbol;
+    unsigned long hits = 0;
+    if (words >> spec >> address >> module >> symbol >> hits && spec == "probecost_test_site") {
+      EXPECT_EQ(hits, 1000u) << line;
+      row = true;
+    }
+  }
+  EXPECT_TRUE(row) << r.err;
+}
+
+// `gzip -c f > out` under trace writes the same bytes as without: the report goes to stderr.
+TEST(TraceUsage, GzipOutputIsByteIdenticalToTheUntracedRun) {
+  if (!executable("/bin/gzip")) GTEST_SKIP() << "no /bin/gzip";
+  TempFile input;
+  write_gzip_input(input.path);
+  auto untraced = run_command({"/bin/gzip", "-c", input.path});
+  ASSERT_EQ(untraced.exit_code, 0) << untraced.err;
+  auto traced = run_command(
+      {PROBECOST_BIN, "trace", "-b", "libc.so.6:write", "--", "/bin/gzip", "-c", input.path});
+  ASSERT_EQ(traced.exit_code, 0) << traced.err;
+  EXPECT_GT(untraced.out.size(), 1000u);
+  EXPECT_TRUE(traced.out == untraced.out)
+      << "traced output " << traced.out.size() << " bytes, untraced " << untraced.out.size();
+  EXPECT_NE(traced.err.find("libc.so.6:write"), std::string::npos) << traced.err;
+}
+
+// Through a shell that execs gzip, write() is counted in the image that calls it, as many times
+// as strace sees the system call.
+TEST(TraceUsage, ShExecGzipCountsTheWritesStraceCounts) {
+  if (!executable("/bin/gzip") || !executable("/usr/bin/strace")) {
+    GTEST_SKIP() << "needs /bin/gzip and /usr/bin/strace";
+  }
+  TempFile input, strace_log, report;
+  write_gzip_input(input.path);
+  std::string script = "exec /bin/gzip -c " + input.path;
+  auto straced = run_command({"/usr/bin/strace", "-f", "-qq", "-e", "trace=write", "-o",
+                              strace_log.path, "/bin/sh", "-c", script});
+  if (straced.exit_code != 0) GTEST_SKIP() << "strace cannot run here: " << straced.err;
+  std::uint64_t writes = 0;
+  std::istringstream log(strace_log.read());
+  for (std::string line; std::getline(log, line);) {
+    if (line.find(" write(") != std::string::npos) ++writes;  // "PID write(1, ..."
+  }
+  auto traced = run_command({PROBECOST_BIN, "trace", "-q", "-f", "json", "-o", report.path, "-b",
+                             "libc.so.6:write", "--", "/bin/sh", "-c", script});
+  ASSERT_EQ(traced.exit_code, 0) << traced.err;
+  Json j = Json::parse(report.read());
+  ASSERT_EQ(j["images"].size(), 2u) << j.dump(2);
+  EXPECT_GT(writes, 3u);
+  EXPECT_EQ(hits_of(j, "libc.so.6:write"), writes) << j.dump(2);
+  EXPECT_EQ(traced.out, straced.out);
+}
