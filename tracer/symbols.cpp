@@ -309,22 +309,6 @@ std::string ProcessSymbols::describe(RuntimeAddr at) const {
   return std::string(name) + off + in;
 }
 
-std::string ProcessSymbols::describe_return_address(RuntimeAddr ret) const {
-  RuntimeAddr call = ret - 1;
-  Dwfl_Module* mod = dwfl_addrmodule(dwfl_, call.value());
-  if (!mod) return ret.hex();
-  const char* path = module_path(mod);
-  std::string in = std::string(" in ") + (path ? base_name(path) : "?");
-  GElf_Off offset = 0;
-  GElf_Sym sym;
-  const char* name =
-      dwfl_module_addrinfo(mod, call.value(), &offset, &sym, nullptr, nullptr, nullptr);
-  if (!name) return ret.hex() + in;
-  char off[32];
-  std::snprintf(off, sizeof off, "+0x%llx", static_cast<unsigned long long>(offset + 1));
-  return std::string(name) + off + in;
-}
-
 std::string ProcessSymbols::module_at(RuntimeAddr at) const {
   Dwfl_Module* mod = dwfl_addrmodule(dwfl_, at.value());
   const char* path = mod ? module_path(mod) : nullptr;

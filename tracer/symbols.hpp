@@ -66,10 +66,6 @@ class ProcessSymbols {
   std::optional<Symbol> sized_function_containing(RuntimeAddr at) const;
   // "symbol+0x12 in libc.so.6", or "0x7f.. in libc.so.6", or "0x7f.." for unknown addresses.
   std::string describe(RuntimeAddr at) const;
-  // The same for a return address on a stack: the function is the one holding `ret - 1` (the
-  // call), the offset is that of `ret` itself (a call that ends a function would otherwise
-  // be put in the next one).
-  std::string describe_return_address(RuntimeAddr ret) const;
 
   // Every name of the function that starts at `at`, without symbol versions, sorted: the
   // exported ones (.dynsym: readdir, readdir64) where the module exports any there, else every
