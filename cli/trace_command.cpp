@@ -39,6 +39,15 @@ std::string fmt_str(const char* f, const std::string& v) {
   return buf;
 }
 
+std::string thread_name(const TraceReport& r, pid_t tid) {
+  auto it = r.thread_names.find(tid);
+  return it == r.thread_names.end() ? "" : it->second;
+}
+
+nlohmann::json thread_json(const TraceReport& r, pid_t tid, std::uint64_t hits) {
+  return {{"tid", tid}, {"name", thread_name(r, tid)}, {"hits", hits}};
+}
+
 nlohmann::json to_json(const TraceReport& r) {
   nlohmann::json probes = nlohmann::json::array();
   nlohmann::json stacks = nlohmann::json::object();
@@ -54,6 +63,11 @@ nlohmann::json to_json(const TraceReport& r) {
                       {"image", p.image},
                       {"why_not_jump", p.why_not_jump},
                       {"step_over", p.step_over}});
+    if (p.via == "int3") {
+      nlohmann::json by_thread = nlohmann::json::array();
+      for (const auto& [tid, hits] : p.threads) by_thread.push_back(thread_json(r, tid, hits));
+      probes.back()["by_thread"] = by_thread;
+    }
     if (!p.probe.implementation.empty()) {
       probes.back()["implementation"] = p.probe.implementation;
       probes.back()["resolved_by"] = p.probe.resolved_by;
@@ -69,7 +83,7 @@ nlohmann::json to_json(const TraceReport& r) {
     }
   }
   nlohmann::json threads = nlohmann::json::array();
-  for (const auto& [tid, hits] : r.thread_hits) threads.push_back({{"tid", tid}, {"hits", hits}});
+  for (const auto& [tid, hits] : r.thread_hits) threads.push_back(thread_json(r, tid, hits));
   nlohmann::json j = {
       {"pid", r.pid},
       {"duration_s", r.duration_s},
@@ -109,7 +123,45 @@ std::vector<const ProbeReport*> sorted_rows(const TraceReport& r) {
   return rows;
 }
 
-void write_text(std::ostream& out, const TraceReport& r, unsigned top) {
+// RFC 4180: a field with a comma, a quote or a line break is quoted, its quotes doubled.
+std::string csv_field(const std::string& v) {
+  if (v.find_first_of(",\"\n") == std::string::npos) return v;
+  std::string out = "\"";
+  for (char c : v) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
+// One row per probe and image, most hits first; numbers in fixed notation.
+void write_csv(std::ostream& out, const TraceReport& r) {
+  out << "pid,image,spec,address,module,symbol,implementation,via,hits,hits_per_s,threads\n";
+  for (const ProbeReport* pp : sorted_rows(r)) {
+    const ProbeReport& p = *pp;
+    out << r.pid << "," << csv_field(p.image) << "," << csv_field(p.probe.spec) << ","
+        << p.probe.address.hex() << "," << csv_field(p.probe.module) << ","
+        << csv_field(p.probe.symbol) << "," << csv_field(p.probe.implementation) << "," << p.via
+        << "," << p.hits << "," << fmt("%.1f", r.duration_s > 0 ? p.hits / r.duration_s : 0.0)
+        << "," << (p.via == "jump" ? std::string() : std::to_string(p.threads.size())) << "\n";
+  }
+}
+
+// -v: each int3 probe's hits by thread, most first ("1234 worker-3 = 500").
+void write_by_thread(std::ostream& out, const TraceReport& r) {
+  out << "\nhits by probe and thread:";
+  for (const ProbeReport* pp : sorted_rows(r)) {
+    if (pp->via != "int3") continue;
+    std::vector<std::pair<pid_t, std::uint64_t>> rows(pp->threads.begin(), pp->threads.end());
+    std::stable_sort(rows.begin(), rows.end(),
+                     [](const auto& a, const auto& b) { return a.second > b.second; });
+    out << "\n  " << pp->probe.spec << ":";
+    if (rows.empty()) out << " none";
+    for (const auto& [tid, hits] : rows) {
+      out << "\n    " << tid << " " << thread_name(r, tid) << " = " << hits;
+    }
+  }
+  out << "\n";
+}
+
+void write_text(std::ostream& out, const TraceReport& r, unsigned top, bool verbose) {
   out << "probecost trace: process " << r.pid << ", " << fmt("%.2f", r.duration_s) << " s, "
       << r.hits << " hits; ended: " << r.ending << "\n";
   {
@@ -137,6 +189,13 @@ void write_text(std::ostream& out, const TraceReport& r, unsigned top) {
         out << "IFUNC resolved to " << p.probe.implementation << " (" << p.probe.resolved_by
             << "); ";
       }
+      if (p.probe.names.size() > 1) {
+        out << "names";
+        for (std::size_t i = 0; i < p.probe.names.size(); ++i) {
+          out << (i ? ", " : " ") << p.probe.names[i];
+        }
+        out << "; ";
+      }
       out << (p.via == "int3" ? "int3, " : "") << p.step_over;
       if (!p.why_not_jump.empty()) out << "; no jump: " << p.why_not_jump;
       if (p.events_read || p.events_lost) {
@@ -146,6 +205,7 @@ void write_text(std::ostream& out, const TraceReport& r, unsigned top) {
     out << "\nhits by thread:";
     for (const auto& [tid, hits] : r.thread_hits) out << " " << tid << "=" << hits;
     out << "\n";
+    if (verbose) write_by_thread(out, r);
   }
   out << "tracer CPU " << fmt("%.3f", r.tracer_cpu_s) << " s ("
       << fmt("%.1f", r.duration_s > 0 ? 100 * r.tracer_cpu_s / r.duration_s : 0) << "% of a CPU), "
@@ -180,8 +240,13 @@ int trace_command(const std::vector<std::string>& all_args) {
       "Puts int3 probes into a running process or a command, counts every hit with an empty\n"
       "handler, and leaves the process as it was. PROBE: SYMBOL, MODULE:SYMBOL "
       "(libc.so.6:malloc),\n"
-      "SYMBOL+OFFSET, or 0xADDRESS. Ends after --duration, on SIGINT/SIGTERM/SIGHUP, or when the\n"
-      "process ends or execs.\n\noptions");
+      "SYMBOL+OFFSET, or 0xADDRESS. An IFUNC (strlen, memcpy) is probed at the implementation\n"
+      "the process uses. Ends after --duration, on SIGINT/SIGTERM/SIGHUP, or when the process\n"
+      "ends (or execs, with --no-follow-exec).\n\n"
+      "exit status: with -- COMMAND, the command's own (128 + N when signal N killed it), as\n"
+      "with strace and perf stat; with -p PID, 0. probecost's own failures: 2 bad usage or a\n"
+      "bad probe (nothing was touched), 1 a runtime failure (the process was left as it was).\n"
+      "\noptions");
   desc.add_options()("help,h", "this help")("pid,p", po::value(&opts.pid), "trace this process")(
       "probe,b", po::value(&opts.probes)->composing(), "a probe (repeatable)")(
       "list,l", po::value(&list), "list the target's function symbols matching a glob, and exit")(
@@ -200,12 +265,13 @@ int trace_command(const std::vector<std::string>& all_args) {
                                       "ring shared with probecost")(
       "step-over", po::value(&opts.step_over)->default_value("auto"),
       "int3 probes: singlestep, emulate, outline or auto")(
-      "format,f", po::value(&format)->default_value("text"), "text or json")(
+      "format,f", po::value(&format)->default_value("text"), "text, json or csv")(
       "output,o", po::value(&output),
       "write the report to FILE (default: standard output; standard error when probecost "
       "launched the command, whose standard output is its own)")(
       "no-follow-exec", "end the trace when the process calls exec (default: probe the new image)")(
-      "quiet,q", "no progress line, no notes");
+      "quiet,q", "no progress line, no notes")(
+      "verbose,v", "also each int3 probe's hits by thread, with the threads' names");
   po::variables_map vm = parse_options(args, desc, "trace");
   if (vm.count("help")) {
     std::cout << desc << "\n";
@@ -216,8 +282,8 @@ int trace_command(const std::vector<std::string>& all_args) {
                               : "nothing to trace: give -p PID or -- COMMAND ARGS...");
   }
   opts.command = command;
-  if (format != "text" && format != "json") {
-    throw UsageError("bad format '" + format + "' (text or json)");
+  if (format != "text" && format != "json" && format != "csv") {
+    throw UsageError("bad format '" + format + "' (text, json or csv)");
   }
   if (vm.count("duration")) {
     char* end = nullptr;
@@ -251,8 +317,10 @@ int trace_command(const std::vector<std::string>& all_args) {
   std::ostringstream text;
   if (format == "json") {
     text << to_json(report).dump(2) << "\n";
+  } else if (format == "csv") {
+    write_csv(text, report);
   } else {
-    write_text(text, report, top);
+    write_text(text, report, top, vm.count("verbose") > 0);
   }
   out.write(text.str());
   // Like strace and perf stat: the launched command's own exit status, or 128 + its signal.

@@ -191,3 +191,90 @@ TEST(TraceUsage, ShExecGzipCountsTheWritesStraceCounts) {
   EXPECT_EQ(hits_of(j, "libc.so.6:write"), writes) << j.dump(2);
   EXPECT_EQ(traced.out, straced.out);
 }
+
+// Two probes at one address are one probe, counted once, under both names: memcpy and memmove
+// resolve to one implementation; readdir and readdir64 are one function.
+TEST(TraceUsage, AnAddressIsCountedOnceUnderAllItsNames) {
+  TempFile report;
+  auto r = run_command({PROBECOST_BIN, "trace", "-q", "-f", "json", "-o", report.path, "-b",
+                        "libc.so.6:memcpy", "-b", "libc.so.6:memmove", "--", IFUNC_CALLS_PIE, "0",
+                        "50"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  Json j = Json::parse(report.read());
+  ASSERT_EQ(j["probes"].size(), 1u) << j.dump(2);
+  EXPECT_EQ(j["probes"][0]["spec"], "libc.so.6:memcpy, libc.so.6:memmove");
+  EXPECT_EQ(j["probes"][0]["hits"], 50);
+  EXPECT_EQ(j["hits"], 50);
+
+  TempFile dir_report;
+  auto ls = run_command({PROBECOST_BIN, "trace", "-q", "-f", "json", "-o", dir_report.path, "-b",
+                         "libc.so.6:readdir", "-b", "libc.so.6:readdir64", "--", "/bin/ls", "/"});
+  ASSERT_EQ(ls.exit_code, 0) << ls.err;
+  Json d = Json::parse(dir_report.read());
+  ASSERT_EQ(d["probes"].size(), 1u) << d.dump(2);
+  std::string names = d["probes"][0]["names"].dump();
+  EXPECT_NE(names.find("\"readdir\""), std::string::npos) << names;
+  EXPECT_NE(names.find("\"readdir64\""), std::string::npos) << names;
+  EXPECT_GT(d["probes"][0]["hits"].get<std::uint64_t>(), 2u);
+  EXPECT_EQ(d["probes"][0]["hits"], d["hits"]);
+}
+
+TEST(TraceUsage, HelpTraceIsTheTraceHelp) {
+  auto help = run_command({PROBECOST_BIN, "help", "trace"});
+  auto direct = run_command({PROBECOST_BIN, "trace", "--help"});
+  EXPECT_EQ(help.exit_code, 0) << help.err;
+  EXPECT_EQ(help.out, direct.out);
+  EXPECT_NE(help.out.find("exit status"), std::string::npos) << help.out;
+  EXPECT_NE(help.out.find("--no-follow-exec"), std::string::npos) << help.out;
+  EXPECT_EQ(run_command({PROBECOST_BIN, "help", "nonsense"}).exit_code, 2);
+}
+
+TEST(TraceUsage, CsvHasOneRowPerProbe) {
+  auto r = run_command({PROBECOST_BIN, "trace", "-q", "-f", "csv", "-b", "probecost_test_site",
+                        "-b", "libc.so.6:memcpy", "-b", "libc.so.6:memmove", "--", LOOP_TARGET_PIE,
+                        "500", "2"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::istringstream lines(r.err);
+  std::string header, first, second, extra;
+  std::getline(lines, header);
+  std::getline(lines, first);
+  std::getline(lines, second);
+  EXPECT_FALSE(std::getline(lines, extra)) << r.err;
+  EXPECT_EQ(header,
+            "pid,image,spec,address,module,symbol,implementation,via,hits,hits_per_s,threads");
+  // Most hits first; the merged spec is quoted (it has a comma).
+  EXPECT_NE(first.find(",probecost_test_site,"), std::string::npos) << first;
+  EXPECT_NE(first.find(",1000,"), std::string::npos) << first;
+  EXPECT_NE(second.find(",\"libc.so.6:memcpy, libc.so.6:memmove\","), std::string::npos) << second;
+}
+
+// Each int3 probe's hits by thread, with the thread's name: in JSON always, in the text with -v.
+TEST(TraceUsage, HitsByProbeAndThreadWithNames) {
+  TempFile report;
+  auto r =
+      run_command({PROBECOST_BIN, "trace", "-q", "--via", "int3", "-f", "json", "-o", report.path,
+                   "-b", "probecost_test_site", "--", LOOP_TARGET_PIE, "400", "3"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  Json j = Json::parse(report.read());
+  const auto& by_thread = j["probes"][0]["by_thread"];
+  ASSERT_EQ(by_thread.size(), 3u) << j.dump(2);
+  for (const auto& t : by_thread) {
+    EXPECT_EQ(t["hits"], 400) << t.dump();
+    EXPECT_EQ(t["name"], "loop_target_pie") << t.dump();  // comm: the program's name
+  }
+  auto text = run_command({PROBECOST_BIN, "trace", "-q", "-v", "--via", "int3", "-b",
+                           "probecost_test_site", "--", LOOP_TARGET_PIE, "400", "3"});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  auto at = text.err.find("hits by probe and thread:\n  probecost_test_site:\n");
+  ASSERT_NE(at, std::string::npos) << text.err;
+  std::istringstream rows(text.err.substr(at));
+  std::string line;
+  std::getline(rows, line);
+  std::getline(rows, line);
+  int threads = 0;
+  while (std::getline(rows, line) && line.rfind("    ", 0) == 0) {
+    EXPECT_NE(line.find(" loop_target_pie = 400"), std::string::npos) << line;
+    ++threads;
+  }
+  EXPECT_EQ(threads, 3) << text.err;
+}

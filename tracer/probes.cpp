@@ -1,5 +1,6 @@
 #include "tracer/probes.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "breakpoint/decoder.hpp"
@@ -169,6 +170,25 @@ ResolvedProbe describe_target(const Target& t, const ProbeSpec& spec, const Proc
 }
 
 }  // namespace
+
+void merge_same_address(std::vector<ResolvedProbe>& probes) {
+  std::vector<ResolvedProbe> out;
+  for (auto& p : probes) {
+    auto same = std::find_if(out.begin(), out.end(),
+                             [&](const ResolvedProbe& q) { return q.address == p.address; });
+    if (same == out.end()) {
+      out.push_back(std::move(p));
+      continue;
+    }
+    same->spec += ", " + p.spec;
+    for (const auto& name : p.names) {
+      if (std::find(same->names.begin(), same->names.end(), name) == same->names.end()) {
+        same->names.push_back(name);
+      }
+    }
+  }
+  probes = std::move(out);
+}
 
 std::vector<ResolvedProbe> resolve_probes(const std::vector<std::string>& specs,
                                           const ProcessSymbols& symbols, TraceeMemory& memory,

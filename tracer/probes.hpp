@@ -46,6 +46,11 @@ std::vector<ResolvedProbe> resolve_probes(const std::vector<std::string>& specs,
                                           pid_t pid, bool all_matches,
                                           const ResolverCall& call_resolver = {});
 
+// Probes at one address (readdir and readdir64; memcpy and memmove, whose IFUNCs resolve to one
+// implementation) become one, counted once: the first keeps its place, its spec becomes
+// "SPEC1, SPEC2", and `names` gains the other probes' symbols.
+void merge_same_address(std::vector<ResolvedProbe>& probes);
+
 // The placement check alone (for an address from anywhere). `function_start`: the address is
 // known to be where a function starts (what an IFUNC resolver returned), so an instruction
 // boundary even when no symbol covers it (libc without its debug symbols).

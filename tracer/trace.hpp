@@ -45,8 +45,8 @@ struct ProbeReport {
   std::string step_over;     // how a hit gets past it (int3), or how much the jump replaced
   std::uint64_t events_read = 0, events_lost = 0;  // jump probes with --events
   std::uint64_t hits = 0;
-  std::set<pid_t> threads;
-  std::vector<StackCount> stacks;  // most frequent first
+  std::map<pid_t, std::uint64_t> threads;  // int3 probes: hits by thread
+  std::vector<StackCount> stacks;          // most frequent first
 };
 
 struct TraceReport {
@@ -55,6 +55,7 @@ struct TraceReport {
   double duration_s = 0;
   std::vector<ProbeReport> probes;
   std::map<pid_t, std::uint64_t> thread_hits;
+  std::map<pid_t, std::string> thread_names;  // each thread's name (comm) at its first hit
   std::uint64_t hits = 0;
   double tracer_cpu_s = 0;
   double tracee_cpu_s = 0;
