@@ -1,4 +1,5 @@
 // probecost trace (-p PID | -- COMMAND ARGS...) -b PROBE [-b PROBE ...] [options]
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <boost/program_options.hpp>
@@ -146,6 +147,9 @@ void write_csv(std::ostream& out, const TraceReport& r) {
 
 // -v: each int3 probe's hits by thread, most first ("1234 worker-3 = 500").
 void write_by_thread(std::ostream& out, const TraceReport& r) {
+  bool any = std::any_of(r.probes.begin(), r.probes.end(),
+                         [](const ProbeReport& p) { return p.via == "int3"; });
+  if (!any) return;  // a jump probe counts in the tracee, not by thread
   out << "\nhits by probe and thread:";
   for (const ProbeReport* pp : sorted_rows(r)) {
     if (pp->via != "int3") continue;
@@ -222,6 +226,22 @@ void write_text(std::ostream& out, const TraceReport& r, unsigned top, bool verb
     }
   }
   if (r.launched) out << "command: " << r.command_end << "\n";
+}
+
+// Whether the progress line may be drawn: standard error is a terminal, and the traced program
+// (`pid`, or, for a command we launch, our own streams, which it inherits) has neither its
+// standard input nor its standard output on that terminal: a full-screen program (vim, less,
+// top) draws there, and a line of ours would land in the middle of its screen.
+bool progress_allowed(pid_t pid) {
+  struct stat err;
+  if (!::isatty(STDERR_FILENO) || ::fstat(STDERR_FILENO, &err) != 0) return false;
+  for (int fd = 0; fd <= 1; ++fd) {
+    struct stat st;
+    std::string path = "/proc/" + std::to_string(pid) + "/fd/" + std::to_string(fd);
+    int r = pid ? ::stat(path.c_str(), &st) : ::fstat(fd, &st);
+    if (r == 0 && S_ISCHR(st.st_mode) && st.st_rdev == err.st_rdev) return false;
+  }
+  return true;
 }
 
 }  // namespace
@@ -310,7 +330,7 @@ int trace_command(const std::vector<std::string>& all_args) {
   // standard error then.
   Output out(output, command.empty() ? STDOUT_FILENO : STDERR_FILENO);
   bool quiet = vm.count("quiet") > 0;
-  opts.progress = !quiet && ::isatty(STDERR_FILENO);
+  opts.progress = !quiet && progress_allowed(opts.pid);
   opts.announce = !quiet;
   opts.follow_exec = !vm.count("no-follow-exec");
   TraceReport report = run_trace(opts, std::cerr);

@@ -1,7 +1,10 @@
 // `probecost trace` used as strace -c and perf stat are (issue 10): IFUNC symbols counted exactly,
 // the command's output its own, its exit status passed on, -q keeping the report, and write()
 // counted through `sh -c 'exec gzip ...'` as strace counts it.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <stdlib.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -277,4 +280,54 @@ TEST(TraceUsage, HitsByProbeAndThreadWithNames) {
     ++threads;
   }
   EXPECT_EQ(threads, 3) << text.err;
+}
+
+namespace {
+
+// Runs probecost with standard error on a new terminal, and standard output on that terminal
+// too or not; returns everything written to the terminal. The command waits on a pipe nobody
+// writes to, so the trace lasts its --duration (2 s: one progress line is due after 1 s).
+std::string terminal_output(bool stdout_on_terminal) {
+  int master = ::posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+  EXPECT_GE(master, 0);
+  EXPECT_EQ(::grantpt(master), 0);
+  EXPECT_EQ(::unlockpt(master), 0);
+  int slave = ::open(::ptsname(master), O_RDWR | O_NOCTTY | O_CLOEXEC);
+  EXPECT_GE(slave, 0);
+  int in[2];
+  EXPECT_EQ(::pipe2(in, O_CLOEXEC), 0);
+  probecost::test::MemFile out;
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(in[0], 0);
+    ::dup2(stdout_on_terminal ? slave : out.fd, 1);
+    ::dup2(slave, 2);
+    ::execl(PROBECOST_BIN, PROBECOST_BIN, "trace", "--duration", "2", "--kill-on-exit", "-b",
+            "probecost_test_site", "--", LOOP_TARGET_PIE, "10", "1", "--pause", nullptr);
+    ::_exit(127);
+  }
+  ::close(slave);
+  ::close(in[0]);
+  std::string text;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(master, buf, sizeof buf)) > 0;) text.append(buf, n);  // EIO: done
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status)) << text;
+  ::close(in[1]);
+  ::close(master);
+  return text;
+}
+
+}  // namespace
+
+// The progress line goes to a terminal only when the traced program is not drawing on it.
+TEST(TraceUsage, ProgressLineOnlyOnATerminalTheProgramDoesNotUse) {
+  std::string alone = terminal_output(false);
+  EXPECT_NE(alone.find("hits ("), std::string::npos) << alone;
+  EXPECT_NE(alone.find("probecost_test_site"), std::string::npos) << alone;
+  std::string shared = terminal_output(true);
+  EXPECT_EQ(shared.find("hits ("), std::string::npos) << shared;
+  EXPECT_NE(shared.find("phase1 calls=10"), std::string::npos) << shared;
+  EXPECT_NE(shared.find("probecost_test_site"), std::string::npos) << shared;
 }
