@@ -2,12 +2,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/program_options.hpp>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 
 #include "breakpoint/error.hpp"
@@ -145,6 +147,26 @@ void write_csv(std::ostream& out, const TraceReport& r) {
   }
 }
 
+// --folded: one line per distinct stack, outermost frame first, frames joined by ';', then the
+// count (flamegraph.pl, speedscope, inferno). Frames keep their offsets ("main+0x1f in prog").
+std::string folded_stacks(const TraceReport& r) {
+  std::string out;
+  for (const ProbeReport* pp : sorted_rows(r)) {
+    for (const auto& s : pp->stacks) {
+      for (auto f = s.frames.rbegin(); f != s.frames.rend(); ++f) {
+        std::string frame = *f;
+        std::replace(frame.begin(), frame.end(), ';', ':');
+        if (f != s.frames.rbegin()) out += ';';
+        out += frame;
+      }
+      out += ' ';
+      out += std::to_string(s.count);
+      out += '\n';
+    }
+  }
+  return out;
+}
+
 // -v: each int3 probe's hits by thread, most first ("1234 worker-3 = 500").
 void write_by_thread(std::ostream& out, const TraceReport& r) {
   bool any = std::any_of(r.probes.begin(), r.probes.end(),
@@ -254,7 +276,7 @@ int trace_command(const std::vector<std::string>& all_args) {
   if (dashdash != all_args.end()) command.assign(dashdash + 1, all_args.end());
 
   TraceOptions opts;
-  std::string format, output, list, duration, stack_depth, top_text;
+  std::string format, output, list, duration, stack_depth, top_text, folded;
   po::options_description desc(
       "probecost trace (-p PID | -- COMMAND ARGS...) -b PROBE [-b PROBE ...] [options]\n\n"
       "Puts int3 probes into a running process or a command, counts every hit with an empty\n"
@@ -273,6 +295,8 @@ int trace_command(const std::vector<std::string>& all_args) {
       "all-matches", po::bool_switch(&opts.all_matches),
       "a symbol found in several modules: probe all of them")(
       "stacks", po::bool_switch(&opts.stacks), "capture the call stack at every hit")(
+      "folded", po::value(&folded),
+      "with --stacks: also write them folded to FILE (flamegraph.pl, speedscope)")(
       "stack-depth", po::value(&stack_depth)->default_value("16"), "frames per stack")(
       "top", po::value(&top_text)->default_value("5"), "stacks to print per probe")(
       "duration,d", po::value(&duration), "trace for this many seconds")(
@@ -329,6 +353,9 @@ int trace_command(const std::vector<std::string>& all_args) {
   // command's standard output is its own (as with strace -c and perf stat): the report goes to
   // standard error then.
   Output out(output, command.empty() ? STDOUT_FILENO : STDERR_FILENO);
+  if (vm.count("folded") && !opts.stacks) throw UsageError("--folded needs --stacks");
+  std::optional<Output> folded_out;
+  if (vm.count("folded")) folded_out.emplace(folded);
   bool quiet = vm.count("quiet") > 0;
   opts.progress = !quiet && progress_allowed(opts.pid);
   opts.announce = !quiet;
@@ -343,6 +370,7 @@ int trace_command(const std::vector<std::string>& all_args) {
     write_text(text, report, top, vm.count("verbose") > 0);
   }
   out.write(text.str());
+  if (folded_out) folded_out->write(folded_stacks(report));
   // Like strace and perf stat: the launched command's own exit status, or 128 + its signal.
   if (report.command_status) {
     WaitStatus ws(*report.command_status);

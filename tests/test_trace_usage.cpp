@@ -331,3 +331,28 @@ TEST(TraceUsage, ProgressLineOnlyOnATerminalTheProgramDoesNotUse) {
   EXPECT_NE(shared.find("phase1 calls=10"), std::string::npos) << shared;
   EXPECT_NE(shared.find("probecost_test_site"), std::string::npos) << shared;
 }
+
+// --folded writes the stacks as flamegraph.pl and speedscope read them: outermost frame first,
+// ';' between frames, the count last; the counts add up to the hits.
+TEST(TraceUsage, FoldedStacksAddUpToTheHits) {
+  TempFile folded;
+  auto r = run_command({PROBECOST_BIN, "trace", "-q", "--stacks", "--folded", folded.path, "-b",
+                        "probecost_test_site", "--", LOOP_TARGET_PIE, "300", "2"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::istringstream lines(folded.read());
+  std::uint64_t total = 0;
+  int stacks = 0;
+  for (std::string line; std::getline(lines, line); ++stacks) {
+    auto space = line.rfind(' ');
+    ASSERT_NE(space, std::string::npos) << line;
+    total += std::stoull(line.substr(space + 1));
+    std::string leaf = line.substr(line.rfind(';') + 1);
+    EXPECT_EQ(leaf.rfind("probecost_test_site", 0), 0u) << line;
+    EXPECT_NE(line.find(";"), std::string::npos) << line;
+  }
+  EXPECT_GE(stacks, 1);
+  EXPECT_EQ(total, 600u);
+  auto no_stacks = run_command({PROBECOST_BIN, "trace", "--folded", folded.path, "-b",
+                                "probecost_test_site", "--", LOOP_TARGET_PIE, "1", "1"});
+  EXPECT_EQ(no_stacks.exit_code, 2) << no_stacks.err;
+}
