@@ -228,8 +228,11 @@ void write_text(std::ostream& out, const TraceReport& r, unsigned top, bool verb
         out << "; events: " << p.events_read << " records read, " << p.events_lost << " lost";
       }
     }
-    out << "\nhits by thread:";
-    for (const auto& [tid, hits] : r.thread_hits) out << " " << tid << "=" << hits;
+    // Jump probes count in the tracee, per process: only int3 hits are known per thread.
+    if (!r.thread_hits.empty()) {
+      out << "\nhits by thread:";
+      for (const auto& [tid, hits] : r.thread_hits) out << " " << tid << "=" << hits;
+    }
     out << "\n";
     if (verbose) write_by_thread(out, r);
   }

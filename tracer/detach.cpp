@@ -85,12 +85,14 @@ void TracedProcess::settle_new_tasks() {
     Task* t = task(tid);
     if (t && !t->stopped()) wait_for(*t);  // a new task's first stop: it always comes
   }
+  // Every fork child still held, including one whose event was handled but whose first stop
+  // has not come yet: it holds a copy of our int3 bytes, and comes to that stop for sure.
   std::vector<pid_t> children;
   for (auto& [tid, t] : tasks_) {
-    if (t.role() == Task::Role::ForkChild || t.role() == Task::Role::Unknown)
-      children.push_back(tid);
+    if (!t.runs_with_us()) children.push_back(tid);
   }
   for (pid_t c : children) {
+    if (Task* t = task(c); t && !t->stopped()) wait_for(*t);
     if (Task* t = task(c); t && t->stopped()) release_fork_child(*t);
   }
 }

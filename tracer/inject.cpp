@@ -84,6 +84,8 @@ std::optional<long> TracedProcess::syscall_in_tracee(long nr, const std::array<l
                                                      Task* via) {
   Task* t = via ? via : any_stopped_thread();
   if (!t) return std::nullopt;
+  pid_t tid = t->tid();
+  std::uint64_t serial = t->serial();
   // The `syscall` borrows two bytes at the thread's PC, which another thread could execute
   // meanwhile (the instruction after a one-byte site, say): everyone else waits.
   struct Others {
@@ -96,6 +98,8 @@ std::optional<long> TracedProcess::syscall_in_tracee(long nr, const std::array<l
       }
     }
   } others{*this, stop_all(t->tid())};
+  t = still(tid, serial);  // an exec elsewhere may have ended it meanwhile
+  if (!t) return std::nullopt;
   return inject_syscall(*t, nr, args);
 }
 

@@ -209,7 +209,9 @@ std::optional<WaitStatus> TracedProcess::wait_for(Task& target) {
 std::vector<pid_t> TracedProcess::stop_all(pid_t except, bool include_listening) {
   std::vector<pid_t> awaited, stopped;
   for (auto& [tid, t] : tasks_) {
-    if (tid == except || t.stopped() || t.in_vfork || t.state() == Task::State::Exiting) continue;
+    if (tid == except || t.stopped() || t.in_vfork || t.state() == Task::State::Exiting ||
+        !t.runs_with_us())
+      continue;
     if (t.state() == Task::State::Listening && !include_listening) continue;
     // ESRCH: it is dying; its exit is reported like any event.
     if (t.ptrace_if_alive(PTRACE_INTERRUPT)) awaited.push_back(tid);
@@ -257,7 +259,7 @@ std::vector<pid_t> TracedProcess::stop_all(pid_t except, bool include_listening)
 void TracedProcess::resume_stopped(const std::vector<pid_t>& tids) {
   for (pid_t tid : tids) {
     Task* t = task(tid);
-    if (t && t->stopped() && !t->deferred && t->role() != Task::Role::Unknown) t->resume();
+    if (t && t->stopped() && !t->deferred && t->runs_with_us()) t->resume();
   }
 }
 
@@ -268,16 +270,24 @@ pid_t TracedProcess::on_new_task(Task& parent) {
   unsigned long msg = 0;
   if (!parent.ptrace_if_alive(PTRACE_GETEVENTMSG, nullptr, &msg) || msg == 0) return 0;
   pid_t child = static_cast<pid_t>(msg);
+  pid_t child_tgid = tgid_of(child);
+  // A thread can run, exit and be reaped before we look at its parent's clone event: then
+  // there is nothing to track, and a Task for it would be waited for forever.
+  if (child_tgid == 0 && !task(child)) return 0;
   Task::Role role;
-  if (tgid_of(child) == pid_) {
+  if (child_tgid == pid_) {
     role = Task::Role::Thread;
   } else if (share_memory(parent.tid(), child).value_or(event == PTRACE_EVENT_VFORK)) {
     role = Task::Role::MemorySharer;
   } else {
     role = Task::Role::ForkChild;
   }
+  // A child whose first stop came before this event was held if it looked like another
+  // process's (Unknown). One of our own threads was not: it was resumed and may be stopped
+  // again for something else, such as a breakpoint hit waiting in `deferred`, which must not
+  // be dropped (the thread would go on one byte past the site, its first instruction skipped).
   Task* known = task(child);
-  bool reported = known && known->stopped();
+  bool reported = known && known->stopped() && known->role() == Task::Role::Unknown;
   Task& c = add_task(child, role);
   c.set_role(role);
   if (event == PTRACE_EVENT_VFORK) {
@@ -305,8 +315,13 @@ bool TracedProcess::on_first_stop(Task& t) {
 }
 
 void TracedProcess::release_fork_child(Task& child) {
-  // It has its own copy of our int3 bytes: put the originals back and let it go.
+  // It has its own copy of our int3 bytes: put the originals back and let it go. It is never
+  // resumed before this, so it is at its first stop; should it be on a hit all the same, it is
+  // rewound onto the site, whose original instruction then runs.
   try {
+    if (child.last_stop().signal_stop() && child.last_stop().stop_signal() == SIGTRAP) {
+      if (auto rip = child.rip(); rip && sites_.find(*rip - 1)) child.set_rip(*rip - 1);
+    }
     ProcMemory child_memory(child.tid());
     for (const auto& site : sites_) {
       if (site->enabled()) child_memory.write_byte(site->address(), site->saved_byte());

@@ -75,6 +75,12 @@ class TracedProcess {
   const std::vector<std::unique_ptr<PatchSite>>& patches() const { return patches_; }
   std::map<pid_t, Task>& tasks() { return tasks_; }
   Task* task(pid_t tid);
+  // The Task `t` was, if it still exists: after anything that waits (stop_all), a thread may
+  // have been reaped, or ended by another thread's exec, and its Task destroyed.
+  Task* still(pid_t tid, std::uint64_t serial) {
+    Task* t = task(tid);
+    return t && t->serial() == serial ? t : nullptr;
+  }
   std::size_t thread_count() const;  // threads of the process itself (not memory sharers)
   bool alive() const { return !end_.has_value() && !detached_ && !exec_ended_; }
   bool detached() const { return detached_; }

@@ -159,7 +159,7 @@ bool Session::past_deadline() {
 
 void Session::resume_if_stopped(pid_t tid) {
   Task* t = proc_.task(tid);
-  if (t && t->stopped() && !t->deferred && t->role() != Task::Role::Unknown) t->resume();
+  if (t && t->stopped() && !t->deferred && t->runs_with_us()) t->resume();
 }
 
 void Session::dispatch(const TaskEvent& ev) {
@@ -238,7 +238,11 @@ void Session::on_hit(Task& t, StoppedThread& thread, BreakpointSite& site) {
   hit_happened_ = true;
   step_over_->ready(site);
   bool all_stop = proc_.tasks().size() > 1 && step_over_->needs_all_stop(site);
-  OthersStopped others(proc_, t.tid(), all_stop);
+  pid_t tid = t.tid();
+  std::uint64_t serial = t.serial();
+  OthersStopped others(proc_, tid, all_stop);
+  // Another thread's exec while we stopped everyone ends this one (and destroys its Task).
+  if (!proc_.still(tid, serial)) throw TaskGone{tid};
   step_over_->step(thread, site);
 }
 

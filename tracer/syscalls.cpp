@@ -5,8 +5,33 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
 
 namespace probecost::sys {
+
+namespace {
+
+// PROBECOST_PTRACE_LOG=FILE: every ptrace request, wait result and signal sent, one line each,
+// for reconstructing a race after the fact (strace of the tracer changes its timing far more).
+std::FILE* log_file() {
+  static std::FILE* f = [] {
+    const char* path = std::getenv("PROBECOST_PTRACE_LOG");
+    std::FILE* out = path && *path ? std::fopen(path, "w") : nullptr;
+    if (out) std::setvbuf(out, nullptr, _IOLBF, 0);
+    return out;
+  }();
+  return f;
+}
+
+double log_time() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
+}
+
+}  // namespace
 
 Counters& counters() {
   static Counters c;
@@ -15,24 +40,37 @@ Counters& counters() {
 
 long ptrace_call(enum __ptrace_request request, pid_t tid, void* addr, void* data) {
   ++counters().ptrace;
-  return ::ptrace(request, tid, addr, data);
+  long r = ::ptrace(request, tid, addr, data);
+  if (std::FILE* f = log_file()) {
+    int e = errno;
+    std::fprintf(f, "%.6f ptrace %d tid %d addr %p data %p -> %ld%s\n", log_time(),
+                 static_cast<int>(request), tid, addr, data, r,
+                 r == -1 && e ? (e == ESRCH ? " ESRCH" : " error") : "");
+    errno = e;
+  }
+  return r;
 }
 
 pid_t wait_for(pid_t tid, int* status, int options, bool interruptible) {
   for (;;) {
     ++counters().wait;
     pid_t r = ::waitpid(tid, status, options);
+    if (std::FILE* f = log_file(); f && r > 0)
+      std::fprintf(f, "%.6f wait -> %d status %#x\n", log_time(), r, *status);
     if (r >= 0 || errno != EINTR || interruptible) return r;
   }
 }
 
 int tgkill(pid_t tgid, pid_t tid, int sig) {
   ++counters().other;
+  if (std::FILE* f = log_file())
+    std::fprintf(f, "%.6f tgkill %d %d sig %d\n", log_time(), tgid, tid, sig);
   return static_cast<int>(::syscall(SYS_tgkill, tgid, tid, sig));
 }
 
 int tkill(pid_t tid, int sig) {
   ++counters().other;
+  if (std::FILE* f = log_file()) std::fprintf(f, "%.6f tkill %d sig %d\n", log_time(), tid, sig);
   return static_cast<int>(::syscall(SYS_tkill, tid, sig));
 }
 

@@ -41,11 +41,18 @@ class Task {
     Unknown,       // a new task whose first stop came before its parent's fork/clone event
   };
 
-  Task(pid_t tid, Role role) : tid_(tid), role_(role) {}
+  Task(pid_t tid, Role role) : tid_(tid), role_(role), serial_(next_serial()) {}
 
   pid_t tid() const { return tid_; }
+  // Unique per Task object: an exec can end a thread and give its tid (the leader's) to
+  // another, so a tid alone does not say that a Task& kept across a wait is still valid.
+  std::uint64_t serial() const { return serial_; }
   Role role() const { return role_; }
   void set_role(Role r) { role_ = r; }
+  // Runs in our address space and is resumed after its stops. A fork child (or a task not yet
+  // known to be one) never is: it is cleaned and let go at its first stop, and until that stop
+  // is reported it cannot run, so it is never interrupted either.
+  bool runs_with_us() const { return role_ == Role::Thread || role_ == Role::MemorySharer; }
   State state() const { return state_; }
   bool stopped() const { return state_ == State::Stopped; }
   void set_state(State s) { state_ = s; }
@@ -92,8 +99,14 @@ class Task {
   bool resume_with_signals(__ptrace_request request);
   void invalidate_registers();
 
+  static std::uint64_t next_serial() {
+    static std::uint64_t n = 0;
+    return ++n;
+  }
+
   pid_t tid_;
   Role role_;
+  std::uint64_t serial_;
   State state_ = State::Running;
   WaitStatus last_stop_{0};
   user_regs_struct regs_{};

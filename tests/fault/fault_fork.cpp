@@ -78,7 +78,13 @@ void forker(const std::string& mode, std::uint64_t rounds) {
     while (::waitpid(pid, &status, __WALL) < 0 && errno == EINTR) {
     }
     g_children.fetch_add(1);
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) g_child_failures.fetch_add(1);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      g_child_failures.fetch_add(1);
+      std::cerr << "fault_fork: child " << pid << " "
+                << (WIFEXITED(status) ? "exited " + std::to_string(WEXITSTATUS(status))
+                                      : "killed by signal " + std::to_string(WTERMSIG(status)))
+                << "\n";
+    }
   }
 }
 

@@ -115,6 +115,10 @@ Outcome attach_for_duration(const Config& cfg, const Cycle& c, std::vector<std::
                             double d) {
   Outcome o;
   auto t = Traced::attach(cfg, c, std::move(target), {"--duration", fmt_seconds(d)});
+  // --duration counts from the moment the probes are in, announced by the "tracing process"
+  // line: the time to start (much longer in a sanitizer build) and attach is not an overshoot.
+  // If it never says so (it failed, or the target went away), finish() judges the end.
+  t.run().wait_tracing(after(cfg.bound + 10));
   t.run().finish(after(d + cfg.bound), o, after_text(cfg, "--duration " + fmt_seconds(d)));
   t.check_attached(cfg, o);
   return o;
