@@ -57,7 +57,8 @@ void usage(std::ostream& out) {
          "  restore    put back the int3 bytes a killed probecost left in a process (-p PID)\n"
          "  bench step-over\n"
          "             every step-over strategy on every kind of first instruction\n\n"
-         "'probecost COMMAND --help' for the options of one command.\n";
+         "'probecost help COMMAND' (or 'probecost COMMAND --help') for the options of one "
+         "command.\n";
 }
 
 }  // namespace
@@ -69,6 +70,25 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::string cmd = argv[1];
+  if (cmd == "help" && argc > 2) {
+    // `probecost help trace` is `probecost trace --help`.
+    cmd = argv[2];
+    std::vector<std::string> help = {"--help"};
+    if (cmd == "bench") help.insert(help.begin(), argv + 3, argv + argc);
+    try {
+      if (cmd == "compare") return probecost::cli::compare_command(help);
+      if (cmd == "overhead") return probecost::cli::overhead_command(help);
+      if (cmd == "bench") return probecost::cli::bench_command(help);
+      if (cmd == "trace") return probecost::cli::trace_command(help);
+      if (cmd == "restore") return probecost::cli::restore_command(help);
+    } catch (const std::exception& e) {
+      std::cerr << "probecost help " << cmd << ": " << e.what() << "\n";
+      return 2;
+    }
+    std::cerr << "probecost: no command '" << cmd << "'\n";
+    usage(std::cerr);
+    return 2;
+  }
   if (cmd == "-h" || cmd == "--help" || cmd == "help") {
     usage(std::cout);
     return 0;

@@ -1,12 +1,15 @@
 // probecost trace (-p PID | -- COMMAND ARGS...) -b PROBE [-b PROBE ...] [options]
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/program_options.hpp>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 
 #include "breakpoint/error.hpp"
@@ -39,6 +42,15 @@ std::string fmt_str(const char* f, const std::string& v) {
   return buf;
 }
 
+std::string thread_name(const TraceReport& r, pid_t tid) {
+  auto it = r.thread_names.find(tid);
+  return it == r.thread_names.end() ? "" : it->second;
+}
+
+nlohmann::json thread_json(const TraceReport& r, pid_t tid, std::uint64_t hits) {
+  return {{"tid", tid}, {"name", thread_name(r, tid)}, {"hits", hits}};
+}
+
 nlohmann::json to_json(const TraceReport& r) {
   nlohmann::json probes = nlohmann::json::array();
   nlohmann::json stacks = nlohmann::json::object();
@@ -54,6 +66,16 @@ nlohmann::json to_json(const TraceReport& r) {
                       {"image", p.image},
                       {"why_not_jump", p.why_not_jump},
                       {"step_over", p.step_over}});
+    if (p.via == "int3") {
+      nlohmann::json by_thread = nlohmann::json::array();
+      for (const auto& [tid, hits] : p.threads) by_thread.push_back(thread_json(r, tid, hits));
+      probes.back()["by_thread"] = by_thread;
+    }
+    if (!p.probe.implementation.empty()) {
+      probes.back()["implementation"] = p.probe.implementation;
+      probes.back()["resolved_by"] = p.probe.resolved_by;
+    }
+    if (!p.probe.names.empty()) probes.back()["names"] = p.probe.names;
     if (p.via == "jump" && (p.events_read || p.events_lost)) {
       probes.back()["events"] = {{"read", p.events_read}, {"lost", p.events_lost}};
     }
@@ -64,7 +86,7 @@ nlohmann::json to_json(const TraceReport& r) {
     }
   }
   nlohmann::json threads = nlohmann::json::array();
-  for (const auto& [tid, hits] : r.thread_hits) threads.push_back({{"tid", tid}, {"hits", hits}});
+  for (const auto& [tid, hits] : r.thread_hits) threads.push_back(thread_json(r, tid, hits));
   nlohmann::json j = {
       {"pid", r.pid},
       {"duration_s", r.duration_s},
@@ -107,7 +129,68 @@ std::vector<const ProbeReport*> sorted_rows(const TraceReport& r) {
   return rows;
 }
 
-void write_text(std::ostream& out, const TraceReport& r, unsigned top) {
+// RFC 4180: a field with a comma, a quote or a line break is quoted, its quotes doubled.
+std::string csv_field(const std::string& v) {
+  if (v.find_first_of(",\"\n") == std::string::npos) return v;
+  std::string out = "\"";
+  for (char c : v) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
+// One row per probe and image, most hits first; numbers in fixed notation.
+void write_csv(std::ostream& out, const TraceReport& r) {
+  out << "pid,image,spec,address,module,symbol,implementation,via,hits,hits_per_s,threads\n";
+  for (const ProbeReport* pp : sorted_rows(r)) {
+    const ProbeReport& p = *pp;
+    out << r.pid << "," << csv_field(p.image) << "," << csv_field(p.probe.spec) << ","
+        << p.probe.address.hex() << "," << csv_field(p.probe.module) << ","
+        << csv_field(p.probe.symbol) << "," << csv_field(p.probe.implementation) << "," << p.via
+        << "," << p.hits << "," << fmt("%.1f", r.duration_s > 0 ? p.hits / r.duration_s : 0.0)
+        << "," << (p.via == "jump" ? std::string() : std::to_string(p.threads.size())) << "\n";
+  }
+}
+
+// --folded: one line per distinct stack, outermost frame first, frames joined by ';', then the
+// count (flamegraph.pl, speedscope, inferno). Frames keep their offsets ("main+0x1f in prog").
+std::string folded_stacks(const TraceReport& r) {
+  std::string out;
+  for (const ProbeReport* pp : sorted_rows(r)) {
+    for (const auto& s : pp->stacks) {
+      for (auto f = s.frames.rbegin(); f != s.frames.rend(); ++f) {
+        std::string frame = *f;
+        std::replace(frame.begin(), frame.end(), ';', ':');
+        if (f != s.frames.rbegin()) out += ';';
+        out += frame;
+      }
+      out += ' ';
+      out += std::to_string(s.count);
+      out += '\n';
+    }
+  }
+  return out;
+}
+
+// -v: each int3 probe's hits by thread, most first ("1234 worker-3 = 500").
+void write_by_thread(std::ostream& out, const TraceReport& r) {
+  bool any = std::any_of(r.probes.begin(), r.probes.end(),
+                         [](const ProbeReport& p) { return p.via == "int3"; });
+  if (!any) return;  // a jump probe counts in the tracee, not by thread
+  out << "\nhits by probe and thread:";
+  for (const ProbeReport* pp : sorted_rows(r)) {
+    if (pp->via != "int3") continue;
+    std::vector<std::pair<pid_t, std::uint64_t>> rows(pp->threads.begin(), pp->threads.end());
+    std::stable_sort(rows.begin(), rows.end(),
+                     [](const auto& a, const auto& b) { return a.second > b.second; });
+    out << "\n  " << pp->probe.spec << ":";
+    if (rows.empty()) out << " none";
+    for (const auto& [tid, hits] : rows) {
+      out << "\n    " << tid << " " << thread_name(r, tid) << " = " << hits;
+    }
+  }
+  out << "\n";
+}
+
+void write_text(std::ostream& out, const TraceReport& r, unsigned top, bool verbose) {
   out << "probecost trace: process " << r.pid << ", " << fmt("%.2f", r.duration_s) << " s, "
       << r.hits << " hits; ended: " << r.ending << " (held stopped " << fmt("%.0f", r.held_s * 1e3)
       << " ms while the probes went in)\n";
@@ -134,7 +217,19 @@ void write_text(std::ostream& out, const TraceReport& r, unsigned top) {
            "cost ('probecost overhead' measures the untraced rate and the cost of a hit alone)\n";
     out << "\nhow:";
     for (const auto& p : r.probes) {
-      out << "\n  " << p.probe.spec << ": " << (p.via == "int3" ? "int3, " : "") << p.step_over;
+      out << "\n  " << p.probe.spec << ": ";
+      if (!p.probe.implementation.empty()) {
+        out << "IFUNC resolved to " << p.probe.implementation << " (" << p.probe.resolved_by
+            << "); ";
+      }
+      if (p.probe.names.size() > 1) {
+        out << "names";
+        for (std::size_t i = 0; i < p.probe.names.size(); ++i) {
+          out << (i ? ", " : " ") << p.probe.names[i];
+        }
+        out << "; ";
+      }
+      out << (p.via == "int3" ? "int3, " : "") << p.step_over;
       if (!p.why_not_jump.empty()) out << "; no jump: " << p.why_not_jump;
       if (p.events_read || p.events_lost) {
         out << "; events: " << p.events_read << " records read, " << p.events_lost << " lost";
@@ -146,6 +241,7 @@ void write_text(std::ostream& out, const TraceReport& r, unsigned top) {
       for (const auto& [tid, hits] : r.thread_hits) out << " " << tid << "=" << hits;
     }
     out << "\n";
+    if (verbose) write_by_thread(out, r);
   }
   auto share = [&](double cpu_s) {
     return fmt("%.1f", r.duration_s > 0 ? 100 * cpu_s / r.duration_s : 0);
@@ -171,6 +267,22 @@ void write_text(std::ostream& out, const TraceReport& r, unsigned top) {
   if (r.launched) out << "command: " << r.command_end << "\n";
 }
 
+// Whether the progress line may be drawn: standard error is a terminal, and the traced program
+// (`pid`, or, for a command we launch, our own streams, which it inherits) has neither its
+// standard input nor its standard output on that terminal: a full-screen program (vim, less,
+// top) draws there, and a line of ours would land in the middle of its screen.
+bool progress_allowed(pid_t pid) {
+  struct stat err;
+  if (!::isatty(STDERR_FILENO) || ::fstat(STDERR_FILENO, &err) != 0) return false;
+  for (int fd = 0; fd <= 1; ++fd) {
+    struct stat st;
+    std::string path = "/proc/" + std::to_string(pid) + "/fd/" + std::to_string(fd);
+    int r = pid ? ::stat(path.c_str(), &st) : ::fstat(fd, &st);
+    if (r == 0 && S_ISCHR(st.st_mode) && st.st_rdev == err.st_rdev) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 int trace_command(const std::vector<std::string>& all_args) {
@@ -181,20 +293,27 @@ int trace_command(const std::vector<std::string>& all_args) {
   if (dashdash != all_args.end()) command.assign(dashdash + 1, all_args.end());
 
   TraceOptions opts;
-  std::string format, output, list, duration, stack_depth, top_text;
+  std::string format, output, list, duration, stack_depth, top_text, folded;
   po::options_description desc(
       "probecost trace (-p PID | -- COMMAND ARGS...) -b PROBE [-b PROBE ...] [options]\n\n"
       "Puts int3 probes into a running process or a command, counts every hit with an empty\n"
       "handler, and leaves the process as it was. PROBE: SYMBOL, MODULE:SYMBOL "
       "(libc.so.6:malloc),\n"
-      "SYMBOL+OFFSET, or 0xADDRESS. Ends after --duration, on SIGINT/SIGTERM/SIGHUP, or when the\n"
-      "process ends or execs.\n\noptions");
+      "SYMBOL+OFFSET, or 0xADDRESS. An IFUNC (strlen, memcpy) is probed at the implementation\n"
+      "the process uses. Ends after --duration, on SIGINT/SIGTERM/SIGHUP, or when the process\n"
+      "ends (or execs, with --no-follow-exec).\n\n"
+      "exit status: with -- COMMAND, the command's own (128 + N when signal N killed it), as\n"
+      "with strace and perf stat; with -p PID, 0. probecost's own failures: 2 bad usage or a\n"
+      "bad probe (nothing was touched), 1 a runtime failure (the process was left as it was).\n"
+      "\noptions");
   desc.add_options()("help,h", "this help")("pid,p", po::value(&opts.pid), "trace this process")(
       "probe,b", po::value(&opts.probes)->composing(), "a probe (repeatable)")(
       "list,l", po::value(&list), "list the target's function symbols matching a glob, and exit")(
       "all-matches", po::bool_switch(&opts.all_matches),
       "a symbol found in several modules: probe all of them")(
       "stacks", po::bool_switch(&opts.stacks), "capture the call stack at every hit")(
+      "folded", po::value(&folded),
+      "with --stacks: also write them folded to FILE (flamegraph.pl, speedscope)")(
       "stack-depth", po::value(&stack_depth)->default_value("16"), "frames per stack")(
       "top", po::value(&top_text)->default_value("5"), "stacks to print per probe")(
       "duration,d", po::value(&duration), "trace for this many seconds")(
@@ -207,12 +326,13 @@ int trace_command(const std::vector<std::string>& all_args) {
                                       "ring shared with probecost")(
       "step-over", po::value(&opts.step_over)->default_value("auto"),
       "int3 probes: singlestep, emulate, outline or auto")(
-      "format,f", po::value(&format)->default_value("text"), "text or json")(
+      "format,f", po::value(&format)->default_value("text"), "text, json or csv")(
       "output,o", po::value(&output),
       "write the report to FILE (default: standard output; standard error when probecost "
       "launched the command, whose standard output is its own)")(
       "no-follow-exec", "end the trace when the process calls exec (default: probe the new image)")(
-      "quiet,q", "no progress line, no notes");
+      "quiet,q", "no progress line, no notes")(
+      "verbose,v", "also each int3 probe's hits by thread, with the threads' names");
   po::variables_map vm = parse_options(args, desc, "trace");
   if (vm.count("help")) {
     std::cout << desc << "\n";
@@ -223,8 +343,8 @@ int trace_command(const std::vector<std::string>& all_args) {
                               : "nothing to trace: give -p PID or -- COMMAND ARGS...");
   }
   opts.command = command;
-  if (format != "text" && format != "json") {
-    throw UsageError("bad format '" + format + "' (text or json)");
+  if (format != "text" && format != "json" && format != "csv") {
+    throw UsageError("bad format '" + format + "' (text, json or csv)");
   }
   if (vm.count("duration")) {
     char* end = nullptr;
@@ -250,18 +370,24 @@ int trace_command(const std::vector<std::string>& all_args) {
   // command's standard output is its own (as with strace -c and perf stat): the report goes to
   // standard error then.
   Output out(output, command.empty() ? STDOUT_FILENO : STDERR_FILENO);
+  if (vm.count("folded") && !opts.stacks) throw UsageError("--folded needs --stacks");
+  std::optional<Output> folded_out;
+  if (vm.count("folded")) folded_out.emplace(folded);
   bool quiet = vm.count("quiet") > 0;
-  opts.progress = !quiet && ::isatty(STDERR_FILENO);
+  opts.progress = !quiet && progress_allowed(opts.pid);
   opts.announce = !quiet;
   opts.follow_exec = !vm.count("no-follow-exec");
   TraceReport report = run_trace(opts, std::cerr);
   std::ostringstream text;
   if (format == "json") {
     text << to_json(report).dump(2) << "\n";
+  } else if (format == "csv") {
+    write_csv(text, report);
   } else {
-    write_text(text, report, top);
+    write_text(text, report, top, vm.count("verbose") > 0);
   }
   out.write(text.str());
+  if (folded_out) folded_out->write(folded_stacks(report));
   // Like strace and perf stat: the launched command's own exit status, or 128 + its signal.
   if (report.command_status) {
     WaitStatus ws(*report.command_status);

@@ -8,6 +8,7 @@
 
 #include "breakpoint/error.hpp"
 #include "run_capture.hpp"
+#include "tracer/ifunc.hpp"
 #include "tracer/process.hpp"
 #include "tracer/session.hpp"
 #include "tracer/symbols.hpp"
@@ -173,4 +174,34 @@ TEST(TracerErrors, UnknownSymbolNamesSymbolAndProcess) {
     EXPECT_NE(what.find("no_such_function"), std::string::npos) << what;
     EXPECT_NE(what.find(std::to_string(proc->pid())), std::string::npos) << what;
   }
+}
+
+// An IFUNC's resolver called in the tracee (the fallback when no relocated slot tells) returns
+// the implementation the loader bound libc's own calls to, and the process runs on unharmed.
+TEST_P(TracerTest, AnIfuncResolverCalledInTheTraceeAgreesWithTheRelocatedSlot) {
+  MemFile out;
+  LaunchSpec spec;
+  spec.argv = target_argv(GetParam(), 300, 2);
+  spec.stdout_fd = out.fd;
+  auto proc = TracedProcess::launch(spec);
+  proc->run_to_entry();  // libc is loaded and relocated
+  ProcessSymbols symbols(proc->pid());
+  for (const char* name : {"strlen", "memcpy", "strcmp"}) {
+    Symbol ifunc = symbols.resolve(name, "libc.so.6");
+    ASSERT_TRUE(ifunc.ifunc) << name;
+    IfuncTarget by_slot = resolve_ifunc(ifunc, symbols, proc->memory(), {}, proc->pid());
+    EXPECT_NE(by_slot.resolved_by.find("slot"), std::string::npos) << by_slot.resolved_by;
+    auto called = proc->call_in_tracee(ifunc.address);
+    ASSERT_TRUE(called.has_value()) << name;
+    EXPECT_EQ(RuntimeAddr(*called), by_slot.address) << name;
+  }
+  Symbol site = symbols.resolve(kSite);
+  proc->sites().add(site.address, site.name).enable();
+  SingleStepOver step;
+  Session session(*proc, step);
+  EXPECT_EQ(session.run(), Session::End::ProcessEnded);
+  EXPECT_EQ(proc->sites().find(site.address)->hits, 600u);
+  ASSERT_TRUE(proc->end());
+  EXPECT_TRUE(proc->end()->exited() && proc->end()->exit_code() == 0) << proc->end()->describe();
+  EXPECT_EQ(out.contents(), "calls=600 signals=0\n");
 }

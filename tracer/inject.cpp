@@ -1,10 +1,13 @@
-// Making a stopped tracee thread run one system call of our choosing, and what that is for:
-// mapping scratch pages near the code we probe.
+// Making a stopped tracee thread run one system call, or one function, of our choosing, and
+// what that is for: mapping scratch pages near the code we probe, and asking an IFUNC's
+// resolver which implementation the process uses.
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/ptrace.h>
 #include <sys/syscall.h>
 #include <sys/user.h>
+
+#include <cstring>
 
 #include "breakpoint/error.hpp"
 #include "breakpoint/outline.hpp"
@@ -98,6 +101,73 @@ std::optional<long> TracedProcess::syscall_in_tracee(long nr, const std::array<l
   t = still(tid, serial);  // an exec elsewhere may have ended it meanwhile
   if (!t) return std::nullopt;
   return inject_syscall(*t, nr, args);
+}
+
+std::uint64_t TracedProcess::inject_call(Task& t, RuntimeAddr fn) {
+  pid_t tid = t.tid();
+  const user_regs_struct* current = t.regs();
+  if (!current) throw Error("thread " + std::to_string(tid) + " is gone");
+  user_regs_struct saved = *current;
+  auto gone = [&] {
+    return Error("thread " + std::to_string(tid) + " went away during a call of " + fn.hex());
+  };
+  // A frame below the thread's stack pointer and its 128-byte red zone, aligned as the ABI
+  // wants it at a call (rsp + 8 a multiple of 16 at the function's first instruction), with a
+  // return address that we never let run: the thread is single-stepped, and we stop it the
+  // moment it returns there with the stack popped. Nothing of the tracee's code is borrowed.
+  std::uint64_t sp = ((saved.rsp - 128 - 256) & ~std::uint64_t{15}) - 8;
+  RuntimeAddr ret(saved.rip);
+  std::array<std::uint8_t, 8> ret_bytes{};
+  std::uint64_t ret_value = ret.value();
+  std::memcpy(ret_bytes.data(), &ret_value, sizeof ret_value);
+  memory_.write(RuntimeAddr(sp), ret_bytes);
+  user_regs_struct regs = saved;
+  regs.rsp = sp;
+  regs.rip = fn.value();
+  regs.rax = 0;
+  regs.rdi = regs.rsi = regs.rdx = regs.rcx = regs.r8 = regs.r9 = 0;
+  regs.eflags &= ~(0x400ull | 0x100ull);  // DF clear at a call (ABI); TF is ours to set
+  // As for an injected system call: the kernel must not restart one the thread was in.
+  regs.orig_rax = static_cast<unsigned long long>(-1);
+  if (!t.set_regs(regs)) throw gone();
+  // A resolver is tens of instructions; a bound keeps a runaway one from holding us forever.
+  constexpr int kMaxSteps = 200'000;
+  for (int step = 0;; ++step) {
+    if (step == kMaxSteps) {
+      t.set_regs(saved);
+      throw Error("the function at " + fn.hex() + " called in thread " + std::to_string(tid) +
+                  " did not return within " + std::to_string(kMaxSteps) + " instructions");
+    }
+    if (!t.single_step()) throw gone();
+    auto ws = wait_for(t);
+    if (!ws) throw gone();
+    // A signal that arrives meanwhile is kept for the thread, and delivered after.
+    if (ws->signal_stop() && ws->stop_signal() != SIGTRAP)
+      t.pending_signals.push_back(ws->stop_signal());
+    const user_regs_struct* now = t.regs();
+    if (!now) throw gone();
+    if (now->rip == ret.value() && now->rsp == sp + 8) break;  // returned
+  }
+  std::uint64_t result = t.regs()->rax;
+  if (!t.set_regs(saved)) throw gone();
+  return result;
+}
+
+std::optional<std::uint64_t> TracedProcess::call_in_tracee(RuntimeAddr fn, Task* via) {
+  Task* t = via ? via : any_stopped_thread();
+  if (!t) return std::nullopt;
+  // The function runs on the process's memory: no other thread runs meanwhile.
+  struct Others {
+    TracedProcess& proc;
+    std::vector<pid_t> stopped;
+    ~Others() {
+      try {
+        proc.resume_stopped(stopped);
+      } catch (const Error&) {
+      }
+    }
+  } others{*this, stop_all(t->tid())};
+  return inject_call(*t, fn);
 }
 
 std::optional<RuntimeAddr> TracedProcess::map_scratch(RuntimeAddr near, Task* via) {

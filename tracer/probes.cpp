@@ -1,5 +1,6 @@
 #include "tracer/probes.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "breakpoint/decoder.hpp"
@@ -52,8 +53,8 @@ ProbeSpec parse_probe(const std::string& text) {
   return p;
 }
 
-void check_placement(RuntimeAddr at, const ProcessSymbols& symbols, TraceeMemory& memory,
-                     pid_t pid) {
+void check_placement(RuntimeAddr at, const ProcessSymbols& symbols, TraceeMemory& memory, pid_t pid,
+                     bool function_start) {
   std::string where = " in process " + std::to_string(pid);
   const Mapping* map = nullptr;
   auto maps = read_maps(pid);
@@ -67,6 +68,7 @@ void check_placement(RuntimeAddr at, const ProcessSymbols& symbols, TraceeMemory
                      ")");
   }
   auto sym = symbols.containing(at);
+  if (!sym && function_start) return;
   if (!sym) {
     throw UsageError("cannot check that " + at.hex() + where +
                      " is an instruction boundary: no function symbol covers it");
@@ -91,56 +93,117 @@ void check_placement(RuntimeAddr at, const ProcessSymbols& symbols, TraceeMemory
   }
 }
 
+namespace {
+
+std::string plus_offset(std::uint64_t offset) {
+  if (!offset) return "";
+  char off[24];
+  std::snprintf(off, sizeof off, "+0x%llx", static_cast<unsigned long long>(offset));
+  return off;
+}
+
+// One address a spec names: the symbol it came from (none for 0xADDRESS), and for an IFUNC
+// the implementation it resolved to.
+struct Target {
+  RuntimeAddr address;
+  std::optional<Symbol> symbol;
+  std::optional<IfuncTarget> ifunc;
+};
+
+Target target_of(const Symbol& s, const ProbeSpec& spec, const ProcessSymbols& symbols,
+                 TraceeMemory& memory, pid_t pid, const ResolverCall& call_resolver) {
+  Target t{s.address, s, std::nullopt};
+  std::uint64_t size = s.size;
+  if (s.ifunc) {
+    t.ifunc = resolve_ifunc(s, symbols, memory, call_resolver, pid);
+    t.address = t.ifunc->address;
+    auto impl = symbols.containing(t.address);
+    size = impl && impl->address == t.address ? impl->size : 0;
+  }
+  if (spec.offset && size && spec.offset >= size) {
+    throw UsageError("bad probe '" + spec.text + "': offset " + std::to_string(spec.offset) +
+                     " is past the end of " + (t.ifunc ? t.ifunc->name : s.name) + " (" +
+                     std::to_string(size) + " bytes)");
+  }
+  t.address = t.address + static_cast<std::int64_t>(spec.offset);
+  return t;
+}
+
+std::vector<Target> targets_of(const ProbeSpec& spec, const ProcessSymbols& symbols,
+                               TraceeMemory& memory, pid_t pid, bool all_matches,
+                               const ResolverCall& call_resolver) {
+  if (spec.address) return {Target{*spec.address, std::nullopt, std::nullopt}};
+  std::vector<Symbol> found;
+  if (all_matches) {
+    found = symbols.find(spec.symbol, spec.module);
+    if (found.empty()) symbols.resolve(spec.symbol, spec.module);  // throws the clear error
+  } else {
+    found.push_back(symbols.resolve(spec.symbol, spec.module));
+  }
+  std::vector<Target> out;
+  for (const auto& s : found)
+    out.push_back(target_of(s, spec, symbols, memory, pid, call_resolver));
+  return out;
+}
+
+ResolvedProbe describe_target(const Target& t, const ProbeSpec& spec, const ProcessSymbols& symbols,
+                              bool all_matches) {
+  ResolvedProbe p{spec.text, t.address, "", "", {}, "", ""};
+  auto sym = symbols.containing(t.address);
+  if (t.ifunc) {
+    p.module = symbols.module_at(t.address);
+    p.symbol = (all_matches ? t.symbol->name : spec.symbol) + plus_offset(spec.offset);
+    p.implementation =
+        (t.ifunc->name.empty() ? t.ifunc->address.hex() : t.ifunc->name) + plus_offset(spec.offset);
+    p.resolved_by = t.ifunc->resolved_by;
+  } else if (sym && !spec.symbol.empty() && !all_matches) {
+    // The name the user gave, not whichever alias (__libc_malloc) the table lists first.
+    p.module = sym->module;
+    p.symbol = spec.symbol + plus_offset(spec.offset);
+  } else if (sym) {
+    p.module = sym->module;
+    p.symbol = sym->name + plus_offset(static_cast<std::uint64_t>(t.address - sym->address));
+  }
+  bool at_start = t.ifunc ? !spec.offset : (sym && sym->address == t.address);
+  if (at_start) p.names = symbols.names_at(t.address);
+  return p;
+}
+
+}  // namespace
+
+void merge_same_address(std::vector<ResolvedProbe>& probes) {
+  std::vector<ResolvedProbe> out;
+  for (auto& p : probes) {
+    auto same = std::find_if(out.begin(), out.end(),
+                             [&](const ResolvedProbe& q) { return q.address == p.address; });
+    if (same == out.end()) {
+      out.push_back(std::move(p));
+      continue;
+    }
+    same->spec += ", " + p.spec;
+    for (const auto& name : p.names) {
+      if (std::find(same->names.begin(), same->names.end(), name) == same->names.end()) {
+        same->names.push_back(name);
+      }
+    }
+  }
+  probes = std::move(out);
+}
+
 std::vector<ResolvedProbe> resolve_probes(const std::vector<std::string>& specs,
                                           const ProcessSymbols& symbols, TraceeMemory& memory,
-                                          pid_t pid, bool all_matches) {
+                                          pid_t pid, bool all_matches,
+                                          const ResolverCall& call_resolver) {
   std::vector<ResolvedProbe> out;
   for (const auto& text : specs) {
     ProbeSpec spec = parse_probe(text);
-    std::vector<RuntimeAddr> addrs;
-    if (spec.address) {
-      addrs.push_back(*spec.address);
-    } else if (all_matches) {
-      auto found = symbols.find(spec.symbol, spec.module);
-      if (found.empty()) symbols.resolve(spec.symbol, spec.module);  // throws the clear error
-      for (const auto& s : found)
-        addrs.push_back(s.address + static_cast<std::int64_t>(spec.offset));
-    } else {
-      Symbol s = symbols.resolve(spec.symbol, spec.module);
-      if (spec.offset && s.size && spec.offset >= s.size) {
-        throw UsageError("bad probe '" + text + "': offset " + std::to_string(spec.offset) +
-                         " is past the end of " + s.name + " (" + std::to_string(s.size) +
-                         " bytes)");
-      }
-      addrs.push_back(s.address + static_cast<std::int64_t>(spec.offset));
-    }
-    for (RuntimeAddr a : addrs) {
+    for (const Target& t : targets_of(spec, symbols, memory, pid, all_matches, call_resolver)) {
       try {
-        check_placement(a, symbols, memory, pid);
+        check_placement(t.address, symbols, memory, pid, t.ifunc && !spec.offset);
       } catch (const UsageError& e) {
         throw UsageError("bad probe '" + text + "': " + e.what());
       }
-      ResolvedProbe p{text, a, "", ""};
-      if (auto sym = symbols.containing(a); sym && !spec.symbol.empty() && !all_matches) {
-        // The name the user gave, not whichever alias (__libc_malloc) the table lists first.
-        p.module = sym->module;
-        p.symbol = spec.symbol;
-        if (spec.offset) {
-          char off[24];
-          std::snprintf(off, sizeof off, "+0x%llx", static_cast<unsigned long long>(spec.offset));
-          p.symbol += off;
-        }
-      } else if (sym) {
-        p.module = sym->module;
-        p.symbol = sym->name;
-        if (a != sym->address) {
-          char off[24];
-          std::snprintf(off, sizeof off, "+0x%llx",
-                        static_cast<unsigned long long>(a - sym->address));
-          p.symbol += off;
-        }
-      }
-      out.push_back(p);
+      out.push_back(describe_target(t, spec, symbols, all_matches));
     }
   }
   return out;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "breakpoint/tracee_memory.hpp"
+#include "tracer/ifunc.hpp"
 #include "tracer/symbols.hpp"
 
 namespace probecost {
@@ -27,17 +28,33 @@ struct ResolvedProbe {
   RuntimeAddr address;
   std::string module;
   std::string symbol;  // "name" or "name+0x10"; empty when no symbol covers the address
+  // At a function's start: every name of that function (readdir and readdir64, one address).
+  std::vector<std::string> names;
+  // `symbol` is an IFUNC: the implementation probed instead ("__strlen_evex", or its address
+  // when no symbol names it), and how we know the process uses it.
+  std::string implementation;
+  std::string resolved_by;
 };
 
 // Every spec to the addresses it names (several per spec only with `all_matches`), each
-// checked: mapped, executable, at an instruction boundary. UsageError names the spec, the
-// process and the reason; nothing is written to the tracee.
+// checked: mapped, executable, at an instruction boundary. An IFUNC symbol names the
+// implementation the process uses (tracer/ifunc.hpp; `call_resolver` runs its resolver in
+// the tracee when no relocated slot tells). UsageError names the spec, the process and the
+// reason; nothing is written to the tracee (a resolver call leaves it as it was).
 std::vector<ResolvedProbe> resolve_probes(const std::vector<std::string>& specs,
                                           const ProcessSymbols& symbols, TraceeMemory& memory,
-                                          pid_t pid, bool all_matches);
+                                          pid_t pid, bool all_matches,
+                                          const ResolverCall& call_resolver = {});
 
-// The placement check alone (for an address from anywhere).
-void check_placement(RuntimeAddr at, const ProcessSymbols& symbols, TraceeMemory& memory,
-                     pid_t pid);
+// Probes at one address (readdir and readdir64; memcpy and memmove, whose IFUNCs resolve to one
+// implementation) become one, counted once: the first keeps its place, its spec becomes
+// "SPEC1, SPEC2", and `names` gains the other probes' symbols.
+void merge_same_address(std::vector<ResolvedProbe>& probes);
+
+// The placement check alone (for an address from anywhere). `function_start`: the address is
+// known to be where a function starts (what an IFUNC resolver returned), so an instruction
+// boundary even when no symbol covers it (libc without its debug symbols).
+void check_placement(RuntimeAddr at, const ProcessSymbols& symbols, TraceeMemory& memory, pid_t pid,
+                     bool function_start = false);
 
 }  // namespace probecost

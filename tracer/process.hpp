@@ -138,6 +138,10 @@ class TracedProcess {
   // thread can run it now.
   std::optional<long> syscall_in_tracee(long nr, const std::array<long, 6>& args,
                                         Task* via = nullptr);
+  // Calls the function at `fn` with no arguments in a stopped thread of the tracee (`via`, or
+  // any), every other thread stopped meanwhile, and returns RAX; the thread's registers are
+  // as before afterwards. For IFUNC resolvers. Nothing when no thread can run it now.
+  std::optional<std::uint64_t> call_in_tracee(RuntimeAddr fn, Task* via = nullptr);
   // A stopped thread that may run an injected system call (one with no deferred event).
   Task* any_stopped_thread();
 
@@ -180,6 +184,7 @@ class TracedProcess {
   void remove_patches();
   void settle_new_tasks();
   long inject_syscall(Task& task, long nr, const std::array<long, 6>& args);
+  std::uint64_t inject_call(Task& task, RuntimeAddr fn);
 
   pid_t pid_;
   bool launched_;

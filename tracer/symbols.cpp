@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <cstring>
 #include <functional>
+#include <set>
+#include <tuple>
 
 #include "breakpoint/error.hpp"
 
@@ -44,6 +46,27 @@ bool same_symbol(const std::string& wanted, const char* name) {
          (name[n] == '\0' || (name[n] == '@' && wanted.find('@') == std::string::npos));
 }
 
+// A function the program can call: STT_FUNC, or STT_GNU_IFUNC (whose value is its resolver).
+bool is_function(const GElf_Sym& sym) {
+  int type = GELF_ST_TYPE(sym.st_info);
+  return (type == STT_FUNC || type == STT_GNU_IFUNC) && sym.st_shndx != SHN_UNDEF;
+}
+
+bool is_ifunc(const GElf_Sym& sym) {
+  return GELF_ST_TYPE(sym.st_info) == STT_GNU_IFUNC;
+}
+
+// "memcpy@GLIBC_2.2.5": a compat version, kept for programs linked long ago. "memcpy@@GLIBC_2.14"
+// (the default version) and "memcpy" are what a program linked today gets.
+bool compat_version(const std::string& name) {
+  auto at = name.find('@');
+  return at != std::string::npos && name.compare(at, 2, "@@") != 0;
+}
+
+std::string without_version(const std::string& name) {
+  return name.substr(0, name.find('@'));
+}
+
 const char* module_path(Dwfl_Module* mod) {
   const char* path = nullptr;
   const char* name =
@@ -63,8 +86,7 @@ void for_each_function(
       GElf_Sym sym;
       GElf_Addr addr;
       const char* name = dwfl_module_getsym_info(mod, i, &sym, &addr, nullptr, nullptr, nullptr);
-      if (!name || !*name || GELF_ST_TYPE(sym.st_info) != STT_FUNC || sym.st_shndx == SHN_UNDEF)
-        continue;
+      if (!name || !*name || !is_function(sym)) continue;
       fn(mod, name, sym, addr);
     }
     return DWARF_CB_OK;
@@ -73,11 +95,22 @@ void for_each_function(
 }
 
 // The same function can appear in .symtab and .dynsym of one module, and under several names
-// (versions, aliases): keep one entry per address, or per (address, name) for listings.
+// (versions, aliases): keep one entry per address (a default-version name rather than a compat
+// one, and an IFUNC when any of its names there is one), or per (address, name) for listings.
 void dedupe(std::vector<Symbol>& v, bool by_address) {
   std::stable_sort(v.begin(), v.end(), [](const Symbol& a, const Symbol& b) {
-    return std::tie(a.module, a.address) < std::tie(b.module, b.address);
+    return std::tuple(a.module, a.address, compat_version(a.name)) <
+           std::tuple(b.module, b.address, compat_version(b.name));
   });
+  for (std::size_t i = 0; by_address && i < v.size();) {
+    std::size_t end = i;
+    bool ifunc = false;
+    for (; end < v.size() && v[end].module == v[i].module && v[end].address == v[i].address;
+         ++end) {
+      ifunc = ifunc || v[end].ifunc;
+    }
+    for (; i < end; ++i) v[i].ifunc = ifunc;
+  }
   v.erase(std::unique(v.begin(), v.end(),
                       [by_address](const Symbol& a, const Symbol& b) {
                         return a.address == b.address && (by_address || a.name == b.name);
@@ -124,7 +157,7 @@ std::vector<Symbol> read_elf_symbols(const std::vector<char>& image, const std::
   dwfl_report_end(dwfl, nullptr, nullptr);
   std::vector<Symbol> out;
   for_each_function(dwfl, [&](Dwfl_Module*, const char* sym_name, GElf_Sym& sym, GElf_Addr addr) {
-    out.push_back(Symbol{name, sym_name, RuntimeAddr(addr), sym.st_size});
+    out.push_back(Symbol{name, sym_name, RuntimeAddr(addr), sym.st_size, is_ifunc(sym)});
   });
   dwfl_end(dwfl);
   dedupe(out, false);
@@ -169,10 +202,21 @@ std::vector<Symbol> ProcessSymbols::find(const std::string& name, const std::str
         const char* path = module_path(mod);
         if (std::strlen(sym_name) >= name.size() && same_symbol(name, sym_name) &&
             module_matches(path, module)) {
-          out.push_back(Symbol{path ? path : "?", sym_name, RuntimeAddr(addr), sym.st_size});
+          out.push_back(
+              Symbol{path ? path : "?", sym_name, RuntimeAddr(addr), sym.st_size, is_ifunc(sym)});
         }
       });
   dedupe(out, true);
+  if (name.find('@') == std::string::npos) {
+    // A module's compat versions go where it has the default one too.
+    std::set<std::string> with_default;
+    for (const auto& s : out) {
+      if (!compat_version(s.name)) with_default.insert(s.module);
+    }
+    std::erase_if(out, [&](const Symbol& s) {
+      return compat_version(s.name) && with_default.count(s.module);
+    });
+  }
   std::stable_partition(out.begin(), out.end(),
                         [&](const Symbol& s) { return s.module == executable_; });
   return out;
@@ -207,7 +251,7 @@ std::vector<Symbol> ProcessSymbols::list(const std::string& pattern) const {
   for_each_function(dwfl_, [&](Dwfl_Module* mod, const char* name, GElf_Sym& sym, GElf_Addr addr) {
     if (fnmatch(pattern.c_str(), name, 0) == 0) {
       const char* path = module_path(mod);
-      out.push_back(Symbol{path ? path : "?", name, RuntimeAddr(addr), sym.st_size});
+      out.push_back(Symbol{path ? path : "?", name, RuntimeAddr(addr), sym.st_size, is_ifunc(sym)});
     }
   });
   dedupe(out, false);
@@ -263,6 +307,133 @@ std::string ProcessSymbols::describe(RuntimeAddr at) const {
   char off[32] = "";
   if (offset) std::snprintf(off, sizeof off, "+0x%llx", static_cast<unsigned long long>(offset));
   return std::string(name) + off + in;
+}
+
+std::string ProcessSymbols::module_at(RuntimeAddr at) const {
+  Dwfl_Module* mod = dwfl_addrmodule(dwfl_, at.value());
+  const char* path = mod ? module_path(mod) : nullptr;
+  return path ? path : "";
+}
+
+namespace {
+
+// The sections of `elf` of one type, with their headers.
+std::vector<std::pair<Elf_Scn*, GElf_Shdr>> sections_of_type(Elf* elf, GElf_Word type) {
+  std::vector<std::pair<Elf_Scn*, GElf_Shdr>> out;
+  for (Elf_Scn* scn = elf_nextscn(elf, nullptr); scn; scn = elf_nextscn(elf, scn)) {
+    GElf_Shdr shdr;
+    if (gelf_getshdr(scn, &shdr) && shdr.sh_type == type) out.emplace_back(scn, shdr);
+  }
+  return out;
+}
+
+// Calls `f(name, sym)` for each symbol of a symbol table section (.dynsym, .symtab).
+template <typename F>
+void for_each_symbol(Elf* elf, Elf_Scn* scn, const GElf_Shdr& shdr, F&& f) {
+  Elf_Data* data = elf_getdata(scn, nullptr);
+  std::size_t entsize = shdr.sh_entsize ? shdr.sh_entsize : sizeof(Elf64_Sym);
+  for (std::size_t i = 1; data && i < shdr.sh_size / entsize; ++i) {
+    GElf_Sym sym;
+    if (!gelf_getsym(data, static_cast<int>(i), &sym)) break;
+    const char* name = elf_strptr(elf, shdr.sh_link, sym.st_name);
+    if (name && *name) f(name, sym);
+  }
+}
+
+std::vector<std::pair<RuntimeAddr, RuntimeAddr>> plt_ranges(Elf* elf, GElf_Addr bias) {
+  std::vector<std::pair<RuntimeAddr, RuntimeAddr>> out;
+  std::size_t shstrndx = 0;
+  if (elf_getshdrstrndx(elf, &shstrndx) != 0) return out;
+  for (auto& [scn, shdr] : sections_of_type(elf, SHT_PROGBITS)) {
+    const char* name = elf_strptr(elf, shstrndx, shdr.sh_name);
+    if (!name || std::strncmp(name, ".plt", 4) != 0) continue;  // .plt, .plt.sec, .plt.got
+    out.emplace_back(RuntimeAddr(shdr.sh_addr + bias),
+                     RuntimeAddr(shdr.sh_addr + bias + shdr.sh_size));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::string> ProcessSymbols::names_at(RuntimeAddr at) const {
+  std::vector<std::string> exported, all;
+  Dwfl_Module* mod = dwfl_addrmodule(dwfl_, at.value());
+  if (!mod) return {};
+  GElf_Addr bias = 0;
+  if (Elf* elf = dwfl_module_getelf(mod, &bias)) {
+    for (auto& [scn, shdr] : sections_of_type(elf, SHT_DYNSYM)) {
+      for_each_symbol(elf, scn, shdr, [&](const char* name, const GElf_Sym& sym) {
+        if (is_function(sym) && sym.st_value + bias == at.value()) exported.push_back(name);
+      });
+    }
+  }
+  int n = dwfl_module_getsymtab(mod);
+  for (int i = 1; exported.empty() && i < n; ++i) {
+    GElf_Sym sym;
+    GElf_Addr addr;
+    const char* name = dwfl_module_getsym_info(mod, i, &sym, &addr, nullptr, nullptr, nullptr);
+    if (name && *name && is_function(sym) && addr == at.value()) all.push_back(name);
+  }
+  std::vector<std::string>& names = exported.empty() ? all : exported;
+  for (auto& name : names) name = without_version(name);
+  std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());
+  return names;
+}
+
+std::vector<IfuncSlot> ProcessSymbols::ifunc_slots(const Symbol& ifunc) const {
+  struct Walk {
+    const Symbol& ifunc;
+    std::string name;
+    const std::string& executable;
+    std::vector<IfuncSlot> own, exe, others;
+  } walk{ifunc, without_version(ifunc.name), executable_, {}, {}, {}};
+  auto visit = [](Dwfl_Module* mod, void**, const char*, Dwarf_Addr, void* arg) -> int {
+    auto& w = *static_cast<Walk*>(arg);
+    const char* p = module_path(mod);
+    std::string path = p ? p : "";
+    GElf_Addr bias = 0;
+    Elf* elf = dwfl_module_getelf(mod, &bias);
+    if (!elf) return DWARF_CB_OK;
+    auto plt = plt_ranges(elf, bias);
+    for (auto& [scn, shdr] : sections_of_type(elf, SHT_RELA)) {
+      Elf_Data* data = elf_getdata(scn, nullptr);
+      Elf_Scn* symscn = elf_getscn(elf, shdr.sh_link);
+      GElf_Shdr symshdr;
+      Elf_Data* symdata = symscn ? elf_getdata(symscn, nullptr) : nullptr;
+      if (!data || !symscn || !gelf_getshdr(symscn, &symshdr)) continue;
+      std::size_t entsize = shdr.sh_entsize ? shdr.sh_entsize : sizeof(Elf64_Rela);
+      for (std::size_t i = 0; i < shdr.sh_size / entsize; ++i) {
+        GElf_Rela rela;
+        if (!gelf_getrela(data, static_cast<int>(i), &rela)) break;
+        auto type = GELF_R_TYPE(rela.r_info);
+        IfuncSlot slot{RuntimeAddr(rela.r_offset + bias), path, "", plt};
+        if (type == R_X86_64_IRELATIVE) {
+          // The defining module's own calls: the addend is the resolver.
+          if (path != w.ifunc.module ||
+              static_cast<GElf_Addr>(rela.r_addend) + bias != w.ifunc.address.value())
+            continue;
+          slot.kind = "IRELATIVE";
+          w.own.push_back(slot);
+          continue;
+        }
+        if (type != R_X86_64_JUMP_SLOT && type != R_X86_64_GLOB_DAT) continue;
+        GElf_Sym sym;
+        if (!symdata || !gelf_getsym(symdata, static_cast<int>(GELF_R_SYM(rela.r_info)), &sym))
+          continue;
+        const char* name = elf_strptr(elf, symshdr.sh_link, sym.st_name);
+        if (!name || w.name != name) continue;
+        slot.kind = type == R_X86_64_JUMP_SLOT ? "JUMP_SLOT" : "GLOB_DAT";
+        (path == w.executable ? w.exe : w.others).push_back(slot);
+      }
+    }
+    return DWARF_CB_OK;
+  };
+  dwfl_getmodules(dwfl_, visit, &walk, 0);
+  std::vector<IfuncSlot> out = std::move(walk.own);
+  out.insert(out.end(), walk.exe.begin(), walk.exe.end());
+  out.insert(out.end(), walk.others.begin(), walk.others.end());
+  return out;
 }
 
 bool ProcessSymbols::has_symtab(const std::string& module) const {

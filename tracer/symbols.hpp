@@ -21,6 +21,22 @@ struct Symbol {
   std::string name;
   RuntimeAddr address;
   std::uint64_t size = 0;
+  // STT_GNU_IFUNC: `address` is the resolver, which returns the implementation the dynamic
+  // loader binds calls to (strlen -> __strlen_evex on a CPU with AVX-512). See tracer/ifunc.hpp.
+  bool ifunc = false;
+};
+
+// A relocated pointer slot in a loaded module that may hold the implementation an IFUNC
+// symbol resolved to: an R_X86_64_IRELATIVE of the defining module whose addend is the
+// resolver (the module's own calls), or an R_X86_64_JUMP_SLOT / GLOB_DAT against the
+// symbol's name in any module (calls from there, once bound).
+struct IfuncSlot {
+  RuntimeAddr slot;    // where the pointer is, in the live process
+  std::string module;  // the module whose relocation it is
+  std::string kind;    // "IRELATIVE", "JUMP_SLOT" or "GLOB_DAT"
+  // The referencing module's PLT: a lazily bound JUMP_SLOT points back there until the
+  // first call, so such a value says nothing.
+  std::vector<std::pair<RuntimeAddr, RuntimeAddr>> plt;
 };
 
 class ProcessSymbols {
@@ -33,8 +49,11 @@ class ProcessSymbols {
   // Reads /proc/PID/maps again (libraries loaded since).
   void refresh();
 
-  // Function symbols called `name`; `module` (a file name or path), when given, restricts the
-  // search to that module. The executable's matches come first.
+  // Function symbols (STT_FUNC and STT_GNU_IFUNC) called `name`; `module` (a file name or
+  // path), when given, restricts the search to that module. The executable's matches come
+  // first. Where a module has the name under its default version (memcpy@@GLIBC_2.14) and a
+  // compat one (memcpy@GLIBC_2.2.5), only the default is kept (what a program linked today
+  // binds to), unless `name` gives the version itself.
   std::vector<Symbol> find(const std::string& name, const std::string& module = {}) const;
   // Exactly one match, or a UsageError that says which process, which symbol and why.
   Symbol resolve(const std::string& name, const std::string& module = {}) const;
@@ -47,6 +66,16 @@ class ProcessSymbols {
   std::optional<Symbol> sized_function_containing(RuntimeAddr at) const;
   // "symbol+0x12 in libc.so.6", or "0x7f.. in libc.so.6", or "0x7f.." for unknown addresses.
   std::string describe(RuntimeAddr at) const;
+
+  // Every name of the function that starts at `at`, without symbol versions, sorted: the
+  // exported ones (.dynsym: readdir, readdir64) where the module exports any there, else every
+  // name in its symbol table (__memcpy_avx_unaligned_erms, __memmove_avx_unaligned_erms).
+  std::vector<std::string> names_at(RuntimeAddr at) const;
+  // The slots that may hold what `ifunc` resolved to, the defining module's IRELATIVE slots
+  // first, then the executable's, then the other modules'.
+  std::vector<IfuncSlot> ifunc_slots(const Symbol& ifunc) const;
+  // The path of the module mapped at `at`; empty when none is.
+  std::string module_at(RuntimeAddr at) const;
 
   // The executable's path (the module mapped from /proc/PID/exe).
   const std::string& executable() const { return executable_; }

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <ctime>
+#include <fstream>
 #include <optional>
 #include <unordered_map>
 
@@ -31,6 +32,15 @@ double now_s() {
   return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
+// A thread's name (/proc/PID/task/TID/comm: pthread_setname_np, or the program's name), read
+// once, at its first hit.
+std::string thread_name(pid_t pid, pid_t tid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/task/" + std::to_string(tid) + "/comm");
+  std::string name;
+  std::getline(in, name);
+  return name;
+}
+
 std::unique_ptr<TracedProcess> start_target(const TraceOptions& opts) {
   if (opts.pid) return TracedProcess::attach(opts.pid);
   LaunchSpec spec;
@@ -48,8 +58,9 @@ std::unique_ptr<TracedProcess> start_target(const TraceOptions& opts) {
 
 // Hit bookkeeping that outlives the threads (a thread's state goes when it exits).
 struct Recorder {
-  std::map<std::uint64_t, std::set<pid_t>> threads_by_site;
+  std::map<std::uint64_t, std::map<pid_t, std::uint64_t>> threads_by_site;
   std::map<pid_t, std::uint64_t> thread_hits;
+  std::map<pid_t, std::string> thread_names;
   std::map<std::uint64_t, std::map<std::vector<std::uint64_t>, std::uint64_t>> stacks;
   std::unordered_map<std::uint64_t, std::string> frame_names;
   std::optional<StackCollector> collector;
@@ -179,19 +190,25 @@ class TraceRun {
 
 std::vector<ResolvedProbe> TraceRun::resolve(bool first_image) {
   TracedProcess& p = *proc_;
-  if (first_image) {
-    return resolve_probes(opts_.probes, *symbols_, p.memory(), p.proc_tid(), opts_.all_matches);
-  }
-  // In a new image a probe may name nothing: say so and go on with the others.
+  // An IFUNC that no relocated slot shows resolved: its resolver runs in a stopped thread.
+  ResolverCall call = [&p](RuntimeAddr resolver) { return p.call_in_tracee(resolver); };
   std::vector<ResolvedProbe> out;
-  for (const auto& spec : opts_.probes) {
-    try {
-      auto r = resolve_probes({spec}, *symbols_, p.memory(), p.proc_tid(), opts_.all_matches);
-      out.insert(out.end(), r.begin(), r.end());
-    } catch (const UsageError& e) {
-      notes_ << "probecost trace: not probed in the new image: " << e.what() << std::endl;
+  if (first_image) {
+    out =
+        resolve_probes(opts_.probes, *symbols_, p.memory(), p.proc_tid(), opts_.all_matches, call);
+  } else {
+    // In a new image a probe may name nothing: say so and go on with the others.
+    for (const auto& spec : opts_.probes) {
+      try {
+        auto r =
+            resolve_probes({spec}, *symbols_, p.memory(), p.proc_tid(), opts_.all_matches, call);
+        out.insert(out.end(), r.begin(), r.end());
+      } catch (const UsageError& e) {
+        notes_ << "probecost trace: not probed in the new image: " << e.what() << std::endl;
+      }
     }
   }
+  merge_same_address(out);
   return out;
 }
 
@@ -214,7 +231,19 @@ void TraceRun::enable_int3(const ResolvedProbe& probe) {
 Placement TraceRun::place(const ResolvedProbe& probe,
                           std::map<std::uint64_t, std::size_t>& jump_at) {
   Placement pl;
-  if (jumps_) {
+  if (jumps_ && !probe.implementation.empty()) {
+    // glibc's IFUNC implementations are hand-written assembly with several entry points:
+    // __mempcpy_avx512_unaligned_erms jumps to the second instruction of
+    // __memmove_avx512_unaligned_erms, from outside the function the planner decodes. A jump
+    // over the first bytes would send such a branch into the middle of the jmp (SIGILL).
+    pl.why_not_jump = "an IFUNC implementation (" + probe.implementation +
+                      "): other functions branch into its first bytes";
+    if (opts_.via == "jump") {
+      throw UsageError("cannot patch a jump at " + probe.spec + " (" + probe.address.hex() +
+                       ") in process " + std::to_string(proc_->pid()) + ": " + pl.why_not_jump +
+                       " (--via auto falls back to int3 there)");
+    }
+  } else if (jumps_) {
     auto known = jump_at.find(probe.address.value());
     if (known != jump_at.end()) {
       pl.jump = known->second;
@@ -379,8 +408,8 @@ TraceReport TraceRun::run() {
   if (opts_.stacks) rec_.collector.emplace(opts_.stack_depth);
   Session session(p, *step_over_);
   session.set_hit_observer([&](pid_t tid, StoppedThread& thread, BreakpointSite& site) {
-    ++rec_.thread_hits[tid];
-    rec_.threads_by_site[site.address().value()].insert(tid);
+    if (++rec_.thread_hits[tid] == 1) rec_.thread_names[tid] = thread_name(p.pid(), tid);
+    ++rec_.threads_by_site[site.address().value()][tid];
     if (rec_.collector) rec_.record_stack(*symbols_, tid, thread, site);
   });
   if (opts_.announce) {
@@ -418,6 +447,7 @@ TraceReport TraceRun::run() {
   let_go();
   close_image();
   report_.thread_hits = rec_.thread_hits;
+  report_.thread_names = rec_.thread_names;
   report_.hits += session.stats().hits;
   report_.syscalls_per_hit = report_.hits ? static_cast<double>(syscalls) / report_.hits : 0;
   report_.tracee_cpu_s = std::max(0.0, tracee_last_ - tracee0_);

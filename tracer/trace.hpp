@@ -52,8 +52,8 @@ struct ProbeReport {
   std::string step_over;     // how a hit gets past it (int3), or how much the jump replaced
   std::uint64_t events_read = 0, events_lost = 0;  // jump probes with --events
   std::uint64_t hits = 0;
-  std::set<pid_t> threads;
-  std::vector<StackCount> stacks;  // most frequent first
+  std::map<pid_t, std::uint64_t> threads;  // int3 probes: hits by thread
+  std::vector<StackCount> stacks;          // most frequent first
 };
 
 struct TraceReport {
@@ -62,6 +62,7 @@ struct TraceReport {
   double duration_s = 0;
   std::vector<ProbeReport> probes;
   std::map<pid_t, std::uint64_t> thread_hits;
+  std::map<pid_t, std::string> thread_names;  // each thread's name (comm) at its first hit
   std::uint64_t hits = 0;
   // How long the process was held stopped while the probes went in (symbols resolved, bytes
   // written): before `duration_s` starts (for a launched command, from its entry point on),
