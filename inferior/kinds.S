@@ -296,6 +296,25 @@ probecost_kind_branch_in:
   ret
   END(branch_in)
 
+/* Entered after its first instruction from another function, as glibc's
+   __mempcpy_avx_unaligned_erms enters __memmove_avx_unaligned_erms: the function alone looks
+   patchable; only a scan of the whole module sees the branch. */
+  .balign 16
+SITE(outside_in)
+probecost_call_outside_in:
+probecost_kind_outside_in:
+  mov %rdi, %rax
+probecost_kinds_outside_in_body:
+  add $1, %rax
+  ADD_RAX
+  ret
+  END(outside_in)
+  .balign 16
+probecost_kinds_outside_in_other:
+  mov %rdi, %rax
+  jmp probecost_kinds_outside_in_body
+  .size probecost_kinds_outside_in_other, . - probecost_kinds_outside_in_other
+
 /* 4 bytes, ending in a tail jump: too short for a 5-byte jump. */
   .balign 16
 probecost_kinds_short_helper:

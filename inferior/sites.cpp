@@ -59,7 +59,7 @@ PROBECOST_SITE void probecost_site_int3(std::uint64_t arg) {
 #define KINDS(X)                                                                        \
   X(nop) X(nop5) X(endbr64) X(push) X(pop) X(mov) X(sub) X(lea) X(lea_rip) X(load_rip) \
   X(store_rip) X(jmp32) X(jmp8) X(call) X(jcc_taken) X(jcc_not_taken) X(ret) X(frame)  \
-  X(flags) X(redzone) X(branch_in) X(short) X(syscall) X(indirect)
+  X(flags) X(redzone) X(branch_in) X(short) X(syscall) X(indirect) X(outside_in)
 KINDS(KIND)
 #undef KIND
 // clang-format on

@@ -67,7 +67,8 @@ TEST_P(JumpKinds, SameResultAndExactHitsThroughAJumpOrARefusal) {
       "jump", 0};
   static const std::map<std::string, std::string> refused = {
       {"call", "call"},        {"ret", "a jump needs 5"}, {"short", "a jump needs 5"},
-      {"branch_in", "branch"}, {"syscall", "syscall"},    {"indirect", "indirect"}};
+      {"branch_in", "branch"}, {"syscall", "syscall"},    {"indirect", "indirect"},
+      {"outside_in", "outside the function"}};
   if (auto r = refused.find(c.kind); r != refused.end()) {
     try {
       run_once(m, cfg);
@@ -103,7 +104,8 @@ INSTANTIATE_TEST_SUITE_P(AllKinds, StepOverKinds, ::testing::ValuesIn(cases()), 
 std::vector<Case> jump_cases() {
   std::vector<Case> out = cases();
   for (unsigned threads : {1u, 4u}) {
-    for (const char* k : {"frame", "flags", "redzone", "branch_in", "short", "syscall", "indirect"})
+    for (const char* k :
+         {"frame", "flags", "redzone", "branch_in", "short", "syscall", "indirect", "outside_in"})
       out.push_back({k, threads});
   }
   return out;

@@ -96,17 +96,57 @@ std::optional<JumpPlan> JumpProbes::plan(RuntimeAddr site, const ProcessSymbols&
   return plan_jump(function->address, code, site, why);
 }
 
-bool JumpProbes::range_is_free(const JumpPlan& plan, std::string& why) {
-  auto inside = [&](RuntimeAddr a) { return plan.site < a && a < plan.end(); };
+std::string JumpProbes::thread_inside(const JumpPlan& plan) {
   for (auto& [tid, t] : proc_.tasks()) {
     if (!t.stopped()) continue;  // in the kernel (vfork, exit): not in user code
     auto rip = t.rip();
-    if (rip && inside(*rip)) {
-      why =
-          "thread " + std::to_string(tid) + " is inside the bytes to patch (at " + rip->hex() + ")";
-      return false;
+    if (rip && plan.site < *rip && *rip < plan.end()) {
+      return "thread " + std::to_string(tid) + " is inside the bytes to patch (at " + rip->hex() +
+             ")";
     }
   }
+  return "";
+}
+
+void JumpProbes::let_threads_move() {
+  std::vector<pid_t> held;
+  for (auto& [tid, t] : proc_.tasks()) {
+    if (t.stopped() && !t.deferred && t.runs_with_us()) held.push_back(tid);
+  }
+  proc_.resume_stopped(held);
+  // Anything they report meanwhile (a hit on an int3 probe already in) is kept for the
+  // event loop; only the interrupts' own stops are taken here.
+  proc_.stop_all(0);
+}
+
+std::string JumpProbes::branch_from_module(const JumpPlan& plan) {
+  std::optional<Mapping> text;
+  auto maps = read_maps(proc_.proc_tid());
+  for (const auto& m : maps) {
+    if (m.contains(plan.site)) text = m;
+  }
+  if (!text || text->path.empty() || text->path[0] != '/') return "";  // anonymous code: none
+  auto [it, fresh] = branches_.try_emplace(text->path);
+  if (fresh) {
+    for (const auto& m : maps) {
+      if (m.path != text->path || !m.exec) continue;
+      std::vector<std::uint8_t> code(static_cast<std::size_t>(m.end - m.start));
+      try {
+        proc_.memory().read(m.start, code);
+      } catch (const Error&) {
+        continue;  // unreadable (a guard page): nothing to index
+      }
+      it->second.add(code, m.start);
+    }
+  }
+  auto from = it->second.into(plan.site + 1, plan.end(), plan.site, plan.end());
+  if (from.empty()) return "";
+  return "a direct branch at " + from.front().hex() + " (outside the function) lands inside the " +
+         "bytes to patch";
+}
+
+bool JumpProbes::range_is_free(const JumpPlan& plan, std::string& why) {
+  auto inside = [&](RuntimeAddr a) { return plan.site < a && a < plan.end(); };
   for (const auto& s : proc_.sites()) {
     if (s->enabled() && (inside(s->address()) || s->address() == plan.site)) {
       why = "an int3 probe is at " + s->address().hex() + ", inside the bytes to patch";
@@ -144,7 +184,16 @@ std::optional<jump::PlacedSite> JumpProbes::place(const JumpPlan& plan, std::uin
 std::optional<std::size_t> JumpProbes::add(RuntimeAddr site, const ProcessSymbols& symbols,
                                            std::uint32_t id, std::string label, std::string& why) {
   auto p = plan(site, symbols, why);
-  if (!p || !range_is_free(*p, why)) return std::nullopt;
+  if (!p) return std::nullopt;
+  why = branch_from_module(*p);
+  if (!why.empty()) return std::nullopt;
+  // A thread caught inside the range is usually passing through: let everyone run a moment
+  // and look again, a few times, before refusing (Orbit retries the same way).
+  for (int attempt = 0; !(why = thread_inside(*p)).empty(); ++attempt) {
+    if (attempt == 8) return std::nullopt;
+    let_threads_move();
+  }
+  if (!range_is_free(*p, why)) return std::nullopt;
   std::size_t area = 0;
   auto placed = place(*p, id, area, why);
   if (!placed) return std::nullopt;

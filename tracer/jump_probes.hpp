@@ -14,11 +14,13 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "breakpoint/branch_scan.hpp"
 #include "breakpoint/event_ring.hpp"
 #include "breakpoint/jump_area.hpp"
 #include "tracer/process.hpp"
@@ -79,6 +81,14 @@ class JumpProbes {
 
   std::optional<JumpPlan> plan(RuntimeAddr site, const ProcessSymbols& symbols, std::string& why);
   bool range_is_free(const JumpPlan& plan, std::string& why);
+  // A thread's RIP inside the bytes to patch (after the first): the reason, or empty.
+  std::string thread_inside(const JumpPlan& plan);
+  // Lets the threads run a moment and stops them again (a thread caught inside a patch range
+  // is usually just passing through).
+  void let_threads_move();
+  // Direct branches from anywhere in the site's module into the patched bytes: the reason, or
+  // empty.
+  std::string branch_from_module(const JumpPlan& plan);
   std::optional<jump::PlacedSite> place(const JumpPlan& plan, std::uint32_t id, std::size_t& area,
                                         std::string& why);
   Area map_area(RuntimeAddr near);
@@ -89,6 +99,7 @@ class JumpProbes {
   jump::AreaLayout layout_;
   std::vector<Area> areas_;
   std::vector<Probe> probes_;
+  std::map<std::string, BranchIndex> branches_;  // per module path, built on first use
 };
 
 }  // namespace probecost

@@ -1,0 +1,37 @@
+#pragma once
+// Direct branches from anywhere in a module into a range: what a jump patch must also rule out.
+//
+// plan_jump decodes the containing function, which is all optprobes can do for kernel code it
+// has no other knowledge of. A user-space library has more: glibc's hand-written string
+// functions jump between each other's bodies (__mempcpy_avx_unaligned_erms enters
+// __memmove_avx_unaligned_erms after its first instruction), and those bodies often have no
+// symbol at all in a stripped libc. So the module's whole executable text is decoded by linear
+// sweep (x86 code compiled or assembled into .text resynchronises within a few instructions;
+// tables live in .rodata), and every relative jmp, jcc and call is indexed by its target. A
+// false target can only make us refuse a site, never accept one.
+#include <cstdint>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "breakpoint/address.hpp"
+
+namespace probecost {
+
+class BranchIndex {
+ public:
+  // `code` is mapped at `base`; may be called for several pieces of one module.
+  void add(std::span<const std::uint8_t> code, RuntimeAddr base);
+  // Sources of direct branches whose target is in [lo, hi), except those from inside
+  // [skip_lo, skip_hi).
+  std::vector<RuntimeAddr> into(RuntimeAddr lo, RuntimeAddr hi, RuntimeAddr skip_lo,
+                                RuntimeAddr skip_hi) const;
+  std::size_t size() const { return by_target_.size(); }
+
+ private:
+  // (target, source), sorted by target once the pieces are in.
+  mutable std::vector<std::pair<std::uint64_t, std::uint64_t>> by_target_;
+  mutable bool sorted_ = true;
+};
+
+}  // namespace probecost
