@@ -66,8 +66,12 @@ TEST_P(JumpKinds, SameResultAndExactHitsThroughAJumpOrARefusal) {
       "jump", "", {"--site", "kind:" + c.kind}, HitSource::TracerHits, "probecost_kind_" + c.kind,
       "jump", 0};
   static const std::map<std::string, std::string> refused = {
-      {"call", "call"},        {"ret", "a jump needs 5"}, {"short", "a jump needs 5"},
-      {"branch_in", "branch"}, {"syscall", "syscall"},    {"indirect", "indirect"},
+      {"call", "call"},
+      {"ret", "a jump needs 5"},
+      {"short", "a jump needs 5"},
+      {"branch_in", "branch"},
+      {"syscall", "syscall"},
+      {"indirect", "indirect"},
       {"outside_in", "outside the function"}};
   if (auto r = refused.find(c.kind); r != refused.end()) {
     try {
