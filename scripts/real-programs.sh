@@ -121,10 +121,10 @@ round() { echo go >&7; read -r _ <&8; }
 timed_round() { local t0; t0=$(now); round; echo "$(now) - $t0" | bc; }
 round # warm up
 base=$(timed_round)
-bpftrace -q -f json -e "uprobe:$libc:malloc /pid == $ppid/ { @n = count(); }" >"$tmp/bt.json" 2>&1 &
+bpftrace -f json -e "uprobe:$libc:malloc /pid == $ppid/ { @n = count(); }" >"$tmp/bt.json" 2>&1 &
 btpid=$!
-# bpftrace says nothing once its probes are in: wait for its uprobe in tracefs.
-until grep -q . /sys/kernel/tracing/uprobe_events 2>/dev/null; do sleep 0.05; done
+# bpftrace says when its probes are in: {"type": "attached_probes", ...}.
+until grep -q attached_probes "$tmp/bt.json"; do sleep 0.05; done
 t=$(timed_round)
 kill -INT "$btpid"
 wait "$btpid" || true
