@@ -14,6 +14,7 @@
 #include "breakpoint/error.hpp"
 #include "breakpoint/step_over.hpp"
 #include "cli/commands.hpp"
+#include "cli/common.hpp"
 #include "cli/output.hpp"
 #include "cli/parse.hpp"
 #include "compare/calibration.hpp"
@@ -79,17 +80,6 @@ po::options_description describe_options(Args& a) {
       "format,f", po::value(&a.format)->default_value("text"), "text or json (csv with --cost)")(
       "output,o", po::value(&a.output), "write the report to FILE");
   return desc;
-}
-
-std::vector<std::string> split_commas(const std::vector<std::string>& in) {
-  std::vector<std::string> out;
-  for (const auto& s : in) {
-    std::stringstream ss(s);
-    for (std::string part; std::getline(ss, part, ',');) {
-      if (!part.empty()) out.push_back(part);
-    }
-  }
-  return out;
 }
 
 int cost_arithmetic(const Args& a) {

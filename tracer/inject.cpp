@@ -80,25 +80,38 @@ long TracedProcess::inject_syscall(Task& t, long nr, const std::array<long, 6>& 
   return result;
 }
 
-std::optional<long> TracedProcess::syscall_in_tracee(long nr, const std::array<long, 6>& args,
-                                                     Task* via) {
+namespace {
+
+// Resumes, whatever happens, the threads stopped for one injected call.
+struct ResumeOnExit {
+  TracedProcess& proc;
+  std::vector<pid_t> stopped;
+  ~ResumeOnExit() {
+    try {
+      proc.resume_stopped(stopped);
+    } catch (const Error&) {
+      // A resume fails only for a thread that is gone; its exit is reported later.
+    }
+  }
+};
+
+}  // namespace
+
+Task* TracedProcess::alone(Task* via, std::vector<pid_t>& stopped) {
   Task* t = via ? via : any_stopped_thread();
-  if (!t) return std::nullopt;
+  if (!t) return nullptr;
   pid_t tid = t->tid();
   std::uint64_t serial = t->serial();
+  stopped = stop_all(tid);
+  return still(tid, serial);  // another thread's exec may have ended it meanwhile
+}
+
+std::optional<long> TracedProcess::syscall_in_tracee(long nr, const std::array<long, 6>& args,
+                                                     Task* via) {
   // The `syscall` borrows two bytes at the thread's PC, which another thread could execute
   // meanwhile (the instruction after a one-byte site, say): everyone else waits.
-  struct Others {
-    TracedProcess& proc;
-    std::vector<pid_t> stopped;
-    ~Others() {
-      try {
-        proc.resume_stopped(stopped);
-      } catch (const Error&) {
-      }
-    }
-  } others{*this, stop_all(t->tid())};
-  t = still(tid, serial);  // an exec elsewhere may have ended it meanwhile
+  ResumeOnExit others{*this, {}};
+  Task* t = alone(via, others.stopped);
   if (!t) return std::nullopt;
   return inject_syscall(*t, nr, args);
 }
@@ -154,19 +167,10 @@ std::uint64_t TracedProcess::inject_call(Task& t, RuntimeAddr fn) {
 }
 
 std::optional<std::uint64_t> TracedProcess::call_in_tracee(RuntimeAddr fn, Task* via) {
-  Task* t = via ? via : any_stopped_thread();
-  if (!t) return std::nullopt;
   // The function runs on the process's memory: no other thread runs meanwhile.
-  struct Others {
-    TracedProcess& proc;
-    std::vector<pid_t> stopped;
-    ~Others() {
-      try {
-        proc.resume_stopped(stopped);
-      } catch (const Error&) {
-      }
-    }
-  } others{*this, stop_all(t->tid())};
+  ResumeOnExit others{*this, {}};
+  Task* t = alone(via, others.stopped);
+  if (!t) return std::nullopt;
   return inject_call(*t, fn);
 }
 

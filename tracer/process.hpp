@@ -163,6 +163,10 @@ class TracedProcess {
   void kill();
 
  private:
+  // `via` (or any stopped thread) with every other thread stopped, their tids in `stopped`;
+  // nullptr when there is none, or it ended while the others stopped.
+  Task* alone(Task* via, std::vector<pid_t>& stopped);
+
   TracedProcess(pid_t pid, bool launched);
   void seize_all_threads();
   Task& add_task(pid_t tid, Task::Role role);
