@@ -10,6 +10,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <sstream>
 
 #include "breakpoint/error.hpp"
@@ -55,7 +56,8 @@ nlohmann::json to_json(const TraceReport& r) {
   nlohmann::json probes = nlohmann::json::array();
   nlohmann::json stacks = nlohmann::json::object();
   for (const auto& p : r.probes) {
-    probes.push_back({{"spec", p.probe.spec},
+    probes.push_back({{"pid", p.pid},
+                      {"spec", p.probe.spec},
                       {"address", p.probe.address.hex()},
                       {"module", p.probe.module},
                       {"symbol", p.probe.symbol},
@@ -108,6 +110,17 @@ nlohmann::json to_json(const TraceReport& r) {
     j["command_status"] = ws.exited() ? ws.exit_code() : 128 + ws.term_signal();
   }
   j["images"] = r.images;
+  j["follow_forks"] = r.follow_forks;
+  j["never_probed"] = r.never_probed;
+  nlohmann::json processes = nlohmann::json::array();
+  for (const auto& pr : r.processes) {
+    processes.push_back({{"pid", pr.pid},
+                         {"parent", pr.parent},
+                         {"images", pr.images},
+                         {"hits", pr.hits},
+                         {"end", pr.end}});
+  }
+  j["processes"] = processes;
   j["version"] = PROBECOST_VERSION;
   if (r.stacks) {
     j["stacks"] = stacks;
@@ -116,18 +129,27 @@ nlohmann::json to_json(const TraceReport& r) {
   return j;
 }
 
-// Probe rows, most hits first (within each image, images in the order they ran).
+// Probe rows, most hits first within each process and image (processes in the order they
+// were traced, images in the order they ran).
 std::vector<const ProbeReport*> sorted_rows(const TraceReport& r) {
   std::vector<const ProbeReport*> rows;
   for (const auto& p : r.probes) rows.push_back(&p);
+  auto process = [&](const ProbeReport* p) {
+    auto it = std::find_if(r.processes.begin(), r.processes.end(),
+                           [&](const ProcessReport& pr) { return pr.pid == p->pid; });
+    return it - r.processes.begin();
+  };
+  auto image = [&](const ProbeReport* p) {
+    return std::find(r.images.begin(), r.images.end(), p->image) - r.images.begin();
+  };
   std::stable_sort(rows.begin(), rows.end(), [&](const ProbeReport* a, const ProbeReport* b) {
-    auto image = [&](const ProbeReport* p) {
-      return std::find(r.images.begin(), r.images.end(), p->image) - r.images.begin();
-    };
+    if (process(a) != process(b)) return process(a) < process(b);
     return image(a) != image(b) ? image(a) < image(b) : a->hits > b->hits;
   });
   return rows;
 }
+
+bool several_processes(const TraceReport& r) { return r.processes.size() > 1; }
 
 // RFC 4180: a field with a comma, a quote or a line break is quoted, its quotes doubled.
 std::string csv_field(const std::string& v) {
@@ -142,7 +164,7 @@ void write_csv(std::ostream& out, const TraceReport& r) {
   out << "pid,image,spec,address,module,symbol,implementation,via,hits,hits_per_s,threads\n";
   for (const ProbeReport* pp : sorted_rows(r)) {
     const ProbeReport& p = *pp;
-    out << r.pid << "," << csv_field(p.image) << "," << csv_field(p.probe.spec) << ","
+    out << p.pid << "," << csv_field(p.image) << "," << csv_field(p.probe.spec) << ","
         << p.probe.address.hex() << "," << csv_field(p.probe.module) << ","
         << csv_field(p.probe.symbol) << "," << csv_field(p.probe.implementation) << "," << p.via
         << "," << p.hits << "," << fmt("%.1f", r.duration_s > 0 ? p.hits / r.duration_s : 0.0)
@@ -181,7 +203,9 @@ void write_by_thread(std::ostream& out, const TraceReport& r) {
     std::vector<std::pair<pid_t, std::uint64_t>> rows(pp->threads.begin(), pp->threads.end());
     std::stable_sort(rows.begin(), rows.end(),
                      [](const auto& a, const auto& b) { return a.second > b.second; });
-    out << "\n  " << pp->probe.spec << ":";
+    out << "\n  " << pp->probe.spec;
+    if (several_processes(r)) out << " in process " << pp->pid;
+    out << ":";
     if (rows.empty()) out << " none";
     for (const auto& [tid, hits] : rows) {
       out << "\n    " << tid << " " << thread_name(r, tid) << " = " << hits;
@@ -190,50 +214,96 @@ void write_by_thread(std::ostream& out, const TraceReport& r) {
   out << "\n";
 }
 
+// --follow-forks: every process traced, with its parent, what it ran and its hits, and each
+// probe's hits over all of them.
+void write_processes(std::ostream& out, const TraceReport& r) {
+  out << "\nprocesses (" << r.processes.size() << "):\n";
+  for (const auto& pr : r.processes) {
+    out << "  " << pr.pid;
+    if (pr.parent) out << " (child of " << pr.parent << ")";
+    out << ":";
+    for (std::size_t i = 0; i < pr.images.size(); ++i) {
+      out << (i ? " -> " : " ") << base_name(pr.images[i]);
+    }
+    out << ", " << pr.hits << " hits, " << pr.end << "\n";
+  }
+  std::vector<std::pair<std::string, std::uint64_t>> totals;
+  for (const auto& p : r.probes) {
+    auto it = std::find_if(totals.begin(), totals.end(),
+                           [&](const auto& t) { return t.first == p.probe.spec; });
+    if (it == totals.end()) {
+      totals.emplace_back(p.probe.spec, p.hits);
+    } else {
+      it->second += p.hits;
+    }
+  }
+  out << "all processes:";
+  for (const auto& [spec, hits] : totals) out << " " << spec << "=" << hits;
+  out << " (" << r.hits << " hits)\n";
+}
+
 void write_text(std::ostream& out, const TraceReport& r, unsigned top, bool verbose) {
   out << "probecost trace: process " << r.pid << ", " << fmt("%.2f", r.duration_s) << " s, "
       << r.hits << " hits; ended: " << r.ending << " (held stopped " << fmt("%.0f", r.held_s * 1e3)
       << " ms while the probes went in)\n";
   {
     char line[512];
-    bool images = r.images.size() > 1;
-    std::snprintf(line, sizeof line, "\n%s%-28s %-16s %-18s %-24s %10s %15s %7s\n",
-                  images ? "image            " : "", "probe", "address", "module", "symbol", "hits",
-                  "hits/s (traced)", "threads");
+    bool images = r.images.size() > 1, pids = several_processes(r);
+    std::snprintf(line, sizeof line, "\n%s%s%-28s %-16s %-18s %-24s %10s %15s %7s\n",
+                  pids ? "pid      " : "", images ? "image            " : "", "probe", "address",
+                  "module", "symbol", "hits", "hits/s (traced)", "threads");
     out << line;
+    std::size_t hidden = 0;
     for (const ProbeReport* pp : sorted_rows(r)) {
       const ProbeReport& p = *pp;
+      // A shell forks for every command: its children's rows without a hit would bury the
+      // rest. -v shows them.
+      if (pids && p.pid != r.pid && p.hits == 0 && !verbose) {
+        ++hidden;
+        continue;
+      }
       std::string image = images ? fmt_str("%-16s ", base_name(p.image)) : "";
-      std::snprintf(line, sizeof line, "%s%-28s %-16s %-18s %-24s %10llu %15.0f %7s\n",
-                    image.c_str(), p.probe.spec.c_str(), p.probe.address.hex().c_str(),
+      std::string pid = pids ? fmt_str("%-8s ", std::to_string(p.pid)) : "";
+      std::snprintf(line, sizeof line, "%s%s%-28s %-16s %-18s %-24s %10llu %15.0f %7s\n",
+                    pid.c_str(), image.c_str(), p.probe.spec.c_str(), p.probe.address.hex().c_str(),
                     base_name(p.probe.module).c_str(), p.probe.symbol.c_str(),
                     static_cast<unsigned long long>(p.hits),
                     r.duration_s > 0 ? p.hits / r.duration_s : 0.0,
                     p.via == "jump" ? "-" : std::to_string(p.threads.size()).c_str());
       out << line;
     }
+    for (const auto& spec : r.never_probed) {
+      out << spec << ": named nothing in any process traced\n";
+    }
+    if (hidden) out << "(" << hidden << " rows of other processes without a hit: -v shows them)\n";
+    if (pids) write_processes(out, r);
     out << "hits/s (traced): hits per second while traced, lower than untraced by the tracing's "
            "own "
            "cost ('probecost overhead' measures the untraced rate and the cost of a hit alone)\n";
     out << "\nhow:";
+    std::set<std::string> said;
     for (const auto& p : r.probes) {
-      out << "\n  " << p.probe.spec << ": ";
+      std::ostringstream how;
+      how << "\n  " << p.probe.spec;
+      if (r.images.size() > 1) how << " in " << base_name(p.image);
+      how << ": ";
       if (!p.probe.implementation.empty()) {
-        out << "IFUNC resolved to " << p.probe.implementation << " (" << p.probe.resolved_by
+        how << "IFUNC resolved to " << p.probe.implementation << " (" << p.probe.resolved_by
             << "); ";
       }
       if (p.probe.names.size() > 1) {
-        out << "names";
+        how << "names";
         for (std::size_t i = 0; i < p.probe.names.size(); ++i) {
-          out << (i ? ", " : " ") << p.probe.names[i];
+          how << (i ? ", " : " ") << p.probe.names[i];
         }
-        out << "; ";
+        how << "; ";
       }
-      out << (p.via == "int3" ? "int3, " : "") << p.step_over;
-      if (!p.why_not_jump.empty()) out << "; no jump: " << p.why_not_jump;
+      how << (p.via == "int3" ? "int3, " : "") << p.step_over;
+      if (!p.why_not_jump.empty()) how << "; no jump: " << p.why_not_jump;
       if (p.events_read || p.events_lost) {
-        out << "; events: " << p.events_read << " records read, " << p.events_lost << " lost";
+        how << "; events: " << p.events_read << " records read, " << p.events_lost << " lost";
       }
+      if (said.insert(how.str()).second) out << how.str();
     }
     // Jump probes count in the tracee, per process: only int3 hits are known per thread.
     if (!r.thread_hits.empty()) {
@@ -331,6 +401,9 @@ int trace_command(const std::vector<std::string>& all_args) {
       "write the report to FILE (default: standard output; standard error when probecost "
       "launched the command, whose standard output is its own)")(
       "no-follow-exec", "end the trace when the process calls exec (default: probe the new image)")(
+      "follow-forks,F",
+      "also probe the processes it forks (fork, vfork, clone without CLONE_THREAD), theirs, "
+      "and what they exec, as strace -f does (-f is --format); hits per process and in total")(
       "quiet,q", "no progress line, no notes")(
       "verbose,v", "also each int3 probe's hits by thread, with the threads' names");
   po::variables_map vm = parse_options(args, desc, "trace");
@@ -377,6 +450,7 @@ int trace_command(const std::vector<std::string>& all_args) {
   opts.progress = !quiet && progress_allowed(opts.pid);
   opts.announce = !quiet;
   opts.follow_exec = !vm.count("no-follow-exec");
+  opts.follow_forks = vm.count("follow-forks") > 0;
   TraceReport report = run_trace(opts, std::cerr);
   std::ostringstream text;
   if (format == "json") {

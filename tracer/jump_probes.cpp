@@ -1,11 +1,13 @@
 #include "tracer/jump_probes.hpp"
 
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
+#include <sstream>
 
 #include "breakpoint/error.hpp"
 #include "breakpoint/patch_site.hpp"
@@ -126,7 +128,17 @@ std::string JumpProbes::branch_from_module(const JumpPlan& plan) {
     if (m.contains(plan.site)) text = m;
   }
   if (!text || text->path.empty() || text->path[0] != '/') return "";  // anonymous code: none
-  auto [it, fresh] = branches_.try_emplace(text->path);
+  // Indexed once per file for the whole run (every process that maps it: fork and exec
+  // children), in file offsets, so that it holds wherever ASLR put the module.
+  // The key has the file's size and mtime too: an inode number can be reused by a new file.
+  static std::map<std::string, BranchIndex> by_file;
+  std::ostringstream key;
+  key << text->path << '@' << text->file_id;
+  struct stat st {};
+  if (::stat(text->path.c_str(), &st) == 0) {
+    key << '@' << st.st_size << '@' << st.st_mtim.tv_sec << '.' << st.st_mtim.tv_nsec;
+  }
+  auto [it, fresh] = by_file.try_emplace(key.str());
   if (fresh) {
     for (const auto& m : maps) {
       if (m.path != text->path || !m.exec) continue;
@@ -136,10 +148,14 @@ std::string JumpProbes::branch_from_module(const JumpPlan& plan) {
       } catch (const Error&) {
         continue;  // unreadable (a guard page): nothing to index
       }
-      it->second.add(code, m.start);
+      it->second.add(code, RuntimeAddr(m.offset));
     }
   }
-  auto from = it->second.into(plan.site + 1, plan.end(), plan.site, plan.end());
+  std::int64_t bias = static_cast<std::int64_t>(text->start.value() - text->offset);
+  auto file = [&](RuntimeAddr a) { return RuntimeAddr(a.value() - static_cast<std::uint64_t>(bias)); };
+  auto from = it->second.into(file(plan.site + 1), file(plan.end()), file(plan.site),
+                              file(plan.end()));
+  for (auto& f : from) f = RuntimeAddr(f.value() + static_cast<std::uint64_t>(bias));
   if (from.empty()) return "";
   return "a direct branch at " + from.front().hex() + " (outside the function) lands inside the " +
          "bytes to patch";

@@ -99,7 +99,6 @@ class JumpProbes {
   jump::AreaLayout layout_;
   std::vector<Area> areas_;
   std::vector<Probe> probes_;
-  std::map<std::string, BranchIndex> branches_;  // per module path, built on first use
 };
 
 }  // namespace probecost

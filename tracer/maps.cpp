@@ -12,10 +12,11 @@ namespace probecost {
 
 std::optional<Mapping> parse_maps_line(const std::string& line) {
   std::uint64_t start, end, offset;
-  char perms[5] = {};
+  unsigned long long inode = 0;
+  char perms[5] = {}, dev[16] = {};
   int path_at = 0;
-  if (std::sscanf(line.c_str(), "%" SCNx64 "-%" SCNx64 " %4s %" SCNx64 " %*s %*u %n", &start, &end,
-                  perms, &offset, &path_at) < 4) {
+  if (std::sscanf(line.c_str(), "%" SCNx64 "-%" SCNx64 " %4s %" SCNx64 " %15s %llu %n", &start,
+                  &end, perms, &offset, dev, &inode, &path_at) < 4) {
     return std::nullopt;
   }
   Mapping m;
@@ -25,6 +26,7 @@ std::optional<Mapping> parse_maps_line(const std::string& line) {
   m.write = perms[1] == 'w';
   m.exec = perms[2] == 'x';
   m.offset = offset;
+  m.file_id = std::string(dev) + ":" + std::to_string(inode);
   if (path_at > 0 && static_cast<std::size_t>(path_at) < line.size()) m.path = line.substr(path_at);
   return m;
 }

@@ -14,6 +14,7 @@ struct Mapping {
   RuntimeAddr start, end;
   bool read = false, write = false, exec = false;
   std::uint64_t offset = 0;
+  std::string file_id;  // "device:inode" of a file mapping
   std::string path;
   bool contains(RuntimeAddr a) const { return start <= a && a < end; }
 };

@@ -27,4 +27,12 @@ double children_cpu_seconds() {
          ru.ru_stime.tv_usec / 1e6;
 }
 
+pid_t tgid_of(pid_t tid) {
+  std::ifstream in("/proc/" + std::to_string(tid) + "/status");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("Tgid:", 0) == 0) return static_cast<pid_t>(std::stoi(line.substr(5)));
+  }
+  return 0;
+}
+
 }  // namespace probecost

@@ -10,5 +10,7 @@ namespace probecost {
 std::string stat_field(pid_t pid, int n);
 // Our children's CPU time so far (RUSAGE_CHILDREN), user + system, in seconds.
 double children_cpu_seconds();
+// The thread group (process) a task belongs to, from /proc/TID/status; 0 if it is gone.
+pid_t tgid_of(pid_t tid);
 
 }  // namespace probecost

@@ -13,6 +13,7 @@
 
 #include "breakpoint/error.hpp"
 #include "breakpoint/outline.hpp"
+#include "tracer/family.hpp"
 #include "tracer/guardian.hpp"
 #include "tracer/maps.hpp"
 #include "tracer/proc_files.hpp"
@@ -21,14 +22,6 @@
 namespace probecost {
 
 namespace {
-
-pid_t tgid_of(pid_t tid) {
-  std::ifstream in("/proc/" + std::to_string(tid) + "/status");
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind("Tgid:", 0) == 0) return static_cast<pid_t>(std::stoi(line.substr(5)));
-  }
-  return 0;
-}
 
 // Whether two tasks share one address space (kcmp(2) KCMP_VM). Nothing when the kernel cannot
 // say (no kcmp, or a task gone).
@@ -114,11 +107,17 @@ bool TracedProcess::dying() {
 // ---- waiting -------------------------------------------------------------------------------
 
 std::optional<TaskEvent> TracedProcess::wait_any(bool interruptible) {
-  int status = 0;
-  pid_t tid = sys::wait_for(-1, &status, __WALL, interruptible);
-  if (tid >= 0) return TaskEvent{tid, WaitStatus(status)};
-  if (errno == EINTR || errno == ECHILD) return std::nullopt;
-  throw Error::from_errno("waitpid");
+  for (;;) {
+    int status = 0;
+    pid_t tid = sys::wait_for(-1, &status, __WALL, interruptible);
+    if (tid < 0) {
+      if (errno == EINTR || errno == ECHILD) return std::nullopt;
+      throw Error::from_errno("waitpid");
+    }
+    TaskEvent ev{tid, WaitStatus(status)};
+    // In a family, another member's event is handed to it and kept for its event loop.
+    if (!family_ || family_->route(ev, *this)) return ev;
+  }
 }
 
 void TracedProcess::task_gone(pid_t tid, WaitStatus ws) {
@@ -159,6 +158,13 @@ void TracedProcess::defer(Task& t, WaitStatus ws) {
 }
 
 std::optional<TaskEvent> TracedProcess::next_event() {
+  if (auto ev = next_deferred()) return ev;
+  auto ev = wait_any(true);
+  if (ev) absorb(ev->tid, ev->status);
+  return ev;
+}
+
+std::optional<TaskEvent> TracedProcess::next_deferred() {
   while (!deferred_.empty()) {
     pid_t tid = deferred_.front();
     deferred_.pop_front();
@@ -169,9 +175,7 @@ std::optional<TaskEvent> TracedProcess::next_event() {
     t->deferred.reset();
     return TaskEvent{tid, ws};
   }
-  auto ev = wait_any(true);
-  if (ev) absorb(ev->tid, ev->status);
-  return ev;
+  return std::nullopt;
 }
 
 bool TracedProcess::will_report(Task& t) {
@@ -286,10 +290,18 @@ pid_t TracedProcess::on_new_task(Task& parent) {
   // process's (Unknown). One of our own threads was not: it was resumed and may be stopped
   // again for something else, such as a breakpoint hit waiting in `deferred`, which must not
   // be dropped (the thread would go on one byte past the site, its first instruction skipped).
+  // In a family, a first stop that came before this event is held by the family.
+  std::optional<WaitStatus> orphan = family_ ? family_->take_orphan(child) : std::nullopt;
+  if (role == Task::Role::ForkChild && family_ && family_->following() && !task(child)) {
+    family_->add_member(std::unique_ptr<TracedProcess>(new TracedProcess(child, false)), *this)
+        .follow_fork(*this, orphan);
+    return 0;  // stopped until the tracer has set it up
+  }
   Task* known = task(child);
-  bool reported = known && known->stopped() && known->role() == Task::Role::Unknown;
+  bool reported = orphan || (known && known->stopped() && known->role() == Task::Role::Unknown);
   Task& c = add_task(child, role);
   c.set_role(role);
+  if (orphan) c.note_stop(*orphan);
   if (event == PTRACE_EVENT_VFORK) {
     parent.in_vfork = true;  // from when it is resumed until the child execs or exits
     vfork_parent_[child] = parent.tid();
@@ -338,12 +350,53 @@ void TracedProcess::release_fork_child(Task& child) {
   tasks_.erase(child.tid());
 }
 
-void TracedProcess::release_sharer(Task& t) {
+void TracedProcess::follow_fork(TracedProcess& parent, std::optional<WaitStatus> first_stop) {
+  Task& t = add_task(pid_, Task::Role::Thread);
+  if (first_stop) {
+    t.note_stop(*first_stop);
+  } else if (!wait_for(t)) {
+    return;  // killed before its first stop: there is nothing to set up
+  }
+  if (!alive()) return;
+  for (const auto& site : parent.sites_) {
+    if (site->enabled()) sites_.add(site->address(), site->label()).adopt(site->saved_byte());
+  }
+  try {
+    for (const auto& p : parent.patches_) {
+      if (!p->installed()) continue;
+      memory_.write(p->address(), p->patch().original_bytes());
+      sites_.add(p->address(), p->label()).enable();
+    }
+  } catch (const Error&) {
+    if (!dying()) throw;
+  }
+  // Its scratch pages (step-over copies) were copied with the rest of its memory.
+  scratch_pages_ = parent.scratch_pages_;
+  if (parent.has_guardian()) start_guardian();
+}
+
+void TracedProcess::follow_exec_of_sharer(Task& t) {
   pid_t tid = t.tid();
+  WaitStatus ws = t.last_stop();
+  pid_t tgid = tgid_of(tid);
+  release_sharer_bookkeeping(tid);
+  tasks_.erase(tid);
+  auto& member = family_->add_member(
+      std::unique_ptr<TracedProcess>(new TracedProcess(tgid ? tgid : tid, false)), *this);
+  member.add_task(tid, Task::Role::Thread).note_stop(ws);
+  member.exec_ended_ = true;  // the tracer runs it to its entry point and probes its image
+}
+
+void TracedProcess::release_sharer_bookkeeping(pid_t tid) {
   if (auto vp = vfork_parent_.find(tid); vp != vfork_parent_.end()) {
     if (Task* parent = task(vp->second)) parent->in_vfork = false;
     vfork_parent_.erase(vp);
   }
+}
+
+void TracedProcess::release_sharer(Task& t) {
+  pid_t tid = t.tid();
+  release_sharer_bookkeeping(tid);
   t.detach();
   tasks_.erase(tid);
 }
@@ -351,8 +404,12 @@ void TracedProcess::release_sharer(Task& t) {
 void TracedProcess::on_exec(Task& t) {
   if (t.role() != Task::Role::Thread) {
     // A vfork child (or another process that shared our memory) exec'd: it has its own
-    // address space now, without our bytes. It is let go.
-    release_sharer(t);
+    // address space now, without our bytes. It is let go, or followed.
+    if (family_ && family_->following() && t.role() == Task::Role::MemorySharer) {
+      follow_exec_of_sharer(t);
+    } else {
+      release_sharer(t);
+    }
     return;
   }
   // execve() killed every other thread, and the exec'ing thread took the leader's tid (the

@@ -32,6 +32,7 @@
 
 namespace probecost {
 
+class Family;
 class Guardian;
 
 struct LaunchSpec {
@@ -108,6 +109,8 @@ class TracedProcess {
   // bookkeeping (gone threads, exec, new tasks' states) is done. Nothing when the wait was
   // interrupted by a signal (a tick, a stop request) or no traced task is left.
   std::optional<TaskEvent> next_event();
+  // The oldest event kept for the event loop, if any (no wait).
+  std::optional<TaskEvent> next_deferred();
   // Waits until `task` reports, deferring other tasks' events. Nothing when it is gone.
   std::optional<WaitStatus> wait_for(Task& task);
 
@@ -151,6 +154,10 @@ class TracedProcess {
   // Nothing when no thread can run it now (every thread running, or held in a group-stop).
   std::optional<RuntimeAddr> map_scratch(RuntimeAddr near, Task* via = nullptr);
 
+  // The family this process belongs to (trace --follow-forks), if any.
+  Family* family() const { return family_; }
+  bool has_guardian() const { return guardian_ != nullptr; }
+
   // Watches over our int3 bytes from a separate process that puts them back if probecost
   // dies (SIGKILL, OOM) before it could. For processes we attached to.
   void start_guardian();
@@ -163,6 +170,17 @@ class TracedProcess {
   void kill();
 
  private:
+  friend class Family;
+  // This process is a fork child of `parent` (a member already): wait for its first stop
+  // unless it came (`first_stop`), then take over the copy of the parent's probes its memory
+  // holds: the int3 sites as they are, each jump put back to the original bytes with an int3
+  // over its first (the jump's trampoline and counters are the parent's, in memory both
+  // share).
+  void follow_fork(TracedProcess& parent, std::optional<WaitStatus> first_stop);
+  // A process that shared our memory (a vfork child) exec'd: while following, it becomes a
+  // member of its own, stopped at its exec.
+  void follow_exec_of_sharer(Task& t);
+
   // `via` (or any stopped thread) with every other thread stopped, their tids in `stopped`;
   // nullptr when there is none, or it ended while the others stopped.
   Task* alone(Task* via, std::vector<pid_t>& stopped);
@@ -179,6 +197,7 @@ class TracedProcess {
   bool will_report(Task& task);
   void release_fork_child(Task& child);
   void release_sharer(Task& task);
+  void release_sharer_bookkeeping(pid_t tid);  // a vfork waiter is out of vfork()
   // Detach's fix-up of one stopped task: a thread whose int3 trapped is rewound onto the site,
   // and its SIGTRAP consumed, before the byte goes back.
   void fix_up_trap(Task& task);
@@ -206,6 +225,7 @@ class TracedProcess {
   std::vector<RuntimeAddr> scratch_pages_;
   Ticker ticker_;
   std::unique_ptr<Guardian> guardian_;
+  Family* family_ = nullptr;
 };
 
 }  // namespace probecost

@@ -113,30 +113,43 @@ class OthersStopped {
 
 }  // namespace
 
-Session::End Session::run(const std::function<bool()>& stop_after_hit,
-                          const std::function<bool()>& on_tick) {
+void Session::start() {
   // The launch/attach stop (and any others left from before) are resumed first.
   for (auto& [tid, t] : proc_.tasks()) resume_if_stopped(tid);
+}
+
+bool Session::settle(const TaskEvent& ev) {
+  hit_happened_ = false;
+  try {
+    dispatch(ev);
+  } catch (const TaskGone&) {
+    return false;  // killed while we handled it; its exit is reported next
+  } catch (const Error&) {
+    // A memory write that failed because the process is exiting under us (exit_group
+    // from another thread): its exit is reported next. Anything else is a real failure.
+    if (!proc_.dying()) throw;
+    return false;
+  }
+  return true;
+}
+
+void Session::handle(const TaskEvent& ev) {
+  if (settle(ev) && proc_.alive()) resume_if_stopped(ev.tid);
+}
+
+Session::End Session::run(const std::function<bool()>& stop_after_hit,
+                          const std::function<bool()>& on_tick) {
+  start();
   while (proc_.alive()) {
     if (stop_requested()) return End::Interrupted;
-    if (past_deadline()) return End::Deadline;
+    if (deadline_reached(deadline_, deadline_armed_)) return End::Deadline;
     if (tick_requested().exchange(false) && on_tick && on_tick()) return End::Tick;
     auto ev = proc_.next_event();
     if (!ev) {
       if (errno == ECHILD || proc_.tasks().empty()) break;
       continue;  // a signal: the flags are looked at above
     }
-    hit_happened_ = false;
-    try {
-      dispatch(*ev);
-    } catch (const TaskGone&) {
-      continue;  // killed while we handled it; its exit is reported next
-    } catch (const Error&) {
-      // A memory write that failed because the process is exiting under us (exit_group
-      // from another thread): its exit is reported next. Anything else is a real failure.
-      if (!proc_.dying()) throw;
-      continue;
-    }
+    if (!settle(*ev)) continue;
     if (!proc_.alive()) break;
     if (hit_happened_ && stop_after_hit && stop_after_hit()) return End::Predicate;
     resume_if_stopped(ev->tid);
@@ -144,15 +157,15 @@ Session::End Session::run(const std::function<bool()>& stop_after_hit,
   return proc_.exec_ended() ? End::Exec : End::ProcessEnded;
 }
 
-bool Session::past_deadline() {
-  if (deadline_ <= 0) return false;
+bool deadline_reached(double deadline, bool& armed) {
+  if (deadline <= 0) return false;
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);  // vDSO: ~20 ns, no system call
-  double left = deadline_ - (ts.tv_sec + ts.tv_nsec / 1e9);
+  double left = deadline - (ts.tv_sec + ts.tv_nsec / 1e9);
   if (left <= 0) return true;
-  if (left < Ticker::kPeriod && !deadline_armed_) {
+  if (left < Ticker::kPeriod && !armed) {
     Ticker::next_tick_within(left);  // once: a system call
-    deadline_armed_ = true;
+    armed = true;
   }
   return false;
 }

@@ -18,6 +18,10 @@ struct SessionStats {
   std::uint64_t signals_passed = 0;  // signals delivered on to the tracee
 };
 
+// True once CLOCK_MONOTONIC reaches `deadline` (seconds; 0: none). Close to it, the next tick
+// is brought forward once (`armed`), so that a waiting loop wakes up in time.
+bool deadline_reached(double deadline, bool& armed);
+
 class Session {
  public:
   enum class End { ProcessEnded, Exec, Interrupted, Predicate, Tick, Deadline };
@@ -30,6 +34,11 @@ class Session {
   // process that hits a probe without pause cannot keep the loop from seeing them.
   End run(const std::function<bool()>& stop_after_hit = nullptr,
           const std::function<bool()>& on_tick = nullptr);
+  // The pieces of run() for a loop that waits for several processes at once (Family): resume
+  // every stopped thread, then hand each of the process's events to handle(), which resumes
+  // the thread afterwards.
+  void start();
+  void handle(const TaskEvent& ev);
   const SessionStats& stats() const { return stats_; }
   // After an exec: the new image's strategy (the old one's plans and pages are gone).
   void set_step_over(StepOver& step_over) { step_over_ = &step_over; }
@@ -44,12 +53,14 @@ class Session {
   }
 
  private:
+  // dispatch() with the ways a thread or the process can go away under it caught: false when
+  // the event ended that way (its exit is reported next).
+  bool settle(const TaskEvent& ev);
   void dispatch(const TaskEvent& ev);
   void on_trap(Task& task);
   bool on_breakpoint(Task& task, StoppedThread& thread);
   void on_hit(Task& task, StoppedThread& thread, BreakpointSite& site);
   void resume_if_stopped(pid_t tid);
-  bool past_deadline();
 
   TracedProcess& proc_;
   StepOver* step_over_;

@@ -251,6 +251,10 @@ void TracedProcess::seize_all_threads() {
 }
 
 void TracedProcess::resume_after_exec() {
+  // The exec event itself may have been kept for the event loop (seen while we waited for
+  // something else): it is settled here, by running to the new entry point.
+  for (auto& [tid, t] : tasks_) t.deferred.reset();
+  deferred_.clear();
   sites_.clear();
   patches_.clear();
   scratch_pages_.clear();

@@ -7,9 +7,11 @@
 #include <ctime>
 #include <fstream>
 #include <optional>
+#include <set>
 #include <unordered_map>
 
 #include "breakpoint/error.hpp"
+#include "tracer/family.hpp"
 #include "tracer/jump_probes.hpp"
 #include "tracer/process.hpp"
 #include "tracer/session.hpp"
@@ -70,6 +72,8 @@ struct Recorder {
                     BreakpointSite& site);
   std::vector<StackCount> top_stacks(std::uint64_t site) const;
   void forget_image() {
+    thread_hits.clear();
+    thread_names.clear();
     threads_by_site.clear();
     stacks.clear();
     frame_names.clear();
@@ -154,66 +158,107 @@ struct Placement {
   std::string why_not_jump;
 };
 
-// One run of `probecost trace`: an image at a time (a new one after each exec).
+// One process of the trace (the one started or attached to, or one it forked while we follow
+// forks), and its current image's probes.
+struct Traced {
+  TracedProcess* proc = nullptr;
+  std::unique_ptr<ProcessSymbols> symbols;
+  std::vector<ResolvedProbe> probes;
+  std::vector<Placement> placements;
+  std::unique_ptr<StepOver> step_over;
+  std::unique_ptr<JumpProbes> jumps;
+  std::unique_ptr<Session> session;
+  Recorder rec;
+  std::vector<std::string> images;
+  double cpu0 = 0, cpu_last = 0;  // its CPU time when we took it, and when last looked at
+};
+
+// One run of `probecost trace`: its processes, an image at a time each (a new one after each
+// exec).
 class TraceRun {
  public:
   TraceRun(const TraceOptions& opts, std::ostream& notes)
-      : opts_(opts), notes_(notes), proc_(start_target(opts)), held_from_(now_s()) {}
+      : opts_(opts), notes_(notes), family_(start_target(opts)), held_from_(now_s()) {}
   TraceReport run();
 
  private:
-  void install_image();
-  void refuse_leftovers();
-  std::vector<ResolvedProbe> resolve(bool first_image);
-  void enable_int3(const ResolvedProbe& probe);
-  Placement place(const ResolvedProbe& probe, std::map<std::uint64_t, std::size_t>& jump_at);
-  Session::End run_session(Session& session);
-  void close_image();
+  TracedProcess& root() { return family_.root(); }
+  Traced& add_traced(TracedProcess& proc);
+  Traced* traced(const TracedProcess* proc);
+  void install_image(Traced& tr);
+  void refuse_leftovers(Traced& tr);
+  std::vector<ResolvedProbe> resolve(Traced& tr, bool first_image);
+  void enable_int3(Traced& tr, const ResolvedProbe& probe);
+  Placement place(Traced& tr, const ResolvedProbe& probe,
+                  std::map<std::uint64_t, std::size_t>& jump_at);
+  void start_session(Traced& tr);
+  void take_fork_child(Traced& tr, Traced& parent);
+  void take_new_processes();
+  bool follow_execs();
+  void follow_exec(Traced& tr);
+  void on_tick();
+  Session::End loop();
+  void close_image(Traced& tr);
   void let_go();
-  std::uint64_t jump_hits() const;
+  std::uint64_t jump_hits(const Traced& tr) const;
+  std::uint64_t hits_so_far() const;
 
   const TraceOptions& opts_;
   std::ostream& notes_;
-  std::unique_ptr<TracedProcess> proc_;
+  Family family_;
+  std::vector<std::unique_ptr<Traced>> traced_;  // the root first
   TraceReport report_;
-  // The current image's
-  std::unique_ptr<ProcessSymbols> symbols_;
-  std::vector<ResolvedProbe> probes_;
-  std::vector<Placement> placements_;
-  std::unique_ptr<StepOver> step_over_;
-  std::unique_ptr<JumpProbes> jumps_;
-  Recorder rec_;
-  std::uint64_t int3_hits_before_ = 0;  // session hits of earlier images
-  double t0_ = 0, tracee0_ = 0, tracee_last_ = 0, next_progress_ = 0;
+  std::set<std::string> probed_specs_;  // specs that named something in some image
+  double t0_ = 0, next_progress_ = 0;
   double held_from_;  // every thread is stopped from here until the session runs
 };
 
-std::vector<ResolvedProbe> TraceRun::resolve(bool first_image) {
-  TracedProcess& p = *proc_;
+Traced& TraceRun::add_traced(TracedProcess& proc) {
+  traced_.push_back(std::make_unique<Traced>());
+  Traced& tr = *traced_.back();
+  tr.proc = &proc;
+  tr.cpu0 = tr.cpu_last = proc.cpu_seconds();
+  return tr;
+}
+
+Traced* TraceRun::traced(const TracedProcess* proc) {
+  for (auto& tr : traced_) {
+    if (tr->proc == proc) return tr.get();
+  }
+  return nullptr;
+}
+
+std::vector<ResolvedProbe> TraceRun::resolve(Traced& tr, bool first_image) {
+  TracedProcess& p = *tr.proc;
   // An IFUNC that no relocated slot shows resolved: its resolver runs in a stopped thread.
   ResolverCall call = [&p](RuntimeAddr resolver) { return p.call_in_tracee(resolver); };
   std::vector<ResolvedProbe> out;
-  if (first_image) {
-    out =
-        resolve_probes(opts_.probes, *symbols_, p.memory(), p.proc_tid(), opts_.all_matches, call);
+  // With --follow-forks the probes may be meant for what the children exec (`-F -- sh -c`).
+  if (first_image && !opts_.follow_forks) {
+    out = resolve_probes(opts_.probes, *tr.symbols, p.memory(), p.proc_tid(), opts_.all_matches,
+                         call);
   } else {
     // In a new image a probe may name nothing: say so and go on with the others.
     for (const auto& spec : opts_.probes) {
       try {
-        auto r =
-            resolve_probes({spec}, *symbols_, p.memory(), p.proc_tid(), opts_.all_matches, call);
+        auto r = resolve_probes({spec}, *tr.symbols, p.memory(), p.proc_tid(), opts_.all_matches,
+                                call);
         out.insert(out.end(), r.begin(), r.end());
       } catch (const UsageError& e) {
-        notes_ << "probecost trace: not probed in the new image: " << e.what() << std::endl;
+        if (opts_.announce) {
+          notes_ << "probecost trace: not probed in " << (first_image ? "" : "the new image of ")
+                 << "process " << p.pid() << ": " << e.what() << std::endl;
+        }
       }
     }
   }
   merge_same_address(out);
+  for (const auto& r : out) probed_specs_.insert(r.spec);
   return out;
 }
 
-void TraceRun::enable_int3(const ResolvedProbe& probe) {
-  TracedProcess& p = *proc_;
+void TraceRun::enable_int3(Traced& tr, const ResolvedProbe& probe) {
+  TracedProcess& p = *tr.proc;
   BreakpointSite& site = p.sites().add(probe.address, probe.spec);
   if (site.enabled()) return;  // two specs naming one address
   try {
@@ -225,13 +270,14 @@ void TraceRun::enable_int3(const ResolvedProbe& probe) {
                 "'probecost restore -p " +
                 std::to_string(p.pid()) + "' puts the bytes back");
   }
-  step_over_->prepare(site);
+  tr.step_over->prepare(site);
 }
 
-Placement TraceRun::place(const ResolvedProbe& probe,
+Placement TraceRun::place(Traced& tr, const ResolvedProbe& probe,
                           std::map<std::uint64_t, std::size_t>& jump_at) {
   Placement pl;
-  if (jumps_ && !probe.implementation.empty()) {
+  pid_t pid = tr.proc->pid();
+  if (tr.jumps && !probe.implementation.empty()) {
     // glibc's IFUNC implementations are hand-written assembly with several entry points:
     // __mempcpy_avx512_unaligned_erms jumps to the second instruction of
     // __memmove_avx512_unaligned_erms, from outside the function the planner decodes. A jump
@@ -240,129 +286,277 @@ Placement TraceRun::place(const ResolvedProbe& probe,
                       "): other functions branch into its first bytes";
     if (opts_.via == "jump") {
       throw UsageError("cannot patch a jump at " + probe.spec + " (" + probe.address.hex() +
-                       ") in process " + std::to_string(proc_->pid()) + ": " + pl.why_not_jump +
+                       ") in process " + std::to_string(pid) + ": " + pl.why_not_jump +
                        " (--via auto falls back to int3 there)");
     }
-  } else if (jumps_) {
+  } else if (tr.jumps) {
     auto known = jump_at.find(probe.address.value());
     if (known != jump_at.end()) {
       pl.jump = known->second;
     } else {
-      pl.jump =
-          jumps_->add(probe.address, *symbols_, static_cast<std::uint32_t>(jumps_->size() + 1),
-                      probe.spec, pl.why_not_jump);
+      pl.jump = tr.jumps->add(probe.address, *tr.symbols,
+                              static_cast<std::uint32_t>(tr.jumps->size() + 1), probe.spec,
+                              pl.why_not_jump);
       if (pl.jump) jump_at[probe.address.value()] = *pl.jump;
     }
     if (!pl.jump && opts_.via == "jump") {
       throw UsageError("cannot patch a jump at " + probe.spec + " (" + probe.address.hex() +
-                       ") in process " + std::to_string(proc_->pid()) + ": " + pl.why_not_jump +
+                       ") in process " + std::to_string(pid) + ": " + pl.why_not_jump +
                        " (--via auto falls back to int3 there)");
     }
   }
-  if (!pl.jump) enable_int3(probe);
+  if (!pl.jump) enable_int3(tr, probe);
   return pl;
 }
 
 // Every probe in, with every thread stopped: a jump where --via allows and the site
 // qualifies, else an int3.
-void TraceRun::install_image() {
-  TracedProcess& p = *proc_;
-  bool first = !symbols_;
-  symbols_ = std::make_unique<ProcessSymbols>(p.proc_tid());
-  report_.images.push_back(symbols_->executable());
-  probes_ = resolve(first);
-  step_over_ = make_step_over(opts_.step_over, p.memory(),
-                              [&p](RuntimeAddr near) { return p.map_scratch(near); });
-  jumps_.reset();
+void TraceRun::install_image(Traced& tr) {
+  TracedProcess& p = *tr.proc;
+  bool first = !tr.symbols && &p == &root();
+  tr.symbols = std::make_unique<ProcessSymbols>(p.proc_tid());
+  tr.images.push_back(tr.symbols->executable());
+  tr.probes = resolve(tr, first);
+  tr.step_over = make_step_over(opts_.step_over, p.memory(),
+                                [&p](RuntimeAddr near) { return p.map_scratch(near); });
+  tr.jumps.reset();
   if (opts_.via != "int3" && !opts_.stacks) {
     JumpOptions jo;
     jo.events = opts_.events;
-    jo.event_sites = static_cast<std::uint32_t>(std::max<std::size_t>(probes_.size(), 1));
-    jumps_ = std::make_unique<JumpProbes>(p, jo);
+    jo.event_sites = static_cast<std::uint32_t>(std::max<std::size_t>(tr.probes.size(), 1));
+    tr.jumps = std::make_unique<JumpProbes>(p, jo);
   }
-  refuse_leftovers();
-  placements_.clear();
+  refuse_leftovers(tr);
+  tr.placements.clear();
   std::map<std::uint64_t, std::size_t> jump_at;
-  for (const auto& probe : probes_) placements_.push_back(place(probe, jump_at));
+  for (const auto& probe : tr.probes) tr.placements.push_back(place(tr, probe, jump_at));
 }
 
 // A jump a probecost that died left at a probe's address: probing over it would make nonsense
 // of both (an int3 over its jmp, or a plan over its bytes). The bytes must go back first.
-void TraceRun::refuse_leftovers() {
+void TraceRun::refuse_leftovers(Traced& tr) {
+  TracedProcess& p = *tr.proc;
   std::vector<std::string> notes;
-  for (const auto& area : read_jump_areas(*proc_, notes)) {
+  for (const auto& area : read_jump_areas(p, notes)) {
     for (const auto& site : area.sites) {
       std::vector<std::uint8_t> now(site.patch.length);
-      proc_->memory().read(site.patch.site, now);
+      p.memory().read(site.patch.site, now);
       if (patch_state(site.patch, now) == PatchState::Original) continue;
-      for (const auto& probe : probes_) {
+      for (const auto& probe : tr.probes) {
         std::int64_t off = probe.address - site.patch.site;
         if (off < 0 || off >= static_cast<std::int64_t>(site.patch.length)) continue;
         throw Error("cannot probe " + probe.spec + " (" + probe.symbol + " at " +
-                    probe.address.hex() + ") in process " + std::to_string(proc_->pid()) +
+                    probe.address.hex() + ") in process " + std::to_string(p.pid()) +
                     ": a jump probe that probecost (process " + std::to_string(area.tracer_pid) +
                     ") left there is still in. 'probecost restore -p " +
-                    std::to_string(proc_->pid()) + "' puts the bytes back");
+                    std::to_string(p.pid()) + "' puts the bytes back");
       }
     }
   }
 }
 
-std::uint64_t TraceRun::jump_hits() const {
+std::uint64_t TraceRun::jump_hits(const Traced& tr) const {
   std::uint64_t n = 0;
-  for (std::size_t i = 0; jumps_ && i < jumps_->size(); ++i) n += jumps_->hits(i);
+  for (std::size_t i = 0; tr.jumps && i < tr.jumps->size(); ++i) n += tr.jumps->hits(i);
   return n;
 }
 
-Session::End TraceRun::run_session(Session& session) {
-  return session.run(nullptr, [&] {
-    double t = now_s();
-    if (proc_->alive()) tracee_last_ = proc_->cpu_seconds();
-    if (opts_.on_tick && proc_->alive()) opts_.on_tick(proc_->pid());
-    for (std::size_t i = 0; jumps_ && jumps_->events() && i < jumps_->size(); ++i) jumps_->drain(i);
-    if (opts_.progress && t >= next_progress_) {
-      next_progress_ += 1;
-      std::uint64_t hits = session.stats().hits + jump_hits();
-      notes_ << "\r\033[K[" << static_cast<int>(t - t0_) << "s] " << hits << " hits ("
-             << static_cast<std::uint64_t>(hits / (t - t0_)) << "/s)" << std::flush;
+std::uint64_t TraceRun::hits_so_far() const {
+  std::uint64_t n = report_.hits;  // closed images' jump hits
+  for (const auto& tr : traced_) {
+    n += jump_hits(*tr) + (tr->session ? tr->session->stats().hits : 0);
+  }
+  return n;
+}
+
+void TraceRun::start_session(Traced& tr) {
+  if (opts_.stacks && !tr.rec.collector) tr.rec.collector.emplace(opts_.stack_depth);
+  tr.session = std::make_unique<Session>(*tr.proc, *tr.step_over);
+  Traced* t = &tr;
+  tr.session->set_hit_observer([this, t](pid_t tid, StoppedThread& thread, BreakpointSite& site) {
+    if (++t->rec.thread_hits[tid] == 1) t->rec.thread_names[tid] = thread_name(t->proc->pid(), tid);
+    ++t->rec.threads_by_site[site.address().value()][tid];
+    if (t->rec.collector) {
+      if (!t->symbols) t->symbols = std::make_unique<ProcessSymbols>(t->proc->proc_tid());
+      t->rec.record_stack(*t->symbols, tid, thread, site);
     }
-    return false;
   });
 }
 
-// The current image's results, once its probes are out (or its address space is gone): jump
-// counts and rings are final then.
-void TraceRun::close_image() {
-  for (std::size_t i = 0; i < std::min(probes_.size(), placements_.size()); ++i) {
+// A fork child holds a copy of its parent's probes (TracedProcess::follow_fork made them all
+// int3 sites): it gets a step-over of its own, over its own memory.
+void TraceRun::take_fork_child(Traced& tr, Traced& parent) {
+  TracedProcess& p = *tr.proc;
+  tr.images.push_back(parent.images.empty() ? std::string() : parent.images.back());
+  tr.probes = parent.probes;
+  for (const auto& pl : parent.placements) {
+    Placement mine;
+    mine.why_not_jump =
+        pl.jump ? "a fork child: the parent's jump is an int3 in its copy" : pl.why_not_jump;
+    tr.placements.push_back(mine);
+  }
+  tr.step_over = make_step_over(opts_.step_over, p.memory(),
+                                [&p](RuntimeAddr near) { return p.map_scratch(near); });
+  for (const auto& site : p.sites()) {
+    if (site->enabled()) tr.step_over->prepare(*site);
+  }
+}
+
+// Processes that became members of the family since the last look: a fork child, or a vfork
+// child that exec'd. Each is stopped until it is set up here.
+void TraceRun::take_new_processes() {
+  for (TracedProcess* p : family_.take_new_members()) {
+    Traced& tr = add_traced(*p);
+    Traced* parent = traced(family_.parent_of(*p));
+    try {
+      if (p->exec_ended()) {
+        follow_exec(tr);
+      } else if (p->alive()) {
+        take_fork_child(tr, *parent);
+      }
+    } catch (const Error&) {
+      // It was killed while we set it up: its end is reported by the wait.
+      if (!p->dying()) throw;
+    }
+    if (!tr.step_over) tr.step_over = std::make_unique<SingleStepOver>();
+    start_session(tr);
+    tr.session->start();
+  }
+}
+
+// A process of ours exec'd: its old image's probes went with its address space. Its new image
+// is probed, or, with --no-follow-exec, the trace ends (the root) or lets it go (a child).
+// False when the whole trace is to end.
+bool TraceRun::follow_execs() {
+  for (std::size_t i = 0; i < traced_.size(); ++i) {
+    Traced& tr = *traced_[i];
+    if (!tr.proc->exec_ended() || !tr.session) continue;
+    if (!opts_.follow_exec) {
+      if (i == 0) return false;
+      close_image(tr);
+      tr.proc->detach();
+      continue;
+    }
+    close_image(tr);
+    follow_exec(tr);
+    tr.session->set_step_over(*tr.step_over);
+    tr.session->start();
+  }
+  return true;
+}
+
+void TraceRun::follow_exec(Traced& tr) {
+  TracedProcess& p = *tr.proc;
+  p.resume_after_exec();
+  double held_from = now_s();  // the new image's probes going in, every thread stopped
+  install_image(tr);
+  report_.held_s += now_s() - held_from;
+  if (!opts_.announce) return;
+  notes_ << "probecost trace: process " << p.pid();
+  if (TracedProcess* parent = family_.parent_of(p)) notes_ << " (child of " << parent->pid() << ")";
+  notes_ << " exec'd " << tr.images.back() << ": " << tr.probes.size()
+         << (tr.probes.size() == 1 ? " probe" : " probes") << " in the new image" << std::endl;
+}
+
+void TraceRun::on_tick() {
+  double t = now_s();
+  for (auto& tr : traced_) {
+    if (tr->proc->alive()) tr->cpu_last = tr->proc->cpu_seconds();
+    for (std::size_t i = 0; tr->jumps && tr->jumps->events() && i < tr->jumps->size(); ++i) {
+      tr->jumps->drain(i);
+    }
+  }
+  if (opts_.on_tick && root().alive()) opts_.on_tick(root().pid());
+  if (opts_.progress && t >= next_progress_) {
+    next_progress_ += 1;
+    std::uint64_t hits = hits_so_far();
+    notes_ << "\r\033[K[" << static_cast<int>(t - t0_) << "s] " << hits << " hits ("
+           << static_cast<std::uint64_t>(hits / (t - t0_)) << "/s)" << std::flush;
+  }
+}
+
+// The event loop over every process of the trace: each event goes to its process's session.
+Session::End TraceRun::loop() {
+  bool armed = false;
+  double deadline = opts_.duration_s > 0 ? t0_ + opts_.duration_s : 0;
+  for (;;) {
+    if (stop_requested()) return Session::End::Interrupted;
+    if (deadline_reached(deadline, armed)) return Session::End::Deadline;
+    if (tick_requested().exchange(false)) on_tick();
+    take_new_processes();
+    if (!follow_execs()) return Session::End::Exec;
+    if (!family_.any_alive()) return Session::End::ProcessEnded;
+    auto ev = family_.next_event();
+    if (!ev) {
+      if (errno == ECHILD) return Session::End::ProcessEnded;
+      continue;  // a signal: the flags are looked at above
+    }
+    Traced* tr = traced(ev->first);
+    if (!tr) {
+      take_new_processes();  // made while waiting (a vfork child's exec)
+      tr = traced(ev->first);
+    }
+    if (tr && tr->session) tr->session->handle(ev->second);
+  }
+}
+
+// A process's current image's results, once its probes are out (or its address space is
+// gone): jump counts and rings are final then.
+void TraceRun::close_image(Traced& tr) {
+  std::string image = tr.images.empty() ? std::string() : tr.images.back();
+  if (std::find(report_.images.begin(), report_.images.end(), image) == report_.images.end()) {
+    report_.images.push_back(image);
+  }
+  for (std::size_t i = 0; i < std::min(tr.probes.size(), tr.placements.size()); ++i) {
     ProbeReport pr;
-    pr.probe = probes_[i];
-    pr.image = report_.images.back();
-    pr.why_not_jump = placements_[i].why_not_jump;
-    if (auto j = placements_[i].jump) {
+    pr.pid = tr.proc->pid();
+    pr.probe = tr.probes[i];
+    pr.image = image;
+    pr.why_not_jump = tr.placements[i].why_not_jump;
+    if (auto j = tr.placements[i].jump) {
       pr.via = "jump";
-      if (jumps_->events()) jumps_->drain(*j, true);
-      pr.hits = jumps_->hits(*j);
-      pr.events_read = jumps_->records_read(*j);
-      pr.events_lost = jumps_->records_lost(*j);
-      pr.step_over = "jump over " + std::to_string(jumps_->patched_length(*j)) + " bytes";
+      if (tr.jumps->events()) tr.jumps->drain(*j, true);
+      pr.hits = tr.jumps->hits(*j);
+      pr.events_read = tr.jumps->records_read(*j);
+      pr.events_lost = tr.jumps->records_lost(*j);
+      pr.step_over = "jump over " + std::to_string(tr.jumps->patched_length(*j)) + " bytes";
     } else {
       pr.via = "int3";
-      BreakpointSite* site = proc_->sites().find(probes_[i].address);
+      BreakpointSite* site = tr.proc->sites().find(tr.probes[i].address);
       pr.hits = site ? site->hits : 0;
-      pr.step_over = site ? step_over_->describe(*site) : "";
-      pr.threads = rec_.threads_by_site[probes_[i].address.value()];
-      pr.stacks = rec_.top_stacks(probes_[i].address.value());
+      pr.step_over = site ? tr.step_over->describe(*site) : "";
+      pr.threads = tr.rec.threads_by_site[tr.probes[i].address.value()];
+      pr.stacks = tr.rec.top_stacks(tr.probes[i].address.value());
     }
     report_.probes.push_back(pr);
   }
-  report_.hits += jump_hits();  // int3 hits come from the session's count, over every image
-  rec_.forget_image();
+  report_.hits += jump_hits(tr);  // int3 hits come from the sessions' counts, over every image
+  for (auto& [tid, n] : tr.rec.thread_hits) report_.thread_hits[tid] += n;
+  for (auto& [tid, name] : tr.rec.thread_names) report_.thread_names.emplace(tid, name);
+  tr.rec.forget_image();
+  tr.probes.clear();
+  tr.placements.clear();
+  if (tr.jumps) tr.jumps.reset();
 }
 
-// Every way out: the tracee is left as it was (or, asked for, killed).
+// Every way out: every process is left as it was (or, asked for, killed). The fork children
+// first: the root's detach must not wait behind them.
 void TraceRun::let_go() {
-  TracedProcess& p = *proc_;
-  if (p.alive()) tracee_last_ = p.cpu_seconds();
+  family_.set_following(false);  // a fork seen from now on is cleaned and let go
+  for (std::size_t i = traced_.size(); i-- > 1;) {
+    TracedProcess& p = *traced_[i]->proc;
+    if (p.alive()) traced_[i]->cpu_last = p.cpu_seconds();
+    if (opts_.kill_on_exit && root().launched()) {
+      p.kill();
+    } else {
+      p.detach();
+    }
+  }
+  // Members made while letting go (a fork just before) are let go too.
+  for (TracedProcess* p : family_.take_new_members()) p->detach();
+  TracedProcess& p = root();
+  Traced& tr = *traced_.front();
+  if (p.alive()) tr.cpu_last = p.cpu_seconds();
   if (p.launched() && !p.end()) {
     if (opts_.kill_on_exit) {
       // Killed on request: its status is ours, not the command's (probecost exits 0).
@@ -380,82 +574,86 @@ void TraceRun::let_go() {
   } else if (p.launched()) {
     report_.command_end = p.end()->describe();
     report_.command_status = p.end()->raw();
-    tracee_last_ = p.cpu_seconds();
+    tr.cpu_last = p.cpu_seconds();
   } else {
     p.detach();
   }
 }
 
 TraceReport TraceRun::run() {
-  TracedProcess& p = *proc_;
+  TracedProcess& p = root();
+  Traced& top = add_traced(p);
   report_.pid = p.pid();
   report_.launched = p.launched();
   report_.stacks = opts_.stacks;
+  report_.follow_forks = opts_.follow_forks;
   if (!p.launched()) p.start_guardian();
   // Interrupted while starting: nothing goes in, and the process is let go as it is.
   if (stop_requested()) {
-    step_over_ = std::make_unique<SingleStepOver>();  // no site: never used
+    top.step_over = std::make_unique<SingleStepOver>();  // no site: never used
   } else {
     try {
-      install_image();
+      install_image(top);
     } catch (const Error&) {
       // A write or an injected system call that failed because the process is exiting under
       // us: there is nothing to probe; the session reports its end.
       if (!p.dying()) throw;
-      if (!step_over_) step_over_ = std::make_unique<SingleStepOver>();
+      if (!top.step_over) top.step_over = std::make_unique<SingleStepOver>();
     }
   }
-  if (opts_.stacks) rec_.collector.emplace(opts_.stack_depth);
-  Session session(p, *step_over_);
-  session.set_hit_observer([&](pid_t tid, StoppedThread& thread, BreakpointSite& site) {
-    if (++rec_.thread_hits[tid] == 1) rec_.thread_names[tid] = thread_name(p.pid(), tid);
-    ++rec_.threads_by_site[site.address().value()][tid];
-    if (rec_.collector) rec_.record_stack(*symbols_, tid, thread, site);
-  });
+  start_session(top);
   if (opts_.announce) {
     notes_ << "probecost trace: tracing process " << p.pid() << " (" << p.thread_count()
-           << (p.thread_count() == 1 ? " thread" : " threads") << ") at " << probes_.size()
-           << (probes_.size() == 1 ? " probe" : " probes") << "; Ctrl-C to stop" << std::endl;
+           << (p.thread_count() == 1 ? " thread" : " threads") << ") at " << top.probes.size()
+           << (top.probes.size() == 1 ? " probe" : " probes")
+           << (opts_.follow_forks ? ", following forks" : "") << "; Ctrl-C to stop" << std::endl;
   }
+  family_.set_following(opts_.follow_forks);
   t0_ = now_s();
   report_.held_s = t0_ - held_from_;
   double cpu0 = thread_cpu_s();
-  tracee0_ = tracee_last_ = p.cpu_seconds();
+  top.cpu0 = top.cpu_last = p.cpu_seconds();
   next_progress_ = t0_ + 1;
   std::uint64_t syscalls0 = sys::counters().total();
-  if (opts_.duration_s > 0) session.set_deadline(t0_ + opts_.duration_s);
-  Session::End end;
-  for (;;) {
-    end = run_session(session);
-    if (end != Session::End::Exec || !opts_.follow_exec) break;
-    // A new image: the old one's probes went with its address space.
-    close_image();
-    p.resume_after_exec();
-    double held_from = now_s();  // the new image's probes going in, every thread stopped
-    install_image();
-    session.set_step_over(*step_over_);
-    report_.held_s += now_s() - held_from;
-    notes_ << "probecost trace: process " << p.pid() << " exec'd " << report_.images.back() << ": "
-           << probes_.size() << (probes_.size() == 1 ? " probe" : " probes") << " in the new image"
-           << std::endl;
-  }
+  top.session->start();
+  Session::End end = loop();
   report_.tracer_cpu_s = thread_cpu_s() - cpu0;
   if (opts_.progress) notes_ << "\r\033[K" << std::flush;
   report_.duration_s = now_s() - t0_;
   report_.ending = describe_end(end, p);
   std::uint64_t syscalls = sys::counters().total() - syscalls0;
   let_go();
-  close_image();
-  report_.thread_hits = rec_.thread_hits;
-  report_.thread_names = rec_.thread_names;
-  report_.hits += session.stats().hits;
+  double children_cpu = 0;
+  for (auto& tr : traced_) {
+    close_image(*tr);
+    report_.hits += tr->session ? tr->session->stats().hits : 0;
+    if (tr.get() != &top) children_cpu += std::max(0.0, tr->cpu_last - tr->cpu0);
+    ProcessReport pr;
+    pr.pid = tr->proc->pid();
+    if (TracedProcess* parent = family_.parent_of(*tr->proc)) pr.parent = parent->pid();
+    pr.images = tr->images;
+    pr.end = tr->proc->end() ? tr->proc->end()->describe() : "let go";
+    report_.processes.push_back(pr);
+  }
+  for (const auto& probe : report_.probes) {
+    for (auto& pr : report_.processes) {
+      if (pr.pid == probe.pid) pr.hits += probe.hits;
+    }
+  }
+  for (const auto& spec : opts_.probes) {
+    if (!probed_specs_.count(spec)) report_.never_probed.push_back(spec);
+  }
   report_.syscalls_per_hit = report_.hits ? static_cast<double>(syscalls) / report_.hits : 0;
-  report_.tracee_cpu_s = std::max(0.0, tracee_last_ - tracee0_);
+  // A launched command's CPU (from our RUSAGE_CHILDREN once it is reaped) includes the
+  // children it waited for; an attached process's does not.
+  report_.tracee_cpu_s = std::max(0.0, top.cpu_last - top.cpu0) + (p.launched() ? 0 : children_cpu);
   if (report_.hits) {
     report_.tracer_cpu_ns_per_hit = report_.tracer_cpu_s * 1e9 / report_.hits;
     report_.cpu_ns_per_hit = (report_.tracer_cpu_s + report_.tracee_cpu_s) * 1e9 / report_.hits;
   }
-  report_.stack_ns_per_hit = report_.hits ? rec_.stack_seconds * 1e9 / report_.hits : 0;
+  double stack_s = 0;
+  for (auto& tr : traced_) stack_s += tr->rec.stack_seconds;
+  report_.stack_ns_per_hit = report_.hits ? stack_s * 1e9 / report_.hits : 0;
   return report_;
 }
 

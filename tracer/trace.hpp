@@ -29,6 +29,7 @@ struct TraceOptions {
   std::string via = "auto";  // int3, jump, or auto: a jump where the site allows one
   bool events = false;       // jump probes write a record per hit, drained while it runs
   bool follow_exec = true;   // after an exec, probe the new image (else the trace ends)
+  bool follow_forks = false;  // probe the children of fork, vfork and clone too
   bool progress = false;     // one line per second on stderr
   bool announce = true;      // "tracing ..." on stderr once the probes are in
   // A launched command's standard streams (dup2'd onto 0, 1, 2 when >= 0) and the CPU it is
@@ -45,6 +46,7 @@ struct StackCount {
 };
 
 struct ProbeReport {
+  pid_t pid = 0;  // the process it was in
   ResolvedProbe probe;
   std::string image;         // the executable the process ran when this probe was in
   std::string via;           // "int3" or "jump"
@@ -54,6 +56,16 @@ struct ProbeReport {
   std::uint64_t hits = 0;
   std::map<pid_t, std::uint64_t> threads;  // int3 probes: hits by thread
   std::vector<StackCount> stacks;          // most frequent first
+};
+
+// One process of the trace: the one started or attached to, and with --follow-forks every
+// process it forked that we followed.
+struct ProcessReport {
+  pid_t pid = 0;
+  pid_t parent = 0;                 // the traced process that made it (0: the first)
+  std::vector<std::string> images;  // executables it ran while traced, in order
+  std::uint64_t hits = 0;
+  std::string end;  // how it ended, or "let go"
 };
 
 struct TraceReport {
@@ -81,6 +93,9 @@ struct TraceReport {
   std::string command_end;            // a launched command: how it ended
   std::optional<int> command_status;  // and its raw wait status, when it ended
   std::vector<std::string> images;    // executables traced, in order (more than one: exec)
+  bool follow_forks = false;
+  std::vector<ProcessReport> processes;  // the first is the one started or attached to
+  std::vector<std::string> never_probed;  // probes that named nothing in any image traced
 };
 
 TraceReport run_trace(const TraceOptions& opts, std::ostream& notes);

@@ -1,0 +1,101 @@
+// A process tree for --follow-forks: the root calls probe_me() ROOT times, then makes CHILDREN
+// children with fork(); child i calls it (i + 1) * K times; the first child also forks a
+// grandchild (K calls), the second runs two threads (K calls each), and the last execs this
+// program again through vfork() (leaf mode: K calls). Every process prints its own count:
+//   pid=<pid> calls=<n>
+// fork_tree ROOT CHILDREN K        (leaf mode: fork_tree leaf K)
+#include <pthread.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+extern "C" void probe_me(long i);
+
+namespace {
+
+std::atomic<long> calls{0};
+volatile long sink = 0;
+
+void report() {
+  std::printf("pid=%d calls=%ld\n", static_cast<int>(::getpid()), calls.load());
+  std::fflush(stdout);
+}
+
+void call_n(long n) {
+  for (long i = 0; i < n; ++i) probe_me(i);
+}
+
+void* thread_main(void* arg) {
+  call_n(*static_cast<long*>(arg));
+  return nullptr;
+}
+
+void wait_all() {
+  int status;
+  while (::wait(&status) > 0) {
+  }
+}
+
+}  // namespace
+
+// The probed function: its own counter, and enough instructions for a jump to fit.
+extern "C" __attribute__((noinline)) void probe_me(long i) {
+  calls.fetch_add(1, std::memory_order_relaxed);
+  sink = sink + i;
+}
+
+int main(int argc, char** argv) {
+  if (argc == 3 && std::strcmp(argv[1], "leaf") == 0) {
+    call_n(std::atol(argv[2]));
+    report();
+    return 0;
+  }
+  if (argc != 4) {
+    std::fprintf(stderr, "usage: fork_tree ROOT CHILDREN K | fork_tree leaf K\n");
+    return 2;
+  }
+  long root = std::atol(argv[1]), children = std::atol(argv[2]), k = std::atol(argv[3]);
+  call_n(root);
+  for (long i = 0; i < children; ++i) {
+    if (i == children - 1 && i > 0) {
+      // vfork + exec: the child shares our memory until its exec.
+      char kbuf[32];
+      std::snprintf(kbuf, sizeof kbuf, "%ld", k);
+      pid_t c = ::vfork();
+      if (c == 0) {
+        ::execl("/proc/self/exe", argv[0], "leaf", kbuf, static_cast<char*>(nullptr));
+        ::_exit(127);
+      }
+      continue;
+    }
+    pid_t c = ::fork();
+    if (c != 0) continue;
+    calls = 0;  // the child's own count
+    call_n((i + 1) * k);
+    if (i == 0) {
+      if (::fork() == 0) {
+        calls = 0;
+        call_n(k);
+        report();
+        std::_Exit(0);
+      }
+      wait_all();
+    } else if (i == 1) {
+      long n = k;
+      pthread_t a, b;
+      ::pthread_create(&a, nullptr, thread_main, &n);
+      ::pthread_create(&b, nullptr, thread_main, &n);
+      ::pthread_join(a, nullptr);
+      ::pthread_join(b, nullptr);
+    }
+    report();
+    std::_Exit(0);
+  }
+  wait_all();
+  report();
+  return 0;
+}
