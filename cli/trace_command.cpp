@@ -149,7 +149,9 @@ std::vector<const ProbeReport*> sorted_rows(const TraceReport& r) {
   return rows;
 }
 
-bool several_processes(const TraceReport& r) { return r.processes.size() > 1; }
+bool several_processes(const TraceReport& r) {
+  return r.processes.size() > 1;
+}
 
 // RFC 4180: a field with a comma, a quote or a line break is quoted, its quotes doubled.
 std::string csv_field(const std::string& v) {

@@ -14,6 +14,7 @@ Family::Family(std::unique_ptr<TracedProcess> root) {
 }
 
 Family::~Family() {
+  following_ = false;  // a fork seen while letting go is cleaned and let go, not followed
   // Children first: each lets go of its own tasks (their events may still be on the way to a
   // wait of another member, which must still be able to hand them over), the root last.
   while (!members_.empty()) members_.pop_back();

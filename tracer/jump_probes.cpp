@@ -152,9 +152,11 @@ std::string JumpProbes::branch_from_module(const JumpPlan& plan) {
     }
   }
   std::int64_t bias = static_cast<std::int64_t>(text->start.value() - text->offset);
-  auto file = [&](RuntimeAddr a) { return RuntimeAddr(a.value() - static_cast<std::uint64_t>(bias)); };
-  auto from = it->second.into(file(plan.site + 1), file(plan.end()), file(plan.site),
-                              file(plan.end()));
+  auto file = [&](RuntimeAddr a) {
+    return RuntimeAddr(a.value() - static_cast<std::uint64_t>(bias));
+  };
+  auto from =
+      it->second.into(file(plan.site + 1), file(plan.end()), file(plan.site), file(plan.end()));
   for (auto& f : from) f = RuntimeAddr(f.value() + static_cast<std::uint64_t>(bias));
   if (from.empty()) return "";
   return "a direct branch at " + from.front().hex() + " (outside the function) lands inside the " +

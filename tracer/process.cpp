@@ -133,6 +133,12 @@ void TracedProcess::task_gone(pid_t tid, WaitStatus ws) {
   sites_.forget_all();
   for (auto& p : patches_) p->forget();
   std::erase_if(tasks_, [](const auto& kv) { return kv.second.role() == Task::Role::Thread; });
+  // Nothing is left to restore: the guardian (one process per traced process, with
+  // --follow-forks a shell's every child) goes now, not at the end of the trace.
+  if (guardian_) {
+    guardian_->done();
+    guardian_.reset();
+  }
 }
 
 Task* TracedProcess::absorb(pid_t tid, WaitStatus ws) {
@@ -385,6 +391,7 @@ void TracedProcess::follow_exec_of_sharer(Task& t) {
       std::unique_ptr<TracedProcess>(new TracedProcess(tgid ? tgid : tid, false)), *this);
   member.add_task(tid, Task::Role::Thread).note_stop(ws);
   member.exec_ended_ = true;  // the tracer runs it to its entry point and probes its image
+  if (guardian_) member.start_guardian();
 }
 
 void TracedProcess::release_sharer_bookkeeping(pid_t tid) {

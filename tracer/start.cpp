@@ -259,6 +259,11 @@ void TracedProcess::resume_after_exec() {
   patches_.clear();
   scratch_pages_.clear();
   exec_ended_ = false;
+  // The guardian holds the old address space's /proc/PID/mem: a new one watches the new.
+  if (guardian_) {
+    guardian_->done();
+    start_guardian();
+  }
   run_to_entry();
 }
 

@@ -241,8 +241,8 @@ std::vector<ResolvedProbe> TraceRun::resolve(Traced& tr, bool first_image) {
     // In a new image a probe may name nothing: say so and go on with the others.
     for (const auto& spec : opts_.probes) {
       try {
-        auto r = resolve_probes({spec}, *tr.symbols, p.memory(), p.proc_tid(), opts_.all_matches,
-                                call);
+        auto r =
+            resolve_probes({spec}, *tr.symbols, p.memory(), p.proc_tid(), opts_.all_matches, call);
         out.insert(out.end(), r.begin(), r.end());
       } catch (const UsageError& e) {
         if (opts_.announce) {
@@ -348,8 +348,8 @@ void TraceRun::refuse_leftovers(Traced& tr) {
         throw Error("cannot probe " + probe.spec + " (" + probe.symbol + " at " +
                     probe.address.hex() + ") in process " + std::to_string(p.pid()) +
                     ": a jump probe that probecost (process " + std::to_string(area.tracer_pid) +
-                    ") left there is still in. 'probecost restore -p " +
-                    std::to_string(p.pid()) + "' puts the bytes back");
+                    ") left there is still in. 'probecost restore -p " + std::to_string(p.pid()) +
+                    "' puts the bytes back");
       }
     }
   }

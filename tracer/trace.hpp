@@ -26,12 +26,12 @@ struct TraceOptions {
   double duration_s = 0;  // 0: until the process ends or a signal
   bool kill_on_exit = false;
   std::string step_over = "auto";
-  std::string via = "auto";  // int3, jump, or auto: a jump where the site allows one
-  bool events = false;       // jump probes write a record per hit, drained while it runs
-  bool follow_exec = true;   // after an exec, probe the new image (else the trace ends)
+  std::string via = "auto";   // int3, jump, or auto: a jump where the site allows one
+  bool events = false;        // jump probes write a record per hit, drained while it runs
+  bool follow_exec = true;    // after an exec, probe the new image (else the trace ends)
   bool follow_forks = false;  // probe the children of fork, vfork and clone too
-  bool progress = false;     // one line per second on stderr
-  bool announce = true;      // "tracing ..." on stderr once the probes are in
+  bool progress = false;      // one line per second on stderr
+  bool announce = true;       // "tracing ..." on stderr once the probes are in
   // A launched command's standard streams (dup2'd onto 0, 1, 2 when >= 0) and the CPU it is
   // pinned to (when >= 0), as in LaunchSpec. `probecost overhead` runs commands this way.
   int stdin_fd = -1, stdout_fd = -1, stderr_fd = -1;
@@ -94,7 +94,7 @@ struct TraceReport {
   std::optional<int> command_status;  // and its raw wait status, when it ended
   std::vector<std::string> images;    // executables traced, in order (more than one: exec)
   bool follow_forks = false;
-  std::vector<ProcessReport> processes;  // the first is the one started or attached to
+  std::vector<ProcessReport> processes;   // the first is the one started or attached to
   std::vector<std::string> never_probed;  // probes that named nothing in any image traced
 };
 

@@ -4,6 +4,11 @@
 // program again through vfork() (leaf mode: K calls). Every process prints its own count:
 //   pid=<pid> calls=<n>
 // fork_tree ROOT CHILDREN K        (leaf mode: fork_tree leaf K)
+//
+// fork_tree serve: says "ready", then for each line "fork K" on stdin calls probe_me() once and
+// forks a child that calls it K times and exits; once the child is reaped it answers
+// "child=<pid> status=<wait status>". "quit" (or the end of stdin) ends it.
+#include <fcntl.h>
 #include <pthread.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -34,9 +39,15 @@ void* thread_main(void* arg) {
   return nullptr;
 }
 
+// Reaps every child; one that did not exit with 0 is said ("failed=<pid> status=<status>").
 void wait_all() {
   int status;
-  while (::wait(&status) > 0) {
+  pid_t c;
+  while ((c = ::wait(&status)) > 0) {
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      std::printf("failed=%d status=%d\n", static_cast<int>(c), status);
+      std::fflush(stdout);
+    }
   }
 }
 
@@ -49,9 +60,31 @@ extern "C" __attribute__((noinline)) void probe_me(long i) {
 }
 
 int main(int argc, char** argv) {
+  // Several processes write lines to one open file: without O_APPEND their shared offset races
+  // (a memfd, as the tests use, does not serialise it) and lines overwrite each other.
+  ::fcntl(STDOUT_FILENO, F_SETFL, ::fcntl(STDOUT_FILENO, F_GETFL) | O_APPEND);
   if (argc == 3 && std::strcmp(argv[1], "leaf") == 0) {
     call_n(std::atol(argv[2]));
     report();
+    return 0;
+  }
+  if (argc == 2 && std::strcmp(argv[1], "serve") == 0) {
+    std::printf("ready\n");
+    std::fflush(stdout);
+    char line[64];
+    long k = 0;
+    while (std::fgets(line, sizeof line, stdin) && std::sscanf(line, "fork %ld", &k) == 1) {
+      probe_me(0);
+      pid_t c = ::fork();
+      if (c == 0) {
+        call_n(k);
+        std::_Exit(0);
+      }
+      int status = 0;
+      ::waitpid(c, &status, 0);
+      std::printf("child=%d status=%d\n", static_cast<int>(c), status);
+      std::fflush(stdout);
+    }
     return 0;
   }
   if (argc != 4) {

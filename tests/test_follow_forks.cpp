@@ -1,0 +1,210 @@
+// `probecost trace -F/--follow-forks` (issue 10): every process of a tree counted exactly, by
+// process, against each process's own count; shell pipelines counted through their children's
+// execs; an attached process's children followed and let go intact.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "run_capture.hpp"
+#include "trace_harness.hpp"
+
+using probecost::test::run_command;
+using Json = nlohmann::json;
+
+namespace {
+
+struct TempFile {
+  TempFile() {
+    char p[] = "/tmp/probecost-forks-XXXXXX";
+    ::close(::mkstemp(p));
+    path = p;
+  }
+  ~TempFile() { ::unlink(path.c_str()); }
+  Json json() const {
+    std::ifstream in(path);
+    return Json::parse(in);
+  }
+  std::string path;
+};
+
+// "pid=<pid> calls=<n>" lines: each process's own count of its probe_me() calls.
+std::map<long, std::uint64_t> own_counts(const std::string& out) {
+  std::map<long, std::uint64_t> counts;
+  std::regex line("pid=(\\d+) calls=(\\d+)");
+  for (auto it = std::sregex_iterator(out.begin(), out.end(), line); it != std::sregex_iterator();
+       ++it) {
+    counts[std::stol((*it)[1])] = std::stoull((*it)[2]);
+  }
+  return counts;
+}
+
+std::map<long, std::uint64_t> hits_by_process(const Json& j, const std::string& spec) {
+  std::map<long, std::uint64_t> hits;
+  for (const auto& p : j["probes"]) {
+    if (p["spec"] == spec) hits[p["pid"].get<long>()] += p["hits"].get<std::uint64_t>();
+  }
+  return hits;
+}
+
+struct Mode {
+  std::string via, step_over;
+};
+
+class ForkTree : public ::testing::TestWithParam<Mode> {};
+
+}  // namespace
+
+// Root, 3 fork children (one with a grandchild, one with two threads) and a vfork + exec child:
+// six processes, each counted exactly as it counts itself, and the total the sum.
+TEST_P(ForkTree, EveryProcessIsCountedExactly) {
+  TempFile report;
+  auto r = run_command({PROBECOST_BIN, "trace", "-F", "-q", "--via", GetParam().via, "--step-over",
+                        GetParam().step_over, "-f", "json", "-o", report.path, "-b", "probe_me",
+                        "--", FORK_TREE, "10", "4", "100"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto want = own_counts(r.out);
+  ASSERT_EQ(want.size(), 6u) << r.out;
+  Json j = report.json();
+  auto got = hits_by_process(j, "probe_me");
+  EXPECT_EQ(got, want) << j.dump(2);
+  std::uint64_t total = 0;
+  for (const auto& [pid, n] : want) total += n;
+  EXPECT_EQ(j["hits"].get<std::uint64_t>(), total);
+  ASSERT_EQ(j["processes"].size(), 6u) << j.dump(2);
+  EXPECT_EQ(j["processes"][0]["parent"], 0);
+  for (std::size_t i = 1; i < j["processes"].size(); ++i) {
+    EXPECT_NE(j["processes"][i]["parent"], 0) << j["processes"][i].dump();
+    EXPECT_EQ(j["processes"][i]["end"], "exited with status 0") << j["processes"][i].dump();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Strategies, ForkTree,
+                         ::testing::Values(Mode{"int3", "singlestep"}, Mode{"int3", "emulate"},
+                                           Mode{"int3", "outline"}, Mode{"auto", "auto"},
+                                           Mode{"jump", "auto"}),
+                         [](const auto& info) {
+                           return info.param.via + "_" + info.param.step_over;
+                         });
+
+// Without -F the children are cleaned of our bytes and let go: only the root is counted, and
+// every child still runs to its end with the right count.
+TEST(FollowForks, WithoutItOnlyTheRootIsCounted) {
+  TempFile report;
+  auto r = run_command({PROBECOST_BIN, "trace", "-q", "-f", "json", "-o", report.path, "-b",
+                        "probe_me", "--", FORK_TREE, "10", "4", "100"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto want = own_counts(r.out);
+  ASSERT_EQ(want.size(), 6u) << r.out;
+  Json j = report.json();
+  EXPECT_EQ(j["hits"], 10) << j.dump(2);
+  EXPECT_EQ(j["processes"].size(), 1u);
+}
+
+// The program's output is the same traced and untraced (its pids aside).
+TEST(FollowForks, OutputIsTheProgramsOwn) {
+  auto plain = run_command({FORK_TREE, "7", "3", "50"});
+  auto traced = run_command({PROBECOST_BIN, "trace", "-F", "-q", "-o", "/dev/null", "-b",
+                             "probe_me", "--", FORK_TREE, "7", "3", "50"});
+  ASSERT_EQ(plain.exit_code, 0);
+  ASSERT_EQ(traced.exit_code, 0) << traced.err;
+  auto counts = [](const std::string& out) {
+    std::multiset<std::uint64_t> c;
+    for (const auto& [pid, n] : own_counts(out)) c.insert(n);
+    return c;
+  };
+  EXPECT_EQ(counts(plain.out), counts(traced.out));
+  EXPECT_EQ(std::count(plain.out.begin(), plain.out.end(), '\n'),
+            std::count(traced.out.begin(), traced.out.end(), '\n'));
+}
+
+// A shell's children exec the probed program: its probes are named only in the children's image
+// (not in sh's), which -F accepts; each exec'd child is counted as itself.
+TEST(FollowForks, AShellScriptsChildrenAreCounted) {
+  TempFile report;
+  std::string tree = FORK_TREE;
+  std::string script = "for i in 1 2 3 4 5; do " + tree + " leaf $i; done; " + tree +
+                       " leaf 7 | cat; " + tree + " 2 2 5";
+  auto r = run_command({PROBECOST_BIN, "trace", "-F", "-q", "-f", "json", "-o", report.path, "-b",
+                        "probe_me", "--", "/bin/sh", "-c", script});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto want = own_counts(r.out);
+  ASSERT_EQ(want.size(), 10u) << r.out;  // 6 leaves, and fork_tree 2 2 5: four processes
+  Json j = report.json();
+  auto got = hits_by_process(j, "probe_me");
+  std::erase_if(got, [](const auto& kv) { return kv.second == 0; });  // sh and its copies
+  EXPECT_EQ(got, want) << j.dump(2);
+  EXPECT_TRUE(j["never_probed"].empty());
+}
+
+// A probe that names nothing anywhere is said so, not silently dropped.
+TEST(FollowForks, AProbeThatNamesNothingAnywhereIsReported) {
+  TempFile report;
+  auto r = run_command({PROBECOST_BIN, "trace", "-F", "-q", "-f", "json", "-o", report.path, "-b",
+                        "probe_me", "-b", "no_such_function_xyz", "--", FORK_TREE, "1", "1", "1"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  Json j = report.json();
+  ASSERT_EQ(j["never_probed"].size(), 1u) << j.dump(2);
+  EXPECT_EQ(j["never_probed"][0], "no_such_function_xyz");
+}
+
+// Attached with -F: the children it forks while traced are counted, each one exits normally,
+// and after the detach the process (and its text) is as it was.
+TEST(FollowForks, AttachedProcessChildrenAreCountedAndLeftIntact) {
+  int in[2], out[2];
+  ASSERT_EQ(::pipe2(in, O_CLOEXEC), 0);
+  ASSERT_EQ(::pipe2(out, O_CLOEXEC), 0);
+  pid_t pid = probecost::test::spawn({FORK_TREE, "serve"}, in[0], out[1], -1);
+  ::close(in[0]);
+  ::close(out[1]);
+  FILE* from = ::fdopen(out[0], "r");
+  ASSERT_EQ(probecost::test::read_line(from), "ready");
+  auto ask = [&](const std::string& cmd) {
+    std::string line = cmd + "\n";
+    EXPECT_EQ(::write(in[1], line.data(), line.size()), static_cast<ssize_t>(line.size()));
+    return probecost::test::read_line(from);
+  };
+  std::vector<long> children;
+  {
+    probecost::test::Trace trace({"-F", "-p", std::to_string(pid), "-b", "probe_me"});
+    ASSERT_TRUE(trace.ready) << trace.stderr_text;
+    for (int k : {10, 20, 30}) {
+      std::string answer = ask("fork " + std::to_string(k));
+      long child = 0;
+      int status = -1;
+      ASSERT_EQ(std::sscanf(answer.c_str(), "child=%ld status=%d", &child, &status), 2) << answer;
+      EXPECT_EQ(status, 0) << "child " << child << " of a traced process did not exit cleanly";
+      children.push_back(child);
+    }
+    EXPECT_EQ(trace.finish(SIGINT), 0) << trace.stderr_text;
+    Json j = trace.report();
+    auto got = hits_by_process(j, "probe_me");
+    EXPECT_EQ(got[pid], 3u) << j.dump(2);
+    EXPECT_EQ(got[children[0]], 10u) << j.dump(2);
+    EXPECT_EQ(got[children[1]], 20u) << j.dump(2);
+    EXPECT_EQ(got[children[2]], 30u) << j.dump(2);
+  }
+  // Untraced again: it still forks children that exit cleanly.
+  std::string answer = ask("fork 5");
+  EXPECT_NE(answer.find("status=0"), std::string::npos) << answer;
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("TracerPid:", 0) == 0) {
+      EXPECT_EQ(line, "TracerPid:\t0");
+    }
+  }
+  ::close(in[1]);
+  int st = 0;
+  ::waitpid(pid, &st, 0);
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << st;
+  std::fclose(from);
+}
