@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-#include "breakpoint/address.hpp"
+#include "common/address.hpp"
 
 namespace probecost {
 

@@ -8,7 +8,7 @@
 #include <span>
 #include <string>
 
-#include "breakpoint/address.hpp"
+#include "common/address.hpp"
 
 namespace probecost {
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "breakpoint/error.hpp"
+#include "common/error.hpp"
 #include "breakpoint/x86_asm.hpp"
 
 namespace probecost::jump {

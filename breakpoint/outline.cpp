@@ -2,7 +2,7 @@
 
 #include <limits>
 
-#include "breakpoint/error.hpp"
+#include "common/error.hpp"
 #include "breakpoint/relocate.hpp"
 
 namespace probecost {

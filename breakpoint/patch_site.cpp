@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "breakpoint/error.hpp"
+#include "common/error.hpp"
 #include "breakpoint/site.hpp"
 
 namespace probecost {

@@ -1,6 +1,6 @@
 #include "breakpoint/site.hpp"
 
-#include "breakpoint/error.hpp"
+#include "common/error.hpp"
 
 namespace probecost {
 

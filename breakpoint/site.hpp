@@ -5,7 +5,7 @@
 #include <functional>
 #include <string>
 
-#include "breakpoint/address.hpp"
+#include "common/address.hpp"
 #include "breakpoint/tracee_memory.hpp"
 
 namespace probecost {

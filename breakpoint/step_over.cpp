@@ -1,7 +1,7 @@
 #include "breakpoint/step_over.hpp"
 
 #include "breakpoint/emulate.hpp"
-#include "breakpoint/error.hpp"
+#include "common/error.hpp"
 
 namespace probecost {
 

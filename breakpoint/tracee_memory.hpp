@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <span>
 
-#include "breakpoint/address.hpp"
+#include "common/address.hpp"
 
 namespace probecost {
 

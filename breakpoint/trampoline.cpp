@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "breakpoint/error.hpp"
+#include "common/error.hpp"
 #include "breakpoint/event_ring.hpp"
 #include "breakpoint/relocate.hpp"
 #include "breakpoint/x86_asm.hpp"

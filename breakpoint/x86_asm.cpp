@@ -3,7 +3,7 @@
 #include <cstring>
 #include <limits>
 
-#include "breakpoint/error.hpp"
+#include "common/error.hpp"
 
 namespace probecost::x86 {
 

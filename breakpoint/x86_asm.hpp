@@ -12,7 +12,7 @@
 #include <span>
 #include <vector>
 
-#include "breakpoint/address.hpp"
+#include "common/address.hpp"
 
 namespace probecost::x86 {
 

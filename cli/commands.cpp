@@ -6,7 +6,7 @@
 #include <iostream>
 #include <sstream>
 
-#include "breakpoint/error.hpp"
+#include "common/error.hpp"
 #include "breakpoint/step_over.hpp"
 #include "cli/common.hpp"
 #include "cli/output.hpp"

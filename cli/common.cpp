@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <sstream>
 
-#include "breakpoint/error.hpp"
+#include "common/error.hpp"
 #include "compare/model.hpp"
 
 namespace probecost::cli {

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "breakpoint/error.hpp"
+#include "common/error.hpp"
 #include "cli/commands.hpp"
 #include "tracer/ticker.hpp"
 

@@ -8,7 +8,7 @@
 #include <cstring>
 #include <iostream>
 
-#include "breakpoint/error.hpp"
+#include "common/error.hpp"
 
 namespace probecost::cli {
 

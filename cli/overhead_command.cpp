@@ -11,7 +11,7 @@
 #include <iostream>
 #include <sstream>
 
-#include "breakpoint/error.hpp"
+#include "common/error.hpp"
 #include "breakpoint/step_over.hpp"
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
@@ -22,7 +22,7 @@
 #include "compare/overhead.hpp"
 #include "compare/overhead_report.hpp"
 #include "tracer/probes.hpp"
-#include "tracer/trace.hpp"
+#include "trace/trace.hpp"
 
 namespace po = boost::program_options;
 

@@ -3,7 +3,7 @@
 #include <cerrno>
 #include <cstdlib>
 
-#include "breakpoint/error.hpp"
+#include "common/error.hpp"
 
 namespace po = boost::program_options;
 

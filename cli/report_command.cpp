@@ -4,7 +4,7 @@
 #include <iostream>
 #include <optional>
 
-#include "breakpoint/error.hpp"
+#include "common/error.hpp"
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
 #include "cli/output.hpp"

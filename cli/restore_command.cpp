@@ -4,7 +4,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "breakpoint/error.hpp"
+#include "common/error.hpp"
 #include "cli/commands.hpp"
 #include "tracer/restore.hpp"
 

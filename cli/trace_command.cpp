@@ -13,12 +13,12 @@
 #include <set>
 #include <sstream>
 
-#include "breakpoint/error.hpp"
+#include "common/error.hpp"
 #include "breakpoint/step_over.hpp"
 #include "cli/commands.hpp"
 #include "cli/output.hpp"
 #include "cli/parse.hpp"
-#include "tracer/trace.hpp"
+#include "trace/trace.hpp"
 #include "tracer/wait_status.hpp"
 
 namespace po = boost::program_options;

@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "breakpoint/error.hpp"
+#include "common/error.hpp"
 #include "compare/compare.hpp"
 #include "compare/machine.hpp"
 #include "compare/report.hpp"

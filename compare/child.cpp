@@ -3,7 +3,7 @@
 #include <signal.h>
 #include <sys/wait.h>
 
-#include "breakpoint/error.hpp"
+#include "common/error.hpp"
 #include "tracer/session.hpp"
 #include "tracer/wait_status.hpp"
 

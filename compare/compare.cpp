@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "breakpoint/error.hpp"
+#include "common/error.hpp"
 
 namespace probecost {
 

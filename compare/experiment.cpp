@@ -4,7 +4,7 @@
 #include <ctime>
 #include <fstream>
 
-#include "breakpoint/error.hpp"
+#include "common/error.hpp"
 
 namespace probecost {
 

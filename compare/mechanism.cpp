@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "breakpoint/error.hpp"
+#include "common/error.hpp"
 
 namespace probecost {
 

@@ -4,7 +4,7 @@
 #include <cstdlib>
 #include <limits>
 
-#include "breakpoint/error.hpp"
+#include "common/error.hpp"
 
 namespace probecost {
 

@@ -13,13 +13,13 @@
 #include <fstream>
 #include <ostream>
 
-#include "breakpoint/error.hpp"
+#include "common/error.hpp"
 #include "compare/machine.hpp"
 #include "compare/overhead.hpp"
 #include "tracer/proc_files.hpp"
 #include "tracer/process.hpp"
 #include "tracer/ticker.hpp"
-#include "tracer/trace.hpp"
+#include "trace/trace.hpp"
 
 namespace probecost {
 

@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
-#include "breakpoint/error.hpp"
+#include "common/error.hpp"
 
 namespace probecost {
 

@@ -13,7 +13,7 @@
 #include <optional>
 #include <sstream>
 
-#include "breakpoint/error.hpp"
+#include "common/error.hpp"
 #include "compare/stats.hpp"
 #include "compare/uprobe.hpp"
 #include "tracer/jump_probes.hpp"
@@ -319,7 +319,15 @@ void run_traced(const Mechanism& m, const LaunchSpec& spec, const RunConfig& cfg
     if (cfg.spare_probes) s.spare_probes = add_spare_sites(p, *step_over, cfg.spare_probes);
   }
   Session session(p, *step_over);
-  session.set_floor_mode(m.floor());
+  std::uint64_t floor_hits = 0;
+  if (m.floor()) {
+    // The ptrace floor: every SIGTRAP is a compiled-in int3 to count and resume, nothing more
+    // (no register, siginfo or memory access).
+    session.set_trap_hook([&floor_hits](Task&) {
+      ++floor_hits;
+      return true;
+    });
+  }
   // cfg.handlers counting handlers, all run on every hit (the tracer's own count aside).
   s.handler_hits.assign(cfg.handlers, 0);
   if (cfg.handlers > 0) {
@@ -334,7 +342,7 @@ void run_traced(const Mechanism& m, const LaunchSpec& spec, const RunConfig& cfg
   s.tracer_cpu_ns = thread_cpu_ns() - cpu0;
   s.tracer_syscalls = sys::counters().total() - before.total();
   s.tracer_stops = session.stats().stops;
-  s.hits = session.stats().hits;
+  s.hits = m.floor() ? floor_hits : session.stats().hits;
   for (const auto& site : p.sites()) {
     if (site->label() == kSpareSitesSymbol) s.spare_hits += site->hits;
   }

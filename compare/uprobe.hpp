@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "breakpoint/address.hpp"
+#include "common/address.hpp"
 #include "compare/mechanism.hpp"
 #include "compare/runner.hpp"
 #include "tracer/process.hpp"

@@ -22,7 +22,7 @@
 #include <array>
 #include <cstring>
 
-#include "breakpoint/error.hpp"
+#include "common/error.hpp"
 #include "compare/child.hpp"
 #include "compare/uprobe.hpp"
 #include "tracer/maps.hpp"

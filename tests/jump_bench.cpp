@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "breakpoint/error.hpp"
+#include "common/error.hpp"
 #include "inferior/marker.hpp"
 #include "inferior/sites.hpp"
 #include "tests/self_patch.hpp"

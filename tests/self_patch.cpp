@@ -12,7 +12,7 @@
 #include <array>
 #include <cstring>
 
-#include "breakpoint/error.hpp"
+#include "common/error.hpp"
 #include "tracer/symbols.hpp"
 
 namespace probecost::selftest {

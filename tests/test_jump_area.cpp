@@ -4,7 +4,7 @@
 #include <cstring>
 #include <random>
 
-#include "breakpoint/error.hpp"
+#include "common/error.hpp"
 #include "breakpoint/jump_area.hpp"
 #include "inferior/marker.hpp"
 

@@ -15,7 +15,7 @@
 #include <map>
 #include <thread>
 
-#include "breakpoint/error.hpp"
+#include "common/error.hpp"
 #include "inferior/sites.hpp"
 #include "tests/self_patch.hpp"
 

@@ -6,7 +6,7 @@
 #include <cstring>
 #include <map>
 
-#include "breakpoint/error.hpp"
+#include "common/error.hpp"
 #include "breakpoint/patch_site.hpp"
 #include "breakpoint/relocate.hpp"
 #include "breakpoint/site.hpp"

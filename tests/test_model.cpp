@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "breakpoint/error.hpp"
+#include "common/error.hpp"
 #include "compare/compare.hpp"
 #include "compare/mechanism.hpp"
 #include "compare/model.hpp"

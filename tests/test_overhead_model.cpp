@@ -4,7 +4,7 @@
 #include <cmath>
 #include <string>
 
-#include "breakpoint/error.hpp"
+#include "common/error.hpp"
 #include "compare/calibration.hpp"
 #include "compare/overhead.hpp"
 

@@ -5,7 +5,7 @@
 #include <fstream>
 #include <iterator>
 
-#include "breakpoint/error.hpp"
+#include "common/error.hpp"
 #include "compare/model.hpp"
 #include "tracer/maps.hpp"
 #include "tracer/probes.hpp"

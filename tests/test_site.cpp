@@ -2,7 +2,7 @@
 
 #include <map>
 
-#include "breakpoint/error.hpp"
+#include "common/error.hpp"
 #include "breakpoint/site_table.hpp"
 
 using namespace probecost;

@@ -5,7 +5,7 @@
 
 #include <map>
 
-#include "breakpoint/error.hpp"
+#include "common/error.hpp"
 #include "compare/bench.hpp"
 #include "compare/runner.hpp"
 

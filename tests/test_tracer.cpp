@@ -6,7 +6,7 @@
 
 #include <array>
 
-#include "breakpoint/error.hpp"
+#include "common/error.hpp"
 #include "run_capture.hpp"
 #include "tracer/ifunc.hpp"
 #include "tracer/process.hpp"

@@ -2,7 +2,7 @@
 #include <signal.h>
 #include <sys/ptrace.h>
 
-#include "breakpoint/error.hpp"
+#include "common/error.hpp"
 #include "tracer/guardian.hpp"
 #include "tracer/process.hpp"
 #include "tracer/syscalls.hpp"

@@ -2,7 +2,7 @@
 
 #include <cerrno>
 
-#include "breakpoint/error.hpp"
+#include "common/error.hpp"
 #include "tracer/proc_files.hpp"
 #include "tracer/syscalls.hpp"
 

@@ -9,7 +9,7 @@
 #include <cstdio>
 #include <vector>
 
-#include "breakpoint/error.hpp"
+#include "common/error.hpp"
 
 namespace probecost {
 

@@ -15,7 +15,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "breakpoint/address.hpp"
+#include "common/address.hpp"
 
 namespace probecost {
 

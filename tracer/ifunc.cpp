@@ -4,7 +4,7 @@
 #include <array>
 #include <cstring>
 
-#include "breakpoint/error.hpp"
+#include "common/error.hpp"
 
 namespace probecost {
 

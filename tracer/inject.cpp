@@ -9,8 +9,8 @@
 
 #include <cstring>
 
-#include "breakpoint/error.hpp"
 #include "breakpoint/outline.hpp"
+#include "common/error.hpp"
 #include "tracer/maps.hpp"
 #include "tracer/process.hpp"
 

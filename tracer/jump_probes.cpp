@@ -9,8 +9,8 @@
 #include <cstring>
 #include <sstream>
 
-#include "breakpoint/error.hpp"
 #include "breakpoint/patch_site.hpp"
+#include "common/error.hpp"
 #include "tracer/maps.hpp"
 
 namespace probecost {

@@ -6,7 +6,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "breakpoint/error.hpp"
+#include "common/error.hpp"
 
 namespace probecost {
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "breakpoint/address.hpp"
+#include "common/address.hpp"
 
 namespace probecost {
 

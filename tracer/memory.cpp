@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "breakpoint/error.hpp"
+#include "common/error.hpp"
 #include "tracer/syscalls.hpp"
 
 namespace probecost {

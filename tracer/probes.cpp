@@ -4,7 +4,7 @@
 #include <cstdlib>
 
 #include "breakpoint/decoder.hpp"
-#include "breakpoint/error.hpp"
+#include "common/error.hpp"
 #include "tracer/maps.hpp"
 
 namespace probecost {

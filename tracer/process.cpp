@@ -11,8 +11,8 @@
 #include <algorithm>
 #include <fstream>
 
-#include "breakpoint/error.hpp"
 #include "breakpoint/outline.hpp"
+#include "common/error.hpp"
 #include "tracer/family.hpp"
 #include "tracer/guardian.hpp"
 #include "tracer/maps.hpp"

@@ -8,9 +8,9 @@
 #include <cstring>
 
 #include "breakpoint/decoder.hpp"
-#include "breakpoint/error.hpp"
 #include "breakpoint/jump_area.hpp"
 #include "breakpoint/site.hpp"
+#include "common/error.hpp"
 #include "tracer/jump_probes.hpp"
 #include "tracer/maps.hpp"
 #include "tracer/process.hpp"

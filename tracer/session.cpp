@@ -5,7 +5,7 @@
 
 #include <ctime>
 
-#include "breakpoint/error.hpp"
+#include "common/error.hpp"
 
 namespace probecost {
 
@@ -204,14 +204,7 @@ void Session::dispatch(const TaskEvent& ev) {
 }
 
 void Session::on_trap(Task& t) {
-  if (floor_mode_) {
-    // ptrace-floor: a compiled-in int3. Count it and let run() resume the thread; no register,
-    // siginfo or memory access: one stop, waitpid + PTRACE_CONT.
-    ++stats_.hits;
-    ++t.hits;
-    hit_happened_ = true;
-    return;
-  }
+  if (trap_hook_ && trap_hook_(t)) return;
   Stopped thread(proc_, t, stats_);
   // Fast classification: RIP one past a site whose int3 never leaves and whose displaced
   // instruction is longer than a byte can only be that int3 (see trap_is_unambiguous), so

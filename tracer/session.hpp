@@ -45,8 +45,10 @@ class Session {
   // run() ends with End::Deadline once CLOCK_MONOTONIC reaches `seconds` (looked at on every
   // turn, and a tick is brought forward to it when the loop is waiting).
   void set_deadline(double monotonic_seconds) { deadline_ = monotonic_seconds; }
-  // The ptrace floor: every SIGTRAP is a compiled-in int3 to count and resume, nothing more.
-  void set_floor_mode(bool on) { floor_mode_ = on; }
+  // Called first on every SIGTRAP stop, with nothing read from the thread yet. True: handled
+  // (the thread is resumed as it is, nothing delivered, no site looked up). compare's ptrace
+  // floor counts compiled-in int3 this way: one stop, waitpid + PTRACE_CONT per hit.
+  void set_trap_hook(std::function<bool(Task&)> hook) { trap_hook_ = std::move(hook); }
   // Called on every hit with the thread stopped and its RIP still one past the int3 (stacks).
   void set_hit_observer(std::function<void(pid_t, StoppedThread&, BreakpointSite&)> f) {
     observer_ = std::move(f);
@@ -66,10 +68,10 @@ class Session {
   StepOver* step_over_;
   SessionStats stats_;
   bool hit_happened_ = false;
-  bool floor_mode_ = false;
   double deadline_ = 0;
   bool deadline_armed_ = false;
   std::function<void(pid_t, StoppedThread&, BreakpointSite&)> observer_;
+  std::function<bool(Task&)> trap_hook_;
 };
 
 }  // namespace probecost

@@ -2,7 +2,7 @@
 
 #include <libunwind-ptrace.h>
 
-#include "breakpoint/error.hpp"
+#include "common/error.hpp"
 
 namespace probecost {
 

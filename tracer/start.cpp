@@ -13,7 +13,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "breakpoint/error.hpp"
+#include "common/error.hpp"
 #include "tracer/guardian.hpp"
 #include "tracer/proc_files.hpp"
 #include "tracer/process.hpp"

@@ -12,7 +12,7 @@
 #include <set>
 #include <tuple>
 
-#include "breakpoint/error.hpp"
+#include "common/error.hpp"
 
 namespace probecost {
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "breakpoint/address.hpp"
+#include "common/address.hpp"
 
 typedef struct Dwfl Dwfl;
 

@@ -7,7 +7,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "breakpoint/error.hpp"
+#include "common/error.hpp"
 #include "tracer/syscalls.hpp"
 
 namespace probecost {

@@ -14,7 +14,7 @@
 #include <optional>
 #include <string>
 
-#include "breakpoint/address.hpp"
+#include "common/address.hpp"
 #include "tracer/wait_status.hpp"
 
 namespace probecost {

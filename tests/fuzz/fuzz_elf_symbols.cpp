@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "breakpoint/error.hpp"
+#include "common/error.hpp"
 #include "tracer/symbols.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

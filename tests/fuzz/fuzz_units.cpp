@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-#include "breakpoint/error.hpp"
+#include "common/error.hpp"
 #include "compare/model.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

@@ -1,4 +1,4 @@
-#include "tracer/trace.hpp"
+#include "trace/trace.hpp"
 
 #include <signal.h>
 #include <sys/wait.h>
@@ -10,7 +10,7 @@
 #include <set>
 #include <unordered_map>
 
-#include "breakpoint/error.hpp"
+#include "common/error.hpp"
 #include "tracer/family.hpp"
 #include "tracer/jump_probes.hpp"
 #include "tracer/process.hpp"
