@@ -5,20 +5,15 @@
 
 #include <algorithm>
 #include <ctime>
-#include <fstream>
 #include <optional>
-#include <set>
-#include <unordered_map>
 
 #include "common/error.hpp"
-#include "tracer/family.hpp"
-#include "tracer/jump_probes.hpp"
-#include "tracer/process.hpp"
-#include "tracer/session.hpp"
-#include "tracer/stacks.hpp"
+#include "trace/run.hpp"
 #include "tracer/syscalls.hpp"
 
 namespace probecost {
+
+namespace trace_run {
 
 namespace {
 
@@ -26,98 +21,6 @@ double thread_cpu_s() {
   timespec ts;
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
   return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-double now_s() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-// A thread's name (/proc/PID/task/TID/comm: pthread_setname_np, or the program's name), read
-// once, at its first hit.
-std::string thread_name(pid_t pid, pid_t tid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/task/" + std::to_string(tid) + "/comm");
-  std::string name;
-  std::getline(in, name);
-  return name;
-}
-
-std::unique_ptr<TracedProcess> start_target(const TraceOptions& opts) {
-  if (opts.pid) return TracedProcess::attach(opts.pid);
-  LaunchSpec spec;
-  spec.argv = opts.command;
-  spec.stdin_fd = opts.stdin_fd;
-  spec.stdout_fd = opts.stdout_fd;
-  spec.stderr_fd = opts.stderr_fd;
-  spec.cpu = opts.cpu;
-  auto proc = TracedProcess::launch(spec);
-  // Stopped at its exec, only the executable and the dynamic loader are mapped: run to the
-  // entry point so that the libraries it needs at start-up are there to be probed.
-  proc->run_to_entry();
-  return proc;
-}
-
-// Hit bookkeeping that outlives the threads (a thread's state goes when it exits).
-struct Recorder {
-  std::map<std::uint64_t, std::map<pid_t, std::uint64_t>> threads_by_site;
-  std::map<pid_t, std::uint64_t> thread_hits;
-  std::map<pid_t, std::string> thread_names;
-  std::map<std::uint64_t, std::map<std::vector<std::uint64_t>, std::uint64_t>> stacks;
-  std::unordered_map<std::uint64_t, std::string> frame_names;
-  std::optional<StackCollector> collector;
-  double stack_seconds = 0;
-
-  void record_stack(ProcessSymbols& symbols, pid_t tid, StoppedThread& thread,
-                    BreakpointSite& site);
-  std::vector<StackCount> top_stacks(std::uint64_t site) const;
-  void forget_image() {
-    thread_hits.clear();
-    thread_names.clear();
-    threads_by_site.clear();
-    stacks.clear();
-    frame_names.clear();
-  }
-};
-
-void Recorder::record_stack(ProcessSymbols& symbols, pid_t tid, StoppedThread& thread,
-                            BreakpointSite& site) {
-  double t0 = now_s();
-  // Unwind from the site itself, not from one past the int3: the unwind tables describe the
-  // site's first instruction as not yet executed.
-  thread.set_pc(site.address());
-  auto ips = collector->capture(tid);
-  for (std::size_t i = 0; i < ips.size(); ++i) {
-    // Return addresses point after the call: look up ip-1 for the caller's line (frame 0 is
-    // the site itself).
-    std::uint64_t ip = i == 0 ? ips[i] : ips[i] - 1;
-    if (frame_names.count(ip)) continue;
-    std::string name = symbols.describe(RuntimeAddr(ip));
-    if (name.rfind("0x", 0) == 0) {  // unknown: a library loaded since? look again once
-      symbols.refresh();
-      name = symbols.describe(RuntimeAddr(ip));
-    }
-    frame_names[ip] = name;
-  }
-  ++stacks[site.address().value()][ips];
-  stack_seconds += now_s() - t0;
-}
-
-std::vector<StackCount> Recorder::top_stacks(std::uint64_t site) const {
-  std::vector<StackCount> out;
-  auto it = stacks.find(site);
-  if (it == stacks.end()) return out;
-  for (const auto& [ips, count] : it->second) {
-    StackCount sc;
-    sc.count = count;
-    for (std::size_t i = 0; i < ips.size(); ++i) {
-      sc.frames.push_back(frame_names.at(i == 0 ? ips[i] : ips[i] - 1));
-    }
-    out.push_back(sc);
-  }
-  std::sort(out.begin(), out.end(),
-            [](const StackCount& a, const StackCount& b) { return a.count > b.count; });
-  return out;
 }
 
 std::string describe_end(Session::End end, const TracedProcess& proc) {
@@ -152,66 +55,22 @@ std::optional<int> wait_for_command(pid_t pid) {
   }
 }
 
-// How one probe is in: an int3 site, or a jump probe (its index in JumpProbes).
-struct Placement {
-  std::optional<std::size_t> jump;
-  std::string why_not_jump;
-};
+}  // namespace
 
-// One process of the trace (the one started or attached to, or one it forked while we follow
-// forks), and its current image's probes.
-struct Traced {
-  TracedProcess* proc = nullptr;
-  std::unique_ptr<ProcessSymbols> symbols;
-  std::vector<ResolvedProbe> probes;
-  std::vector<Placement> placements;
-  std::unique_ptr<StepOver> step_over;
-  std::unique_ptr<JumpProbes> jumps;
-  std::unique_ptr<Session> session;
-  Recorder rec;
-  std::vector<std::string> images;
-  double cpu0 = 0, cpu_last = 0;  // its CPU time when we took it, and when last looked at
-};
-
-// One run of `probecost trace`: its processes, an image at a time each (a new one after each
-// exec).
-class TraceRun {
- public:
-  TraceRun(const TraceOptions& opts, std::ostream& notes)
-      : opts_(opts), notes_(notes), family_(start_target(opts)), held_from_(now_s()) {}
-  TraceReport run();
-
- private:
-  TracedProcess& root() { return family_.root(); }
-  Traced& add_traced(TracedProcess& proc);
-  Traced* traced(const TracedProcess* proc);
-  void install_image(Traced& tr);
-  void refuse_leftovers(Traced& tr);
-  std::vector<ResolvedProbe> resolve(Traced& tr, bool first_image);
-  void enable_int3(Traced& tr, const ResolvedProbe& probe);
-  Placement place(Traced& tr, const ResolvedProbe& probe,
-                  std::map<std::uint64_t, std::size_t>& jump_at);
-  void start_session(Traced& tr);
-  void take_fork_child(Traced& tr, Traced& parent);
-  void take_new_processes();
-  bool follow_execs();
-  void follow_exec(Traced& tr);
-  void on_tick();
-  Session::End loop();
-  void close_image(Traced& tr);
-  void let_go();
-  std::uint64_t jump_hits(const Traced& tr) const;
-  std::uint64_t hits_so_far() const;
-
-  const TraceOptions& opts_;
-  std::ostream& notes_;
-  Family family_;
-  std::vector<std::unique_ptr<Traced>> traced_;  // the root first
-  TraceReport report_;
-  std::set<std::string> probed_specs_;  // specs that named something in some image
-  double t0_ = 0, next_progress_ = 0;
-  double held_from_;  // every thread is stopped from here until the session runs
-};
+std::unique_ptr<TracedProcess> TraceRun::start_target(const TraceOptions& opts) {
+  if (opts.pid) return TracedProcess::attach(opts.pid);
+  LaunchSpec spec;
+  spec.argv = opts.command;
+  spec.stdin_fd = opts.stdin_fd;
+  spec.stdout_fd = opts.stdout_fd;
+  spec.stderr_fd = opts.stderr_fd;
+  spec.cpu = opts.cpu;
+  auto proc = TracedProcess::launch(spec);
+  // Stopped at its exec, only the executable and the dynamic loader are mapped: run to the
+  // entry point so that the libraries it needs at start-up are there to be probed.
+  proc->run_to_entry();
+  return proc;
+}
 
 Traced& TraceRun::add_traced(TracedProcess& proc) {
   traced_.push_back(std::make_unique<Traced>());
@@ -226,133 +85,6 @@ Traced* TraceRun::traced(const TracedProcess* proc) {
     if (tr->proc == proc) return tr.get();
   }
   return nullptr;
-}
-
-std::vector<ResolvedProbe> TraceRun::resolve(Traced& tr, bool first_image) {
-  TracedProcess& p = *tr.proc;
-  // An IFUNC that no relocated slot shows resolved: its resolver runs in a stopped thread.
-  ResolverCall call = [&p](RuntimeAddr resolver) { return p.call_in_tracee(resolver); };
-  std::vector<ResolvedProbe> out;
-  // With --follow-forks the probes may be meant for what the children exec (`-F -- sh -c`).
-  if (first_image && !opts_.follow_forks) {
-    out = resolve_probes(opts_.probes, *tr.symbols, p.memory(), p.proc_tid(), opts_.all_matches,
-                         call);
-  } else {
-    // In a new image a probe may name nothing: say so and go on with the others.
-    for (const auto& spec : opts_.probes) {
-      try {
-        auto r =
-            resolve_probes({spec}, *tr.symbols, p.memory(), p.proc_tid(), opts_.all_matches, call);
-        out.insert(out.end(), r.begin(), r.end());
-      } catch (const UsageError& e) {
-        if (opts_.announce) {
-          notes_ << "probecost trace: not probed in " << (first_image ? "" : "the new image of ")
-                 << "process " << p.pid() << ": " << e.what() << std::endl;
-        }
-      }
-    }
-  }
-  merge_same_address(out);
-  for (const auto& r : out) probed_specs_.insert(r.spec);
-  return out;
-}
-
-void TraceRun::enable_int3(Traced& tr, const ResolvedProbe& probe) {
-  TracedProcess& p = *tr.proc;
-  BreakpointSite& site = p.sites().add(probe.address, probe.spec);
-  if (site.enabled()) return;  // two specs naming one address
-  try {
-    site.enable();
-  } catch (const SiteOccupied&) {
-    throw Error("cannot probe " + probe.spec + " (" + probe.symbol + " at " + probe.address.hex() +
-                ") in process " + std::to_string(p.pid()) +
-                ": it holds an int3 already. If a probecost was killed while tracing it, "
-                "'probecost restore -p " +
-                std::to_string(p.pid()) + "' puts the bytes back");
-  }
-  tr.step_over->prepare(site);
-}
-
-Placement TraceRun::place(Traced& tr, const ResolvedProbe& probe,
-                          std::map<std::uint64_t, std::size_t>& jump_at) {
-  Placement pl;
-  pid_t pid = tr.proc->pid();
-  if (tr.jumps && !probe.implementation.empty()) {
-    // glibc's IFUNC implementations are hand-written assembly with several entry points:
-    // __mempcpy_avx512_unaligned_erms jumps to the second instruction of
-    // __memmove_avx512_unaligned_erms, from outside the function the planner decodes. A jump
-    // over the first bytes would send such a branch into the middle of the jmp (SIGILL).
-    pl.why_not_jump = "an IFUNC implementation (" + probe.implementation +
-                      "): other functions branch into its first bytes";
-    if (opts_.via == "jump") {
-      throw UsageError("cannot patch a jump at " + probe.spec + " (" + probe.address.hex() +
-                       ") in process " + std::to_string(pid) + ": " + pl.why_not_jump +
-                       " (--via auto falls back to int3 there)");
-    }
-  } else if (tr.jumps) {
-    auto known = jump_at.find(probe.address.value());
-    if (known != jump_at.end()) {
-      pl.jump = known->second;
-    } else {
-      pl.jump = tr.jumps->add(probe.address, *tr.symbols,
-                              static_cast<std::uint32_t>(tr.jumps->size() + 1), probe.spec,
-                              pl.why_not_jump);
-      if (pl.jump) jump_at[probe.address.value()] = *pl.jump;
-    }
-    if (!pl.jump && opts_.via == "jump") {
-      throw UsageError("cannot patch a jump at " + probe.spec + " (" + probe.address.hex() +
-                       ") in process " + std::to_string(pid) + ": " + pl.why_not_jump +
-                       " (--via auto falls back to int3 there)");
-    }
-  }
-  if (!pl.jump) enable_int3(tr, probe);
-  return pl;
-}
-
-// Every probe in, with every thread stopped: a jump where --via allows and the site
-// qualifies, else an int3.
-void TraceRun::install_image(Traced& tr) {
-  TracedProcess& p = *tr.proc;
-  bool first = !tr.symbols && &p == &root();
-  tr.symbols = std::make_unique<ProcessSymbols>(p.proc_tid());
-  tr.images.push_back(tr.symbols->executable());
-  tr.probes = resolve(tr, first);
-  tr.step_over = make_step_over(opts_.step_over, p.memory(),
-                                [&p](RuntimeAddr near) { return p.map_scratch(near); });
-  tr.jumps.reset();
-  if (opts_.via != "int3" && !opts_.stacks) {
-    JumpOptions jo;
-    jo.events = opts_.events;
-    jo.event_sites = static_cast<std::uint32_t>(std::max<std::size_t>(tr.probes.size(), 1));
-    tr.jumps = std::make_unique<JumpProbes>(p, jo);
-  }
-  refuse_leftovers(tr);
-  tr.placements.clear();
-  std::map<std::uint64_t, std::size_t> jump_at;
-  for (const auto& probe : tr.probes) tr.placements.push_back(place(tr, probe, jump_at));
-}
-
-// A jump a probecost that died left at a probe's address: probing over it would make nonsense
-// of both (an int3 over its jmp, or a plan over its bytes). The bytes must go back first.
-void TraceRun::refuse_leftovers(Traced& tr) {
-  TracedProcess& p = *tr.proc;
-  std::vector<std::string> notes;
-  for (const auto& area : read_jump_areas(p, notes)) {
-    for (const auto& site : area.sites) {
-      std::vector<std::uint8_t> now(site.patch.length);
-      p.memory().read(site.patch.site, now);
-      if (patch_state(site.patch, now) == PatchState::Original) continue;
-      for (const auto& probe : tr.probes) {
-        std::int64_t off = probe.address - site.patch.site;
-        if (off < 0 || off >= static_cast<std::int64_t>(site.patch.length)) continue;
-        throw Error("cannot probe " + probe.spec + " (" + probe.symbol + " at " +
-                    probe.address.hex() + ") in process " + std::to_string(p.pid()) +
-                    ": a jump probe that probecost (process " + std::to_string(area.tracer_pid) +
-                    ") left there is still in. 'probecost restore -p " + std::to_string(p.pid()) +
-                    "' puts the bytes back");
-      }
-    }
-  }
 }
 
 std::uint64_t TraceRun::jump_hits(const Traced& tr) const {
@@ -657,7 +389,9 @@ TraceReport TraceRun::run() {
   return report_;
 }
 
-}  // namespace
+}  // namespace trace_run
+
+using trace_run::TraceRun;
 
 void check_via(const std::string& via) {
   if (via != "int3" && via != "jump" && via != "auto") {
@@ -666,7 +400,7 @@ void check_via(const std::string& via) {
 }
 
 std::vector<Symbol> list_target_symbols(const TraceOptions& opts, const std::string& pattern) {
-  auto proc = start_target(opts);
+  auto proc = TraceRun::start_target(opts);
   return ProcessSymbols(proc->proc_tid()).list(pattern);
 }
 

@@ -1,0 +1,137 @@
+// Putting a process's probes in: resolving them in its image, a jump where the site allows
+// one, an int3 elsewhere.
+#include <algorithm>
+
+#include "common/error.hpp"
+#include "trace/run.hpp"
+
+namespace probecost::trace_run {
+
+std::vector<ResolvedProbe> TraceRun::resolve(Traced& tr, bool first_image) {
+  TracedProcess& p = *tr.proc;
+  // An IFUNC that no relocated slot shows resolved: its resolver runs in a stopped thread.
+  ResolverCall call = [&p](RuntimeAddr resolver) { return p.call_in_tracee(resolver); };
+  std::vector<ResolvedProbe> out;
+  // With --follow-forks the probes may be meant for what the children exec (`-F -- sh -c`).
+  if (first_image && !opts_.follow_forks) {
+    out = resolve_probes(opts_.probes, *tr.symbols, p.memory(), p.proc_tid(), opts_.all_matches,
+                         call);
+  } else {
+    // In a new image a probe may name nothing: say so and go on with the others.
+    for (const auto& spec : opts_.probes) {
+      try {
+        auto r =
+            resolve_probes({spec}, *tr.symbols, p.memory(), p.proc_tid(), opts_.all_matches, call);
+        out.insert(out.end(), r.begin(), r.end());
+      } catch (const UsageError& e) {
+        if (opts_.announce) {
+          notes_ << "probecost trace: not probed in " << (first_image ? "" : "the new image of ")
+                 << "process " << p.pid() << ": " << e.what() << std::endl;
+        }
+      }
+    }
+  }
+  merge_same_address(out);
+  for (const auto& r : out) probed_specs_.insert(r.spec);
+  return out;
+}
+
+void TraceRun::enable_int3(Traced& tr, const ResolvedProbe& probe) {
+  TracedProcess& p = *tr.proc;
+  BreakpointSite& site = p.sites().add(probe.address, probe.spec);
+  if (site.enabled()) return;  // two specs naming one address
+  try {
+    site.enable();
+  } catch (const SiteOccupied&) {
+    throw Error("cannot probe " + probe.spec + " (" + probe.symbol + " at " + probe.address.hex() +
+                ") in process " + std::to_string(p.pid()) +
+                ": it holds an int3 already. If a probecost was killed while tracing it, "
+                "'probecost restore -p " +
+                std::to_string(p.pid()) + "' puts the bytes back");
+  }
+  tr.step_over->prepare(site);
+}
+
+Placement TraceRun::place(Traced& tr, const ResolvedProbe& probe,
+                          std::map<std::uint64_t, std::size_t>& jump_at) {
+  Placement pl;
+  pid_t pid = tr.proc->pid();
+  if (tr.jumps && !probe.implementation.empty()) {
+    // glibc's IFUNC implementations are hand-written assembly with several entry points:
+    // __mempcpy_avx512_unaligned_erms jumps to the second instruction of
+    // __memmove_avx512_unaligned_erms, from outside the function the planner decodes. A jump
+    // over the first bytes would send such a branch into the middle of the jmp (SIGILL).
+    pl.why_not_jump = "an IFUNC implementation (" + probe.implementation +
+                      "): other functions branch into its first bytes";
+    if (opts_.via == "jump") {
+      throw UsageError("cannot patch a jump at " + probe.spec + " (" + probe.address.hex() +
+                       ") in process " + std::to_string(pid) + ": " + pl.why_not_jump +
+                       " (--via auto falls back to int3 there)");
+    }
+  } else if (tr.jumps) {
+    auto known = jump_at.find(probe.address.value());
+    if (known != jump_at.end()) {
+      pl.jump = known->second;
+    } else {
+      pl.jump = tr.jumps->add(probe.address, *tr.symbols,
+                              static_cast<std::uint32_t>(tr.jumps->size() + 1), probe.spec,
+                              pl.why_not_jump);
+      if (pl.jump) jump_at[probe.address.value()] = *pl.jump;
+    }
+    if (!pl.jump && opts_.via == "jump") {
+      throw UsageError("cannot patch a jump at " + probe.spec + " (" + probe.address.hex() +
+                       ") in process " + std::to_string(pid) + ": " + pl.why_not_jump +
+                       " (--via auto falls back to int3 there)");
+    }
+  }
+  if (!pl.jump) enable_int3(tr, probe);
+  return pl;
+}
+
+// Every probe in, with every thread stopped: a jump where --via allows and the site
+// qualifies, else an int3.
+void TraceRun::install_image(Traced& tr) {
+  TracedProcess& p = *tr.proc;
+  bool first = !tr.symbols && &p == &root();
+  tr.symbols = std::make_unique<ProcessSymbols>(p.proc_tid());
+  tr.images.push_back(tr.symbols->executable());
+  tr.probes = resolve(tr, first);
+  tr.step_over = make_step_over(opts_.step_over, p.memory(),
+                                [&p](RuntimeAddr near) { return p.map_scratch(near); });
+  tr.jumps.reset();
+  if (opts_.via != "int3" && !opts_.stacks) {
+    JumpOptions jo;
+    jo.events = opts_.events;
+    jo.event_sites = static_cast<std::uint32_t>(std::max<std::size_t>(tr.probes.size(), 1));
+    tr.jumps = std::make_unique<JumpProbes>(p, jo);
+  }
+  refuse_leftovers(tr);
+  tr.placements.clear();
+  std::map<std::uint64_t, std::size_t> jump_at;
+  for (const auto& probe : tr.probes) tr.placements.push_back(place(tr, probe, jump_at));
+}
+
+// A jump a probecost that died left at a probe's address: probing over it would make nonsense
+// of both (an int3 over its jmp, or a plan over its bytes). The bytes must go back first.
+void TraceRun::refuse_leftovers(Traced& tr) {
+  TracedProcess& p = *tr.proc;
+  std::vector<std::string> notes;
+  for (const auto& area : read_jump_areas(p, notes)) {
+    for (const auto& site : area.sites) {
+      std::vector<std::uint8_t> now(site.patch.length);
+      p.memory().read(site.patch.site, now);
+      if (patch_state(site.patch, now) == PatchState::Original) continue;
+      for (const auto& probe : tr.probes) {
+        std::int64_t off = probe.address - site.patch.site;
+        if (off < 0 || off >= static_cast<std::int64_t>(site.patch.length)) continue;
+        throw Error("cannot probe " + probe.spec + " (" + probe.symbol + " at " +
+                    probe.address.hex() + ") in process " + std::to_string(p.pid()) +
+                    ": a jump probe that probecost (process " + std::to_string(area.tracer_pid) +
+                    ") left there is still in. 'probecost restore -p " + std::to_string(p.pid()) +
+                    "' puts the bytes back");
+      }
+    }
+  }
+}
+
+}  // namespace probecost::trace_run

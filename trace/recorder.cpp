@@ -1,0 +1,61 @@
+#include <ctime>
+#include <fstream>
+
+#include "trace/run.hpp"
+
+namespace probecost::trace_run {
+
+double now_s() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+std::string thread_name(pid_t pid, pid_t tid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/task/" + std::to_string(tid) + "/comm");
+  std::string name;
+  std::getline(in, name);
+  return name;
+}
+
+void Recorder::record_stack(ProcessSymbols& symbols, pid_t tid, StoppedThread& thread,
+                            BreakpointSite& site) {
+  double t0 = now_s();
+  // Unwind from the site itself, not from one past the int3: the unwind tables describe the
+  // site's first instruction as not yet executed.
+  thread.set_pc(site.address());
+  auto ips = collector->capture(tid);
+  for (std::size_t i = 0; i < ips.size(); ++i) {
+    // Return addresses point after the call: look up ip-1 for the caller's line (frame 0 is
+    // the site itself).
+    std::uint64_t ip = i == 0 ? ips[i] : ips[i] - 1;
+    if (frame_names.count(ip)) continue;
+    std::string name = symbols.describe(RuntimeAddr(ip));
+    if (name.rfind("0x", 0) == 0) {  // unknown: a library loaded since? look again once
+      symbols.refresh();
+      name = symbols.describe(RuntimeAddr(ip));
+    }
+    frame_names[ip] = name;
+  }
+  ++stacks[site.address().value()][ips];
+  stack_seconds += now_s() - t0;
+}
+
+std::vector<StackCount> Recorder::top_stacks(std::uint64_t site) const {
+  std::vector<StackCount> out;
+  auto it = stacks.find(site);
+  if (it == stacks.end()) return out;
+  for (const auto& [ips, count] : it->second) {
+    StackCount sc;
+    sc.count = count;
+    for (std::size_t i = 0; i < ips.size(); ++i) {
+      sc.frames.push_back(frame_names.at(i == 0 ? ips[i] : ips[i] - 1));
+    }
+    out.push_back(sc);
+  }
+  std::sort(out.begin(), out.end(),
+            [](const StackCount& a, const StackCount& b) { return a.count > b.count; });
+  return out;
+}
+
+}  // namespace probecost::trace_run

@@ -1,0 +1,21 @@
+#pragma once
+// The report of `probecost trace`: text (the table, processes, how each probe is in, CPU
+// figures), JSON, CSV, and folded stacks.
+#include <nlohmann/json.hpp>
+#include <ostream>
+#include <string>
+
+#include "trace/trace.hpp"
+
+namespace probecost {
+
+nlohmann::json trace_json(const TraceReport& r);
+// `top`: stacks printed per probe; `verbose`: hits by probe and thread, and rows of other
+// processes without a hit.
+void write_trace_text(std::ostream& out, const TraceReport& r, unsigned top, bool verbose);
+// One row per probe, process and image, most hits first; numbers in fixed notation.
+void write_trace_csv(std::ostream& out, const TraceReport& r);
+// --folded: flamegraph.pl / speedscope / inferno input.
+std::string trace_folded_stacks(const TraceReport& r);
+
+}  // namespace probecost
