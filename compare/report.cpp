@@ -172,7 +172,8 @@ void write_text(std::ostream& out, const CompareResult& r, bool verbose) {
       << num(r.machine.tsc_hz / 1e9, 3) << " GHz, " << r.machine.cpus << " CPUs\n";
   out << "placement: " << placement_name(c.placement) << " (" << r.cpus.describe() << ")\n";
   out << "cost per hit = (ns per iteration) - (baseline's median); CPU = tracee + tracer, from "
-         "the kernel's accounting\n\n";
+         "the kernel's accounting\n";
+  out << "xmarker = CPU ns/hit / the marker's CPU ns/hit (the verdict's ratio)\n\n";
 
   std::string head = pad("mechanism", 17, true) + pad("iterations", 11) + pad("hits", 11) +
                      pad("ns/hit", 10) + pad("(min .. max)", 25) + pad("cycles/hit", 11) +
