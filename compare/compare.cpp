@@ -1,9 +1,9 @@
 #include "compare/compare.hpp"
 
 #include <algorithm>
-#include <cstdio>
 
 #include "breakpoint/error.hpp"
+#include "compare/format.hpp"
 
 namespace probecost {
 
@@ -26,9 +26,7 @@ void check_work(const std::string& work) {
 namespace {
 
 std::string ns_text(double v) {
-  char buf[48];
-  std::snprintf(buf, sizeof buf, "%.1f", v);
-  return buf;
+  return num(v, 1);
 }
 
 // "spread (max - min) 12.3 ns/hit is larger than the median 4.5" or empty.

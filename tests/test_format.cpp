@@ -173,3 +173,20 @@ TEST(CompareReport, XmarkerIsTheVerdictsCpuRatio) {
   EXPECT_EQ(csv.find("e+"), std::string::npos) << csv;
   EXPECT_NE(csv.find(",1200000,4800,49,"), std::string::npos) << csv;  // rate, CPU%, slowdown
 }
+
+TEST(CompareReport, WarningsUseTheTablesFormat) {
+  MechanismResult r;
+  r.mechanism = select_mechanisms({"int3-ptrace"}).back();
+  r.iterations = 20'000;
+  r.per_hit_ns = {235173.6, 114276.8, 356070.4, 2};  // the spread is larger than the median
+  r.cpu_ns_per_hit = r.per_hit_ns;
+  judge_figures(r);
+  EXPECT_NE(r.problem.find("(max - min = 241,793.6) is larger than its median (235,173.6)"),
+            std::string::npos)
+      << r.problem;
+  MechanismResult neg = r;
+  neg.problem.clear();
+  neg.per_hit_ns = {-0.01, -0.02, 0.0, 2};
+  judge_figures(neg);
+  EXPECT_NE(neg.problem.find("negative ns/hit (median 0.0)"), std::string::npos) << neg.problem;
+}
