@@ -10,6 +10,7 @@
 #include "cli/output.hpp"
 #include "cli/parse.hpp"
 #include "compare/experiment.hpp"
+#include "compare/format.hpp"
 #include "compare/mechanism.hpp"
 
 namespace po = boost::program_options;
@@ -100,7 +101,8 @@ int experiment_command(const std::vector<std::string>& args) {
   std::vector<Experiment> list = run_experiments(name, a.cfg);
   output.write(render([&](std::ostream& out) {
     if (a.format == "json") {
-      out << (list.size() == 1 ? experiment_json(list[0]) : experiments_json(list)).dump(2) << "\n";
+      out << json_dump(list.size() == 1 ? experiment_json(list[0]) : experiments_json(list))
+          << "\n";
       return;
     }
     for (std::size_t i = 0; i < list.size(); ++i) {

@@ -9,6 +9,7 @@
 #include "cli/common.hpp"
 #include "cli/output.hpp"
 #include "cli/parse.hpp"
+#include "compare/format.hpp"
 #include "compare/html_report.hpp"
 
 namespace po = boost::program_options;
@@ -76,7 +77,7 @@ int report_command(const std::vector<std::string>& args) {
     cfg.inferior = find_inferior(cfg.inferior);
     list = run_experiments("all", cfg);
   }
-  if (json) json->write(experiments_json(list).dump(2) + "\n");
+  if (json) json->write(json_dump(experiments_json(list)) + "\n");
   html.write(render([&](std::ostream& out) { write_html_report(out, list); }));
   bool ok = true;
   for (const auto& e : list) ok = ok && e.problems.empty();

@@ -1,9 +1,9 @@
 #include "compare/compare.hpp"
 
 #include <algorithm>
-#include <cstdio>
 
 #include "common/error.hpp"
+#include "compare/format.hpp"
 
 namespace probecost {
 
@@ -26,9 +26,7 @@ void check_work(const std::string& work) {
 namespace {
 
 std::string ns_text(double v) {
-  char buf[48];
-  std::snprintf(buf, sizeof buf, "%.1f", v);
-  return buf;
+  return num(v, 1);
 }
 
 // "spread (max - min) 12.3 ns/hit is larger than the median 4.5" or empty.
@@ -181,12 +179,19 @@ CompareResult run_mechanisms(const std::vector<Mechanism>& mechs, const CompareC
   baseline.ns_per_iter = summarize(field(baseline.samples, &Sample::ns_per_iter));
   MechanismResult base_copy = baseline;
   for (auto& r : result.mechanisms) summarize_mechanism(r, base_copy, cfg.rates, cfg.judge_noise);
+  relate_to_marker(result);
+  return result;
+}
+
+void relate_to_marker(CompareResult& result) {
   auto marker = std::find_if(result.mechanisms.begin(), result.mechanisms.end(),
                              [](const MechanismResult& r) { return r.mechanism.name == "marker"; });
-  if (marker != result.mechanisms.end() && marker->per_hit_ns.median > 0) {
-    for (auto& r : result.mechanisms) r.x_marker = r.per_hit_ns.median / marker->per_hit_ns.median;
+  double base = marker != result.mechanisms.end() && marker->skipped.empty()
+                    ? marker->cpu_ns_per_hit.median
+                    : 0;
+  for (auto& r : result.mechanisms) {
+    r.x_marker = base > 0 && r.skipped.empty() ? r.cpu_ns_per_hit.median / base : 0;
   }
-  return result;
 }
 
 }  // namespace probecost

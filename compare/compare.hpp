@@ -46,7 +46,8 @@ struct MechanismResult {
   double syscalls_per_hit = 0;
   double stops_per_hit = 0;
   std::string step_over_plan;
-  double x_marker = 0;  // per_hit_ns / marker's per_hit_ns; 0 when there is no marker row
+  // cpu_ns_per_hit / the marker's, the verdict's figure; 0 when there is no marker row
+  double x_marker = 0;
   std::vector<Extrapolation> extrapolation;
   std::string problem;
   std::string skipped;      // the machine refused this mechanism (no uprobe PMU, no permission)
@@ -73,6 +74,10 @@ inline constexpr std::uint64_t kMinTrustedIterations = 1000;
 // than the median. Rows that are ~0 by design (Mechanism::zero_by_design) are not judged: for
 // them the last two would hold by construction.
 void judge_figures(MechanismResult& r);
+
+// Sets every row's x_marker: its CPU ns/hit (median) over the marker row's, the ratio the
+// verdict names; 0 for every row when there is no marker row or its cost is not above 0.
+void relate_to_marker(CompareResult& result);
 
 // The mechanisms in run order, with the baseline first; the runs of a skipped mechanism stop at
 // its first, which says why. `progress(done, total, what)` is called before each run.

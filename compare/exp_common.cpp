@@ -1,20 +1,8 @@
 #include "compare/exp_common.hpp"
 
-#include <cstdio>
-
 #include "compare/stats.hpp"
 
 namespace probecost::exp {
-
-std::string fmt(const char* format, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, format, v);
-  return buf;
-}
-
-std::string delta(double v, const char* format) {
-  return fmt(format, v);
-}
 
 CompareConfig base_config(const ExperimentConfig& cfg) {
   CompareConfig c;

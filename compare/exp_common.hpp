@@ -4,13 +4,10 @@
 
 #include "compare/compare.hpp"
 #include "compare/experiment.hpp"
+#include "compare/format.hpp"
 #include "compare/report.hpp"
 
 namespace probecost::exp {
-
-std::string fmt(const char* format, double v);
-// A signed difference: "+1.2", "-0.3".
-std::string delta(double v, const char* format = "%+.1f");
 
 // Same-cpu placement, the experiment's inferior and repetitions, no extrapolation rates.
 CompareConfig base_config(const ExperimentConfig& cfg);

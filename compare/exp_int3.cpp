@@ -10,8 +10,6 @@ namespace probecost {
 
 namespace {
 
-using exp::fmt;
-
 std::string then_cell(const std::string& name) {
   if (name == "int3-signal") return "int3 + empty handler: 2.01 µs, 150%";
   if (name == "marker") return "LTT event: 0.220 µs, 16.5%";
@@ -27,7 +25,7 @@ const MechanismResult* find(const CompareResult& r, const std::string& name) {
 
 std::string share(const MechanismResult& m) {
   double p = seeds::kRate2006 * m.cpu_ns_per_hit.median / 1e7;
-  return p >= 100 ? group_thousands(p) + "%" : fmt(p >= 10 ? "%.1f%%" : "%.2f%%", p);
+  return percent(p);
 }
 
 std::string verdict(const CompareResult& r) {
@@ -43,7 +41,7 @@ std::string verdict(const CompareResult& r) {
   const auto* mk = find(r, "marker");
   if (sig && mk && mk->cpu_ns_per_hit.median > 0) {
     s += " the in-process breakpoint costs " +
-         fmt("%.0f", sig->cpu_ns_per_hit.median / mk->cpu_ns_per_hit.median) +
+         times(sig->cpu_ns_per_hit.median / mk->cpu_ns_per_hit.median) +
          " times the marker (2006: 9.1 times).";
   }
   return s;
@@ -140,9 +138,9 @@ Experiment run_int3_vs_marker(const ExperimentConfig& cfg, const Progress& progr
     if (m.mechanism.name == "baseline") continue;
     bool skip = !m.skipped.empty();
     e.today.rows.push_back(
-        {m.mechanism.name, exp::hits_cell(m), skip ? "-" : fmt("%.1f", m.per_hit_ns.median),
-         skip ? "-" : fmt("%.1f", m.per_hit_ns.min) + " .. " + fmt("%.1f", m.per_hit_ns.max),
-         skip ? "-" : fmt("%.1f", m.cpu_ns_per_hit.median), skip ? "-" : share(m),
+        {m.mechanism.name, exp::hits_cell(m), skip ? "-" : num(m.per_hit_ns.median, 1),
+         skip ? "-" : num(m.per_hit_ns.min, 1) + " .. " + num(m.per_hit_ns.max, 1),
+         skip ? "-" : num(m.cpu_ns_per_hit.median, 1), skip ? "-" : share(m),
          then_cell(m.mechanism.name)});
   }
   e.then = {seeds::int3_004()};

@@ -16,9 +16,6 @@ namespace probecost {
 
 namespace {
 
-using exp::delta;
-using exp::fmt;
-
 const std::vector<std::string> kVariants = {"flag", "immediate", "static-key", "nop-call"};
 const std::vector<int> kArgs = {0, 1, 3, 6};
 
@@ -125,16 +122,16 @@ std::vector<std::string> row(const Results& r, const std::string& name, const st
   const auto& c = find(r.copy, name);
   const CodeBytes& b = r.code.at(sym);
   bool is_base = name == "none";
-  auto added = [&](double v) { return is_base ? std::string("-") : delta(v, "%+.2f"); };
+  auto added = [&](double v) { return is_base ? std::string("-") : signed_num(v, 2); };
   auto bytes = [&](std::uint64_t v, std::uint64_t b0) {
-    return is_base ? std::to_string(v) : delta(double(v) - double(b0), "%+.0f");
+    return is_base ? std::to_string(v) : signed_num(double(v) - double(b0), 0);
   };
   std::string hits = exp::hits_cell(c) == "WRONG" ? "WRONG" : exp::hits_cell(e);
-  return {fmt("%.2f", exp::median_cycles_per_iter(e)),
+  return {num(exp::median_cycles_per_iter(e), 2),
           added(e.per_hit_cycles.median),
-          fmt("%.2f", e.ns_per_iter.median),
+          num(e.ns_per_iter.median, 2),
           added(e.per_hit_ns.median),
-          fmt("%.1f", exp::median_cycles_per_iter(c)),
+          num(exp::median_cycles_per_iter(c), 1),
           added(c.per_hit_cycles.median),
           added(c.per_hit_ns.median),
           bytes(b.fast_path, base.fast_path),
@@ -143,7 +140,7 @@ std::vector<std::string> row(const Results& r, const std::string& name, const st
 }
 
 Table today_table(const Results& r) {
-  Table t{"Today: cycles are TSC cycles (" + fmt("%.3f", r.empty.machine.tsc_hz / 1e9) +
+  Table t{"Today: cycles are TSC cycles (" + num(r.empty.machine.tsc_hz / 1e9, 3) +
               " GHz), per loop of a non-inlined call to the site; + = over the same site without "
               "a marker (first row); median of the runs",
           {"variant", "args", "state", "empty: cycles", "+cycles", "ns", "+ns",

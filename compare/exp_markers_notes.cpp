@@ -11,9 +11,6 @@ namespace probecost {
 
 namespace {
 
-using exp::delta;
-using exp::fmt;
-
 // Within this many TSC cycles of the bare site a disabled marker is lost in the noise.
 constexpr double kNoise = 0.5;
 
@@ -41,7 +38,7 @@ double bytes_added(const nlohmann::json& data, const std::string& v, int args) {
 }
 
 std::string c(double v) {
-  return delta(v, "%+.2f");
+  return signed_num(v, 2);
 }
 
 std::string disabled_note(const nlohmann::json& d) {
@@ -55,7 +52,7 @@ std::string disabled_note(const nlohmann::json& d) {
   bool hidden = std::fabs(flag) < kNoise && std::fabs(imm) < kNoise && std::fabs(key) < kNoise;
   bool below = flag <= -kNoise && imm <= -kNoise && key <= -kNoise;
   if (hidden) {
-    s += "All three are lost in the noise (under " + fmt("%.1f", kNoise) +
+    s += "All three are lost in the noise (under " + num(kNoise, 1) +
          " cycles): an out-of-order core issues the two or three extra instructions beside the "
          "call, the return and the counter's load-add-store the loop already waits on; the "
          "Pentium 4's long in-order retirement paid for each.";
@@ -92,7 +89,7 @@ std::string memcpy_note(const nlohmann::json& d) {
   double imm = added(d, "immediate", 1, false, "memcpy_4k");
   auto [lo, hi] = memcpy_range(d);
   double loop = d.at("baseline").at("memcpy_4k").at("cycles").get<double>();
-  std::string s = "In the 4 KiB memcpy loop (" + fmt("%.0f", loop) +
+  std::string s = "In the 4 KiB memcpy loop (" + num(loop, 0) +
                   " cycles per loop; 1298 on the Pentium 4): the flag " + c(flag) +
                   ", the immediate " + c(imm) + " (2007: +2.123 and +0.074). ";
   if (hi - lo > 2.123) {
@@ -113,7 +110,7 @@ std::string nop_site_note(const nlohmann::json& d) {
   std::string s =
       "Seed 002's NOP site, the arguments set up and a NOP where the call goes: " + c(nop3) +
       " cycles with 3 arguments and " + c(nop6) + " with 6, against " + c(imm3) + " / " + c(imm6) +
-      " for load-immediate + branch; " + fmt("%.2f", (base + nop6) / (base + imm6)) +
+      " for load-immediate + branch; " + num((base + nop6) / (base + imm6), 2) +
       "x the loop with 6, where it was 2.05x (20.5 against 10.02 cycles) in 2007. On "
       "i386 the set-up was stores to the stack; on x86-64 the arguments go in "
       "registers, a few moves and two loads an out-of-order core issues beside the "
@@ -140,7 +137,7 @@ std::string enabled_note(const nlohmann::json& d) {
     s += "Today the call and the record cost the same whatever the number "
          "of register arguments.";
   } else {
-    s += "Six arguments cost " + fmt("%.2f", std::fabs(a6 - a0)) + " cycles " +
+    s += "Six arguments cost " + num(std::fabs(a6 - a0), 2) + " cycles " +
          (a6 > a0 ? "more" : "less") + " than none.";
   }
   return s;
@@ -148,10 +145,10 @@ std::string enabled_note(const nlohmann::json& d) {
 
 std::string bytes_note(const nlohmann::json& d) {
   return "Bytes added to the path a disabled call runs: flag +" +
-         fmt("%.0f", bytes_added(d, "flag", 1)) + " (seed 000's generic: 11), immediate +" +
-         fmt("%.0f", bytes_added(d, "immediate", 1)) + " (its optimized: 6), static-key +" +
-         fmt("%.0f", bytes_added(d, "static-key", 1)) + ", nop-call with 6 arguments +" +
-         fmt("%.0f", bytes_added(d, "nop-call", 6)) + ".";
+         num(bytes_added(d, "flag", 1), 0) + " (seed 000's generic: 11), immediate +" +
+         num(bytes_added(d, "immediate", 1), 0) + " (its optimized: 6), static-key +" +
+         num(bytes_added(d, "static-key", 1), 0) + ", nop-call with 6 arguments +" +
+         num(bytes_added(d, "nop-call", 6), 0) + ".";
 }
 
 }  // namespace
@@ -163,7 +160,7 @@ std::vector<std::string> markers_notes(const nlohmann::json& data) {
           nop_site_note(data),
           enabled_note(data),
           bytes_note(data),
-          "Cycles here are TSC cycles at " + fmt("%.2f", ghz) +
+          "Cycles here are TSC cycles at " + num(ghz, 2) +
               " GHz, a constant rate whatever the core's clock; the Pentium 4's rdtsc counted its "
               "3 GHz core clock."};
 }

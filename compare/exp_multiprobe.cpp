@@ -9,9 +9,6 @@ namespace probecost {
 
 namespace {
 
-using exp::delta;
-using exp::fmt;
-
 const std::vector<std::string> kMechanisms = {"int3-ptrace-fast", "uprobe", "uprobe-nop5"};
 constexpr unsigned kSpareSites = 1000;  // inferior/spares.S
 
@@ -99,12 +96,12 @@ double spread(const MechanismResult& r) {
 std::string note_for(const std::string& name, const std::vector<Row>& rows) {
   if (!rows.front().r.skipped.empty()) return name + ": skipped (" + rows.front().r.skipped + ").";
   double one = cpu(rows[0]), eight = cpu(rows[3]), spares = cpu(rows[4]);
-  return name + ": " + fmt("%.0f", one) + " ns of CPU per hit with one handler (runs within ±" +
-         fmt("%.0f", spread(rows[0].r)) + " ns), " + fmt("%.0f", eight) + " with eight (" +
-         delta((eight - one) / 7, "%+.0f") + " ns per handler added, " +
-         delta(one > 0 ? 100 * (eight - one) / one : 0, "%+.0f") + "%), " + fmt("%.0f", spares) +
+  return name + ": " + num(one, 0) + " ns of CPU per hit with one handler (runs within ±" +
+         num(spread(rows[0].r), 0) + " ns), " + num(eight, 0) + " with eight (" +
+         signed_num((eight - one) / 7, 0) + " ns per handler added, " +
+         signed_num(one > 0 ? 100 * (eight - one) / one : 0, 0) + "%), " + num(spares, 0) +
          " with " + group_thousands(static_cast<double>(rows[4].spares)) +
-         " probes installed elsewhere (" + delta(spares - one, "%+.0f") + " ns).";
+         " probes installed elsewhere (" + signed_num(spares - one, 0) + " ns).";
 }
 
 std::vector<std::string> notes(const Rows& all) {
@@ -162,9 +159,9 @@ Experiment run_multi_probe(const ExperimentConfig& cfg, const Progress& progress
       bool skip = !row.r.skipped.empty();
       e.today.rows.push_back(
           {name, std::to_string(row.setup.handlers), group_thousands(double(row.spares)),
-           exp::hits_cell(row.r), skip ? "-" : fmt("%.0f", row.r.per_hit_ns.median),
-           skip ? "-" : delta(row.r.per_hit_ns.median - one, "%+.0f"),
-           skip ? "-" : fmt("%.0f", cpu(row)), skip ? "-" : delta(cpu(row) - one_cpu, "%+.0f")});
+           exp::hits_cell(row.r), skip ? "-" : num(row.r.per_hit_ns.median, 0),
+           skip ? "-" : signed_num(row.r.per_hit_ns.median - one, 0), skip ? "-" : num(cpu(row), 0),
+           skip ? "-" : signed_num(cpu(row) - one_cpu, 0)});
     }
     for (auto& j : rows_json(name, list)) rows.push_back(j);
   }

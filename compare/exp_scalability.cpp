@@ -7,9 +7,6 @@ namespace probecost {
 
 namespace {
 
-using exp::delta;
-using exp::fmt;
-
 // The mechanisms measured by default. Any name all_mechanisms() knows works with -m.
 const std::vector<std::string> kMechanisms = {"marker", "int3-signal", "int3-ptrace-fast",
                                               "jump",   "uprobe",      "uprobe-nop5"};
@@ -19,7 +16,7 @@ std::string cpus_cell(unsigned threads, int cpus) {
   if (static_cast<int>(threads) <= cpus)
     return std::to_string(threads) + " of " + std::to_string(cpus);
   return std::to_string(cpus) + " of " + std::to_string(cpus) + ", time-sliced (" +
-         fmt("%.0f", static_cast<double>(threads) / cpus) + " threads each)";
+         num(static_cast<double>(threads) / cpus, 0) + " threads each)";
 }
 
 struct Point {
@@ -48,11 +45,11 @@ std::string note_for(const std::string& name, const std::vector<Point>& pts, int
   const MechanismResult& eight = pts.back().r;
   double w1 = one.wall_ns_per_hit.median, w2 = two.wall_ns_per_hit.median;
   double w8 = eight.wall_ns_per_hit.median;
-  std::string s = name + ": " + fmt("%.0f", w1) + " ns per hit with 1 thread, " + fmt("%.0f", w2) +
+  std::string s = name + ": " + num(w1, 0) + " ns per hit with 1 thread, " + num(w2, 0) +
                   " with 2 on " + std::to_string(std::min(2, cpus)) + " CPUs (" +
-                  fmt("%.2f", w1 > 0 ? w2 / w1 : 0) + "x), " + fmt("%.0f", w8) + " with 8 (" +
-                  fmt("%.2f", w1 > 0 ? w8 / w1 : 0) + "x); at 8 a thread's own loop took " +
-                  fmt("%.0f", eight.per_hit_ns.median) + " ns per hit, turns waited included.";
+                  num(w1 > 0 ? w2 / w1 : 0, 2) + "x), " + num(w8, 0) + " with 8 (" +
+                  num(w1 > 0 ? w8 / w1 : 0, 2) + "x); at 8 a thread's own loop took " +
+                  num(eight.per_hit_ns.median, 0) + " ns per hit, turns waited included.";
   return s;
 }
 
@@ -115,9 +112,9 @@ Experiment run_scalability(const ExperimentConfig& cfg, const Progress& progress
       const auto& m = p.r;
       bool skip = !m.skipped.empty();
       e.today.rows.push_back({name, std::to_string(p.threads), cpus_cell(p.threads, e.machine.cpus),
-                              exp::hits_cell(m), skip ? "-" : fmt("%.1f", m.wall_ns_per_hit.median),
-                              skip ? "-" : fmt("%.1f", m.per_hit_ns.median),
-                              skip ? "-" : fmt("%.1f", m.cpu_ns_per_hit.median)});
+                              exp::hits_cell(m), skip ? "-" : num(m.wall_ns_per_hit.median, 1),
+                              skip ? "-" : num(m.per_hit_ns.median, 1),
+                              skip ? "-" : num(m.cpu_ns_per_hit.median, 1)});
     }
     series.push_back(series_json(name, pts, e.machine.cpus));
   }

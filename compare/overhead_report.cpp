@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "compare/format.hpp"
 #include "compare/model.hpp"
 
 namespace probecost {
@@ -25,11 +26,6 @@ std::string pad(const std::string& s, std::size_t w, bool left = false) {
   for (unsigned char c : s) chars += (c & 0xC0) != 0x80;
   std::string fill(chars < w ? w - chars : 0, ' ');
   return left ? s + fill : fill + s;
-}
-
-std::string percent(double p) {
-  if (std::fabs(p) >= 100) return group_thousands(std::round(p)) + "%";
-  return fmt(std::fabs(p) >= 10 ? "%.1f%%" : "%.2f%%", p);
 }
 
 std::string seconds(double s) {
@@ -311,7 +307,7 @@ void write_text(std::ostream& out, const OverheadResult& r) {
 
 void write_overhead(std::ostream& out, const OverheadResult& r, Format f) {
   if (f == Format::Json) {
-    out << to_json(r).dump(2) << "\n";
+    out << json_dump(to_json(r)) << "\n";
   } else {
     write_text(out, r);
   }
@@ -327,7 +323,7 @@ void write_cost_table(std::ostream& out, const std::vector<double>& costs_ns,
       write_extrapolation(one, c, rates, f);
       costs.push_back(json::parse(one.str()));
     }
-    out << json{{"costs", costs}}.dump(2) << "\n";
+    out << json_dump(json{{"costs", costs}}) << "\n";
     return;
   }
   for (std::size_t i = 0; i < costs_ns.size(); ++i) {

@@ -17,12 +17,6 @@ Format parse_format(const std::string& text) {
 
 namespace {
 
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
-}
-
 std::string pad(const std::string& s, std::size_t w, bool left = false) {
   // Width in characters, counting a UTF-8 sequence as one.
   std::size_t chars = 0;
@@ -31,15 +25,10 @@ std::string pad(const std::string& s, std::size_t w, bool left = false) {
   return left ? s + fill : fill + s;
 }
 
-std::string percent(double p) {
-  if (std::fabs(p) >= 100) return group_thousands(std::round(p)) + "%";
-  return fmt(std::fabs(p) >= 10 ? "%.1f%%" : "%.2f%%", p);
-}
-
 // Built by appending: GCC 12 warns wrongly (-Wrestrict, PR 105651) on "(" + std::string.
 std::string range_text(const Summary& s) {
   std::string t = "(";
-  t.append(fmt("%.1f", s.min)).append(" .. ").append(fmt("%.1f", s.max)).append(")");
+  t.append(num(s.min, 1)).append(" .. ").append(num(s.max, 1)).append(")");
   return t;
 }
 
@@ -121,13 +110,13 @@ void write_csv(std::ostream& out, const CompareResult& r) {
   for (const auto& m : r.mechanisms) {
     for (const auto& e : m.extrapolation) {
       out << m.mechanism.name << ',' << m.iterations << ',' << r.config.threads << ',' << m.hits
-          << ',' << m.expected_hits << ',' << m.per_hit_ns.median << ',' << m.per_hit_ns.min << ','
-          << m.per_hit_ns.max << ',' << m.per_hit_cycles.median << ',' << m.cpu_ns_per_hit.median
-          << ',' << m.syscalls_per_hit << ',' << e.rate_per_s << ',' << e.cpu_percent << ','
-          << e.slowdown << ','
-          << (std::isfinite(e.saturation_rate_per_s) ? fmt("%.0f", e.saturation_rate_per_s)
-                                                     : std::string("inf"))
-          << ',' << placement_name(r.config.placement) << ",\"" << r.machine.cpu_model << "\"\n";
+          << ',' << m.expected_hits << ',' << plain_number(m.per_hit_ns.median) << ','
+          << plain_number(m.per_hit_ns.min) << ',' << plain_number(m.per_hit_ns.max) << ','
+          << plain_number(m.per_hit_cycles.median) << ',' << plain_number(m.cpu_ns_per_hit.median)
+          << ',' << plain_number(m.syscalls_per_hit) << ',' << plain_number(e.rate_per_s) << ','
+          << plain_number(e.cpu_percent) << ',' << plain_number(e.slowdown) << ','
+          << plain_number(e.saturation_rate_per_s) << ',' << placement_name(r.config.placement)
+          << ",\"" << r.machine.cpu_model << "\"\n";
     }
   }
 }
@@ -158,7 +147,7 @@ void write_verdict(std::ostream& out, const CompareResult& r) {
     if (m.mechanism.name == "jump" && &m != worst) {
       out << "; " << clause(m);
       if (marker && marker->cpu_ns_per_hit.median > 0) {
-        out << " (" << fmt("%.2f", m.cpu_ns_per_hit.median / marker->cpu_ns_per_hit.median)
+        out << " (" << times(m.cpu_ns_per_hit.median / marker->cpu_ns_per_hit.median)
             << "x the marker)";
       }
     }
@@ -169,9 +158,7 @@ void write_verdict(std::ostream& out, const CompareResult& r) {
       // The costliest probing mechanism, named: with only `jump` beside the marker it is no
       // breakpoint, and a ratio near 1 needs its decimals.
       double ratio = worst->cpu_ns_per_hit.median / marker->cpu_ns_per_hit.median;
-      out << ". " << worst->mechanism.name << " costs "
-          << (ratio < 100 ? fmt("%.2f", ratio) : group_thousands(std::round(ratio)))
-          << " times the marker";
+      out << ". " << worst->mechanism.name << " costs " << times(ratio) << " times the marker";
     }
   }
   out << ".\n";
@@ -182,13 +169,14 @@ void write_text(std::ostream& out, const CompareResult& r, bool verbose) {
   out << "probecost compare: " << r.mechanisms.size() << " mechanisms x " << c.repeat << " runs, "
       << c.threads << (c.threads == 1 ? " thread" : " threads") << ", work " << c.work << "\n";
   out << "machine:   " << r.machine.cpu_model << ", " << r.machine.kernel << ", TSC "
-      << fmt("%.3f", r.machine.tsc_hz / 1e9) << " GHz, " << r.machine.cpus << " CPUs\n";
+      << num(r.machine.tsc_hz / 1e9, 3) << " GHz, " << r.machine.cpus << " CPUs\n";
   out << "placement: " << placement_name(c.placement) << " (" << r.cpus.describe() << ")\n";
   out << "cost per hit = (ns per iteration) - (baseline's median); CPU = tracee + tracer, from "
-         "the kernel's accounting\n\n";
+         "the kernel's accounting\n";
+  out << "xmarker = CPU ns/hit / the marker's CPU ns/hit (the verdict's ratio)\n\n";
 
   std::string head = pad("mechanism", 17, true) + pad("iterations", 11) + pad("hits", 11) +
-                     pad("ns/hit", 10) + pad("(min .. max)", 23) + pad("cycles/hit", 11) +
+                     pad("ns/hit", 10) + pad("(min .. max)", 25) + pad("cycles/hit", 11) +
                      pad("CPU ns/hit", 11) + pad("xmarker", 9);
   for (double rate : c.rates) head += pad("CPU%@" + rate_label(rate), 18) + pad("slowdown", 9);
   if (verbose) head += pad("syscalls/hit", 13) + pad("stops/hit", 10);
@@ -199,16 +187,14 @@ void write_text(std::ostream& out, const CompareResult& r, bool verbose) {
       continue;
     }
     std::string row = pad(m.mechanism.name, 17, true) + pad(group_thousands(m.iterations), 11) +
-                      pad(group_thousands(m.hits), 11) + pad(fmt("%.1f", m.per_hit_ns.median), 10) +
-                      pad(range_text(m.per_hit_ns), 23) +
-                      pad(fmt("%.0f", m.per_hit_cycles.median), 11) +
-                      pad(fmt("%.1f", m.cpu_ns_per_hit.median), 11) +
-                      pad(m.x_marker > 0 ? fmt("%.1f", m.x_marker) : "-", 9);
+                      pad(group_thousands(m.hits), 11) + pad(num(m.per_hit_ns.median, 1), 10) +
+                      pad(range_text(m.per_hit_ns), 25) + pad(num(m.per_hit_cycles.median, 0), 11) +
+                      pad(num(m.cpu_ns_per_hit.median, 1), 11) +
+                      pad(m.x_marker > 0 ? times(m.x_marker) : "-", 9);
     for (const auto& e : m.extrapolation) {
-      row += pad(percent(e.cpu_percent), 18) + pad(fmt("%.3f", e.slowdown), 9);
+      row += pad(percent(e.cpu_percent), 18) + pad(num(e.slowdown, 3), 9);
     }
-    if (verbose)
-      row += pad(fmt("%.1f", m.syscalls_per_hit), 13) + pad(fmt("%.1f", m.stops_per_hit), 10);
+    if (verbose) row += pad(num(m.syscalls_per_hit, 1), 13) + pad(num(m.stops_per_hit, 1), 10);
     out << row << "\n";
   }
   std::string zero_rows;
@@ -229,8 +215,8 @@ void write_text(std::ostream& out, const CompareResult& r, bool verbose) {
       if (!m.skipped.empty()) continue;
       std::string how = m.mechanism.uprobe() ? "; " : "; step-over: ";
       out << m.mechanism.name << ": " << m.mechanism.description << "; tracee CPU "
-          << fmt("%.1f", m.tracee_cpu_ns_per_hit) << " ns/hit, tracer CPU "
-          << fmt("%.1f", m.tracer_cpu_ns_per_hit) << " ns/hit"
+          << num(m.tracee_cpu_ns_per_hit, 1) << " ns/hit, tracer CPU "
+          << num(m.tracer_cpu_ns_per_hit, 1) << " ns/hit"
           << (m.step_over_plan.empty() ? "" : how + m.step_over_plan) << "\n";
     }
   } else {
@@ -247,28 +233,12 @@ void write_text(std::ostream& out, const CompareResult& r, bool verbose) {
 
 }  // namespace
 
-std::string group_thousands(double v) {
-  std::string digits = fmt("%.0f", std::fabs(v));
-  std::string out;
-  for (std::size_t i = 0; i < digits.size(); ++i) {
-    if (i && (digits.size() - i) % 3 == 0) out += ',';
-    out += digits[i];
-  }
-  return (v < 0 ? "-" : "") + out;
-}
-
-std::string human_ns(double ns) {
-  if (std::fabs(ns) >= 1e6) return fmt("%.3g ms", ns / 1e6);
-  if (std::fabs(ns) >= 1e3) return fmt("%.3g \u00b5s", ns / 1e3);
-  return fmt("%.3g ns", ns);
-}
-
 void write_report(std::ostream& out, const CompareResult& r, Format f, bool verbose) {
   switch (f) {
     case Format::Text:
       return write_text(out, r, verbose);
     case Format::Json:
-      out << to_json(r).dump(2) << "\n";
+      out << json_dump(to_json(r)) << "\n";
       return;
     case Format::Csv:
       return write_csv(out, r);
@@ -280,23 +250,24 @@ void write_extrapolation(std::ostream& out, double cost_ns, const std::vector<do
   if (f == Format::Json) {
     nlohmann::json ex = nlohmann::json::array();
     for (double rate : rates) ex.push_back(extrapolation_json(extrapolate(cost_ns, rate)));
-    out << nlohmann::json{{"cost_ns", cost_ns}, {"extrapolation", ex}}.dump(2) << "\n";
+    out << json_dump(nlohmann::json{{"cost_ns", cost_ns}, {"extrapolation", ex}}) << "\n";
     return;
   }
   if (f == Format::Csv) {
     out << "cost_ns,rate_per_s,cpu_percent,slowdown,saturation_rate_per_s\n";
     for (double rate : rates) {
       auto e = extrapolate(cost_ns, rate);
-      out << cost_ns << ',' << rate << ',' << e.cpu_percent << ',' << e.slowdown << ','
-          << e.saturation_rate_per_s << "\n";
+      out << plain_number(cost_ns) << ',' << plain_number(rate) << ','
+          << plain_number(e.cpu_percent) << ',' << plain_number(e.slowdown) << ','
+          << plain_number(e.saturation_rate_per_s) << "\n";
     }
     return;
   }
   for (double rate : rates) {
     auto e = extrapolate(cost_ns, rate);
     out << group_thousands(rate) << " events/s x " << human_ns(cost_ns)
-        << "/event = " << fmt("%.1f", e.cpu_percent) << "% of a CPU; the traced work takes "
-        << fmt("%.3f", e.slowdown) << "x as long; probes alone fill a CPU at "
+        << "/event = " << percent(e.cpu_percent) << " of a CPU; the traced work takes "
+        << num(e.slowdown, 3) << "x as long; probes alone fill a CPU at "
         << group_thousands(e.saturation_rate_per_s) << " events/s\n";
   }
 }

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "compare/compare.hpp"
+#include "compare/format.hpp"
 
 namespace probecost {
 
@@ -14,9 +15,5 @@ void write_report(std::ostream& out, const CompareResult& r, Format f, bool verb
 // `probecost overhead --cost C --rate R`: the extrapolation alone.
 void write_extrapolation(std::ostream& out, double cost_ns, const std::vector<double>& rates,
                          Format f);
-
-// "1,234,567" style grouping, and a time in the unit that reads best (ns, µs, ms).
-std::string group_thousands(double v);
-std::string human_ns(double ns);
 
 }  // namespace probecost

@@ -238,11 +238,12 @@ TEST(OverheadModel, BothSidesDearerAtTheSamePlacementIsTheMachinesSpeed) {
   ASSERT_TRUE(r.prediction_error_percent);
   EXPECT_NEAR(*r.prediction_error_percent, 100 * (3.0 / 5.0 - 1), 1e-9);
   ASSERT_FALSE(r.explanations.empty());
-  EXPECT_EQ(r.explanations[0].rfind("Both sides of a hit cost more here than in the calibration "
-                                    "(probecost 16 µs here against 4 µs in the calibration, the "
-                                    "command 16 µs against 6 µs), at the same placement",
-                                    0),
-            0u)
+  EXPECT_EQ(
+      r.explanations[0].rfind("Both sides of a hit cost more here than in the calibration "
+                              "(probecost 16.0 µs here against 4.00 µs in the calibration, the "
+                              "command 16.0 µs against 6.00 µs), at the same placement",
+                              0),
+      0u)
       << r.explanations[0];
 }
 
@@ -278,8 +279,9 @@ TEST(OverheadModel, AJumpThatOnlyCountsCostsLessThanTheCalibrationsRecordingJump
   EXPECT_NEAR(*r.prediction_error_percent, 100 * ((1 + 100'000 * 2e-9) / 1.5 - 1), 1e-9);
   std::string all;
   for (const auto& e : r.explanations) all += e + "\n";
-  EXPECT_NE(all.find("A jump hit cost 1 ns of CPU here against 2 ns in the calibration, whose "
-                     "jump probe writes a {TSC, id, arg} record per hit"),
-            std::string::npos)
+  EXPECT_NE(
+      all.find("A jump hit cost 1.00 ns of CPU here against 2.00 ns in the calibration, whose "
+               "jump probe writes a {TSC, id, arg} record per hit"),
+      std::string::npos)
       << all;
 }
