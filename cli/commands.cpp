@@ -6,11 +6,11 @@
 #include <iostream>
 #include <sstream>
 
-#include "common/error.hpp"
 #include "breakpoint/step_over.hpp"
 #include "cli/common.hpp"
 #include "cli/output.hpp"
 #include "cli/parse.hpp"
+#include "common/error.hpp"
 #include "compare/bench.hpp"
 #include "compare/compare.hpp"
 #include "compare/report.hpp"

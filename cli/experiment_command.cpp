@@ -4,11 +4,11 @@
 #include <boost/program_options.hpp>
 #include <iostream>
 
-#include "common/error.hpp"
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
 #include "cli/output.hpp"
 #include "cli/parse.hpp"
+#include "common/error.hpp"
 #include "compare/experiment.hpp"
 #include "compare/format.hpp"
 #include "compare/mechanism.hpp"

@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "common/error.hpp"
 #include "cli/commands.hpp"
+#include "common/error.hpp"
 #include "tracer/ticker.hpp"
 
 namespace {

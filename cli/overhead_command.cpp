@@ -11,18 +11,18 @@
 #include <iostream>
 #include <sstream>
 
-#include "common/error.hpp"
 #include "breakpoint/step_over.hpp"
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
 #include "cli/output.hpp"
 #include "cli/parse.hpp"
+#include "common/error.hpp"
 #include "compare/calibration.hpp"
 #include "compare/model.hpp"
 #include "compare/overhead.hpp"
 #include "compare/overhead_report.hpp"
-#include "tracer/probes.hpp"
 #include "trace/trace.hpp"
+#include "tracer/probes.hpp"
 
 namespace po = boost::program_options;
 
@@ -34,7 +34,7 @@ struct Args {
   std::vector<std::string> costs, rates, probes;
   std::string pid, duration, via, step_over, repeat, warmup, placement, calibration, stdin_path;
   std::string format, output, inferior;
-  bool recalibrate = false, show_output = false, all_matches = false;
+  bool recalibrate = false, show_output = false, all_matches = false, follow_forks = false;
 };
 
 po::options_description describe_options(Args& a) {
@@ -72,6 +72,8 @@ po::options_description describe_options(Args& a) {
       "the command's stdout and stderr go to probecost's stderr (default: discarded)")(
       "all-matches", po::bool_switch(&a.all_matches),
       "a symbol found in several modules: probe all of them")(
+      "follow-forks,F", po::bool_switch(&a.follow_forks),
+      "traced runs probe the command's child processes too, as trace -F")(
       "inferior", po::value(&a.inferior), "probecost-inferior, for the built-in calibration")(
       "cost,c", po::value(&a.costs)->composing(),
       "arithmetic alone: cost per event with its unit, 220ns, 2.01us, 1ms (repeatable)")(
@@ -157,6 +159,7 @@ OverheadConfig measurement_config(const Args& a, const std::vector<std::string>&
   cfg.probes = a.probes;
   for (const auto& p : cfg.probes) parse_probe(p);  // syntax errors before anything runs
   cfg.all_matches = a.all_matches;
+  cfg.follow_forks = a.follow_forks;
   check_via(a.via);
   cfg.via = a.via;
   check_step_over_name(a.step_over);

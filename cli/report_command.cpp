@@ -4,11 +4,11 @@
 #include <iostream>
 #include <optional>
 
-#include "common/error.hpp"
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
 #include "cli/output.hpp"
 #include "cli/parse.hpp"
+#include "common/error.hpp"
 #include "compare/format.hpp"
 #include "compare/html_report.hpp"
 

@@ -4,8 +4,8 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "common/error.hpp"
 #include "cli/commands.hpp"
+#include "common/error.hpp"
 #include "tracer/restore.hpp"
 
 namespace po = boost::program_options;

@@ -13,11 +13,11 @@
 #include <set>
 #include <sstream>
 
-#include "common/error.hpp"
 #include "breakpoint/step_over.hpp"
 #include "cli/commands.hpp"
 #include "cli/output.hpp"
 #include "cli/parse.hpp"
+#include "common/error.hpp"
 #include "trace/report.hpp"
 #include "trace/trace.hpp"
 #include "tracer/wait_status.hpp"
@@ -28,7 +28,9 @@ namespace probecost::cli {
 
 namespace {
 
-std::string base_name(const std::string& path) { return path.substr(path.rfind('/') + 1); }
+std::string base_name(const std::string& path) {
+  return path.substr(path.rfind('/') + 1);
+}
 
 // Whether the progress line may be drawn: standard error is a terminal, and the traced program
 // (`pid`, or, for a command we launch, our own streams, which it inherits) has neither its

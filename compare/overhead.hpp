@@ -25,6 +25,7 @@ struct OverheadConfig {
   double duration_s = 0;             // seconds untraced, then as many traced
   std::vector<std::string> probes;
   bool all_matches = false;
+  bool follow_forks = false;  // traced runs follow the command's children (trace -F)
   std::string via = "auto";
   std::string step_over = "auto";
   unsigned repeat = 3;  // untraced + traced pairs

@@ -16,10 +16,10 @@
 #include "common/error.hpp"
 #include "compare/machine.hpp"
 #include "compare/overhead.hpp"
+#include "trace/trace.hpp"
 #include "tracer/proc_files.hpp"
 #include "tracer/process.hpp"
 #include "tracer/ticker.hpp"
-#include "trace/trace.hpp"
 
 namespace probecost {
 
@@ -157,6 +157,7 @@ TraceOptions trace_options(const OverheadConfig& cfg) {
   o.command = cfg.command;
   o.probes = cfg.probes;
   o.all_matches = cfg.all_matches;
+  o.follow_forks = cfg.follow_forks;
   o.via = cfg.via;
   o.step_over = cfg.step_over;
   o.kill_on_exit = true;  // interrupted: the command must not run on untraced, uncounted

@@ -43,16 +43,10 @@ std::string describe_end(Session::End end, const TracedProcess& proc) {
 // After we let go of a launched command: by default it runs to its end, untraced, and we wait
 // for it, as a wrapper does (its status becomes ours). Stop signals that reach us meanwhile
 // are not the command's: only a second one (a user insisting) makes us stop waiting, and the
-// command runs on by itself.
+// command runs on by itself. Reports of tasks we still trace are taken meanwhile: the command
+// may be waiting to reap one (a fork child that exited while we let go).
 std::optional<int> wait_for_command(pid_t pid) {
-  int status = 0;
-  int seen = stop_signals_seen();
-  for (;;) {
-    pid_t r = ::waitpid(pid, &status, 0);
-    if (r == pid) return status;
-    if (r < 0 && errno != EINTR) return std::nullopt;
-    if (stop_signals_seen() > seen && force_requested()) return std::nullopt;
-  }
+  return release_leftovers(pid, true);
 }
 
 }  // namespace
@@ -309,6 +303,7 @@ void TraceRun::let_go() {
     tr.cpu_last = p.cpu_seconds();
   } else {
     p.detach();
+    release_leftovers(0, false);
   }
 }
 

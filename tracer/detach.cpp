@@ -1,6 +1,7 @@
 // Letting go of a traced process: detach (it runs on untraced, exactly as it was) and kill.
 #include <signal.h>
 #include <sys/ptrace.h>
+#include <sys/wait.h>
 
 #include "common/error.hpp"
 #include "tracer/guardian.hpp"
@@ -200,6 +201,30 @@ void TracedProcess::start_guardian() {
   sites_.set_watcher([g](RuntimeAddr at, std::uint8_t original) { g->watch(at, original); });
   for (const auto& s : sites_) {
     if (s->enabled()) g->watch(s->address(), s->saved_byte());
+  }
+}
+
+std::optional<int> release_leftovers(pid_t command, bool block) {
+  // A traced task we could not detach (a zombie whose exit had not been reported yet, a thread
+  // that was inside vfork()) reports to us, its tracer, and stays held until we take the
+  // report: a zombie cannot be reaped by its parent, a stopped thread does not run. Every
+  // report is taken here; a stop is detached at once (the kernel puts a thread of a stopped
+  // group back into the group-stop), with its signal when it is one to deliver.
+  int seen = stop_signals_seen();
+  for (;;) {
+    int status = 0;
+    pid_t r = sys::wait_for(-1, &status, __WALL | (block ? 0 : WNOHANG), true);
+    if (r == 0) return std::nullopt;  // nothing more now
+    if (r < 0) {
+      if (errno != EINTR) return std::nullopt;
+      if (stop_signals_seen() > seen && force_requested()) return std::nullopt;
+      continue;
+    }
+    if (r == command) return status;
+    WaitStatus ws(status);
+    if (ws.gone()) continue;
+    long sig = ws.signal_stop() && ws.ptrace_event() == 0 ? ws.stop_signal() : 0;
+    sys::ptrace_call(PTRACE_DETACH, r, nullptr, reinterpret_cast<void*>(sig));
   }
 }
 

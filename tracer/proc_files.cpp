@@ -1,10 +1,13 @@
 #include "tracer/proc_files.hpp"
 
+#include <dirent.h>
 #include <sys/resource.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <iterator>
 #include <sstream>
+#include <vector>
 
 namespace probecost {
 
@@ -33,6 +36,18 @@ pid_t tgid_of(pid_t tid) {
     if (line.rfind("Tgid:", 0) == 0) return static_cast<pid_t>(std::stoi(line.substr(5)));
   }
   return 0;
+}
+
+std::vector<pid_t> task_ids(pid_t pid) {
+  std::vector<pid_t> tids;
+  std::string dir = "/proc/" + std::to_string(pid) + "/task";
+  if (DIR* d = ::opendir(dir.c_str())) {
+    while (dirent* e = ::readdir(d)) {
+      if (e->d_name[0] != '.') tids.push_back(static_cast<pid_t>(std::atoi(e->d_name)));
+    }
+    ::closedir(d);
+  }
+  return tids;
 }
 
 }  // namespace probecost

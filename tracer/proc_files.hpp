@@ -3,6 +3,7 @@
 #include <sys/types.h>
 
 #include <string>
+#include <vector>
 
 namespace probecost {
 
@@ -12,5 +13,7 @@ std::string stat_field(pid_t pid, int n);
 double children_cpu_seconds();
 // The thread group (process) a task belongs to, from /proc/TID/status; 0 if it is gone.
 pid_t tgid_of(pid_t tid);
+// The threads of a process (/proc/PID/task); empty if it is gone.
+std::vector<pid_t> task_ids(pid_t pid);
 
 }  // namespace probecost

@@ -186,8 +186,11 @@ std::optional<TaskEvent> TracedProcess::next_deferred() {
 
 bool TracedProcess::will_report(Task& t) {
   char state = task_state_letter(t.tid());
+  // A traced zombie is reported to us, and only then can its parent reap it: a thread at once,
+  // a thread-group leader once the rest of its group is gone (a short-lived fork child). A
+  // leader whose other threads live is not reported meanwhile: do not wait for it.
+  if (state == 'Z' && (tgid_of(t.tid()) != t.tid() || task_ids(t.tid()).size() <= 1)) return true;
   if (state == 0 || state == 'Z' || state == 'X') {
-    // A zombie leader is not reported while other threads of its group live: do not wait.
     t.set_state(Task::State::Exiting);
     return false;
   }

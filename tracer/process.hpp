@@ -43,6 +43,12 @@ struct LaunchSpec {
   int cpu = -1;  // pin the child to this CPU before exec when >= 0
 };
 
+// Once every traced process is let go: takes the reports of tasks we still trace but could not
+// detach (a zombie whose exit was not reported yet, a thread that was in vfork()), so that
+// none stays held by us: a stop is detached, an exit consumed. With `block`, until `command`
+// (a child of ours) ends, and then its wait status; otherwise only what is there now.
+std::optional<int> release_leftovers(pid_t command, bool block);
+
 // fork + exec with the spec's redirections and CPU, untraced; an exec failure is reported
 // through a close-on-exec pipe and thrown here. The caller waits for the child.
 pid_t spawn(const LaunchSpec& spec);

@@ -113,18 +113,6 @@ void check_exec_report(int fd, pid_t pid, const LaunchSpec& spec) {
                           msg[1]);
 }
 
-std::vector<pid_t> task_ids(pid_t pid) {
-  std::vector<pid_t> tids;
-  std::string dir = "/proc/" + std::to_string(pid) + "/task";
-  if (DIR* d = ::opendir(dir.c_str())) {
-    while (dirent* e = ::readdir(d)) {
-      if (e->d_name[0] != '.') tids.push_back(static_cast<pid_t>(std::atoi(e->d_name)));
-    }
-    ::closedir(d);
-  }
-  return tids;
-}
-
 void check_attachable(pid_t pid) {
   std::string p = std::to_string(pid);
   if (pid <= 0) throw UsageError("bad PID " + p);
