@@ -146,6 +146,20 @@ TEST(FollowForks, AShellScriptsChildrenAreCounted) {
   EXPECT_TRUE(j["never_probed"].empty());
 }
 
+// A clone(CLONE_VM) child is a process of its own that runs in our memory, over our int3: its
+// hits are its own process's, not its parent's.
+TEST(FollowForks, AProcessSharingTheMemoryIsCountedAsItself) {
+  TempFile report;
+  auto r = run_command({PROBECOST_BIN, "trace", "-F", "-q", "--via", "int3", "-f", "json", "-o",
+                        report.path, "-b", "probe_me", "--", FORK_TREE, "vm", "300"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto want = own_counts(r.out);
+  ASSERT_EQ(want.size(), 2u) << r.out;
+  Json j = report.json();
+  EXPECT_EQ(hits_by_process(j, "probe_me"), want) << j.dump(2);
+  EXPECT_EQ(j["processes"].size(), 2u) << j.dump(2);
+}
+
 // A probe that names nothing anywhere is said so, not silently dropped.
 TEST(FollowForks, AProbeThatNamesNothingAnywhereIsReported) {
   TempFile report;

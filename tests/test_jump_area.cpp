@@ -4,8 +4,8 @@
 #include <cstring>
 #include <random>
 
-#include "common/error.hpp"
 #include "breakpoint/jump_area.hpp"
+#include "common/error.hpp"
 #include "inferior/marker.hpp"
 
 using namespace probecost;

@@ -6,11 +6,11 @@
 #include <cstring>
 #include <map>
 
-#include "common/error.hpp"
 #include "breakpoint/patch_site.hpp"
 #include "breakpoint/relocate.hpp"
 #include "breakpoint/site.hpp"
 #include "breakpoint/trampoline.hpp"
+#include "common/error.hpp"
 
 using namespace probecost;
 

@@ -2,8 +2,8 @@
 
 #include <map>
 
-#include "common/error.hpp"
 #include "breakpoint/site_table.hpp"
+#include "common/error.hpp"
 
 using namespace probecost;
 

@@ -14,7 +14,11 @@ double now_s() {
 std::string thread_name(pid_t pid, pid_t tid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/task/" + std::to_string(tid) + "/comm");
   std::string name;
-  std::getline(in, name);
+  if (!std::getline(in, name)) {
+    // A thread of another process that shares the memory: under its own /proc entry.
+    std::ifstream own("/proc/" + std::to_string(tid) + "/comm");
+    std::getline(own, name);
+  }
   return name;
 }
 

@@ -33,6 +33,7 @@ struct Recorder {
   std::map<std::uint64_t, std::map<pid_t, std::uint64_t>> threads_by_site;
   std::map<pid_t, std::uint64_t> thread_hits;
   std::map<pid_t, std::string> thread_names;
+  std::map<pid_t, pid_t> sharer_of;  // threads of other processes sharing the memory: their pid
   std::map<std::uint64_t, std::map<std::vector<std::uint64_t>, std::uint64_t>> stacks;
   std::unordered_map<std::uint64_t, std::string> frame_names;
   std::optional<StackCollector> collector;
@@ -99,6 +100,7 @@ class TraceRun {
   void on_tick();
   Session::End loop();
   void close_image(Traced& tr);
+  void split_sharers(Traced& tr, ProbeReport& pr);
   void let_go();
   std::uint64_t jump_hits(const Traced& tr) const;
   std::uint64_t hits_so_far() const;
@@ -108,7 +110,9 @@ class TraceRun {
   Family family_;
   std::vector<std::unique_ptr<Traced>> traced_;  // the root first
   TraceReport report_;
-  std::set<std::string> probed_specs_;  // specs that named something in some image
+  std::set<std::string> probed_specs_;
+  std::map<pid_t, pid_t> sharers_;  // a process that shared a traced one's memory -> that one  //
+                                    // specs that named something in some image
   double t0_ = 0, next_progress_ = 0;
   double held_from_;  // every thread is stopped from here until the session runs
 };

@@ -9,6 +9,7 @@
 
 #include "common/error.hpp"
 #include "trace/run.hpp"
+#include "tracer/proc_files.hpp"
 #include "tracer/syscalls.hpp"
 
 namespace probecost {
@@ -100,7 +101,13 @@ void TraceRun::start_session(Traced& tr) {
   tr.session = std::make_unique<Session>(*tr.proc, *tr.step_over);
   Traced* t = &tr;
   tr.session->set_hit_observer([this, t](pid_t tid, StoppedThread& thread, BreakpointSite& site) {
-    if (++t->rec.thread_hits[tid] == 1) t->rec.thread_names[tid] = thread_name(t->proc->pid(), tid);
+    if (++t->rec.thread_hits[tid] == 1) {
+      t->rec.thread_names[tid] = thread_name(t->proc->pid(), tid);
+      // A process that shares this one's memory (a vfork child before its exec, a
+      // clone(CLONE_VM) child) hits the same int3: its hits are its own process's.
+      pid_t tgid = tgid_of(tid);
+      if (tgid && tgid != t->proc->pid()) t->rec.sharer_of[tid] = tgid;
+    }
     ++t->rec.threads_by_site[site.address().value()][tid];
     if (t->rec.collector) {
       if (!t->symbols) t->symbols = std::make_unique<ProcessSymbols>(t->proc->proc_tid());
@@ -253,6 +260,7 @@ void TraceRun::close_image(Traced& tr) {
       pr.step_over = site ? tr.step_over->describe(*site) : "";
       pr.threads = tr.rec.threads_by_site[tr.probes[i].address.value()];
       pr.stacks = tr.rec.top_stacks(tr.probes[i].address.value());
+      split_sharers(tr, pr);
     }
     report_.probes.push_back(pr);
   }
@@ -263,6 +271,34 @@ void TraceRun::close_image(Traced& tr) {
   tr.probes.clear();
   tr.placements.clear();
   if (tr.jumps) tr.jumps.reset();
+}
+
+// The hits of threads of other processes that share this one's memory go to rows of their
+// own: one per process, as if it had its own copy of the probe.
+void TraceRun::split_sharers(Traced& tr, ProbeReport& pr) {
+  std::map<pid_t, ProbeReport> theirs;
+  for (auto it = pr.threads.begin(); it != pr.threads.end();) {
+    auto sharer = tr.rec.sharer_of.find(it->first);
+    if (sharer == tr.rec.sharer_of.end()) {
+      ++it;
+      continue;
+    }
+    ProbeReport& row = theirs.try_emplace(sharer->second, pr).first->second;
+    if (row.pid != sharer->second) {
+      row.pid = sharer->second;
+      row.hits = 0;
+      row.threads.clear();
+      row.stacks.clear();
+    }
+    row.hits += it->second;
+    row.threads[it->first] = it->second;
+    pr.hits -= it->second;
+    it = pr.threads.erase(it);
+  }
+  for (auto& [pid, row] : theirs) {
+    report_.probes.push_back(row);
+    sharers_[pid] = tr.proc->pid();
+  }
 }
 
 // Every way out: every process is left as it was (or, asked for, killed). The fork children
@@ -360,6 +396,16 @@ TraceReport TraceRun::run() {
     if (TracedProcess* parent = family_.parent_of(*tr->proc)) pr.parent = parent->pid();
     pr.images = tr->images;
     pr.end = tr->proc->end() ? tr->proc->end()->describe() : "let go";
+    report_.processes.push_back(pr);
+  }
+  for (const auto& [pid, parent] : sharers_) {
+    bool member = std::any_of(report_.processes.begin(), report_.processes.end(),
+                              [pid = pid](const ProcessReport& pr) { return pr.pid == pid; });
+    if (member) continue;
+    ProcessReport pr;
+    pr.pid = pid;
+    pr.parent = parent;
+    pr.end = "shared the memory of process " + std::to_string(parent) + " (never exec'd)";
     report_.processes.push_back(pr);
   }
   for (const auto& probe : report_.probes) {

@@ -5,11 +5,15 @@
 //   pid=<pid> calls=<n>
 // fork_tree ROOT CHILDREN K        (leaf mode: fork_tree leaf K)
 //
+// fork_tree vm K: calls probe_me() 2K times, then a clone(CLONE_VM) child (a process of its own
+// that shares our memory) calls it K times; both counts are printed once the child is reaped.
+//
 // fork_tree serve: says "ready", then for each line "fork K" on stdin calls probe_me() once and
 // forks a child that calls it K times and exits; once the child is reaped it answers
 // "child=<pid> status=<wait status>". "quit" (or the end of stdin) ends it.
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -66,6 +70,21 @@ int main(int argc, char** argv) {
   if (argc == 3 && std::strcmp(argv[1], "leaf") == 0) {
     call_n(std::atol(argv[2]));
     report();
+    return 0;
+  }
+  if (argc == 3 && std::strcmp(argv[1], "vm") == 0) {
+    static long k = std::atol(argv[2]);
+    static char stack[1 << 16];
+    call_n(2 * k);
+    auto child = [](void*) -> int {
+      call_n(k);  // no libc here: the child shares our memory, TLS and all
+      return 0;
+    };
+    pid_t c = ::clone(child, stack + sizeof stack, CLONE_VM | SIGCHLD, nullptr);
+    int status = 0;
+    ::waitpid(c, &status, 0);
+    std::printf("pid=%d calls=%ld\npid=%d calls=%ld\n", static_cast<int>(c), k,
+                static_cast<int>(::getpid()), calls.load() - k);
     return 0;
   }
   if (argc == 2 && std::strcmp(argv[1], "serve") == 0) {
