@@ -256,6 +256,36 @@ Outcome children_cycle(const Config& cfg, const Cycle& c, const std::string& mod
   return o;
 }
 
+// The same with -F: every child is traced as a process of its own, and let go (or ends) intact.
+// Launched: the children's calls are counted too (a fork child's in its own copy).
+Outcome follow_cycle(const Config& cfg, const Cycle& c, const std::string& mode, bool launched) {
+  Outcome o;
+  if (!launched) {
+    double d = c.uniform(0.02, 0.12);
+    auto t = Traced::attach(cfg, c, {"fault_fork", "--mode", mode},
+                            {"-F", "--duration", fmt_seconds(d)});
+    t.run().finish(after(d + cfg.bound), o, after_text(cfg, "-F --duration " + fmt_seconds(d)));
+    t.check_attached(cfg, o);
+    return o;
+  }
+  auto t = Traced::launch(
+      cfg, c,
+      {"fault_fork", "--mode", mode, "--rounds", "20", "--calls", "2000", "--child-calls", "20"},
+      {"-F"});
+  auto report = t.run().finish(after(3 * cfg.bound), o, after_text(cfg, "the command's start"));
+  auto end = t.check_launched_end(cfg, o);
+  if (report) {
+    check_command_end(*report, o);
+    bool own_copy = mode == "fork" || mode == "clone-sigchld";
+    if (end) {
+      std::uint64_t children = own_copy ? std::stoull((*end)["children"]) : 0;
+      check_hits(*report, std::stoull((*end)["calls"]) + 20 * children, o);
+    }
+  }
+  o.faults = 20;
+  return o;
+}
+
 // Where a jump cannot go (a SIGSTOPped process cannot map a trampoline area; a rep site's
 // function is too short), the jump cycles use the default int3 strategy instead.
 Cycle int3_only(Cycle c) {
@@ -431,6 +461,12 @@ const std::vector<Scenario>& scenarios() {
       {"clone-sigchld", "clone(SIGCHLD): a fork through clone()", 8, 60, true, false,
        [](const Config& cfg, const Cycle& c) {
          return children_while_hit(cfg, c, "clone-sigchld");
+       }},
+      {"follow-forks", "-F: fork, clone, vfork and spawn loops while hit, children traced", 8, 60,
+       true, false,
+       [](const Config& cfg, const Cycle& c) {
+         static const char* modes[] = {"fork", "clone-sigchld", "vfork", "spawn"};
+         return follow_cycle(cfg, c, modes[(c.index / 2) % 4], c.index % 2 == 1);
        }},
       {"stopped", "attached while stopped by SIGSTOP: stays stopped, runs after SIGCONT", 8, 60,
        false, false, stopped},
