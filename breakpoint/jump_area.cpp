@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
-#include "common/error.hpp"
 #include "breakpoint/x86_asm.hpp"
+#include "common/error.hpp"
 
 namespace probecost::jump {
 

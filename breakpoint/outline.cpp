@@ -2,8 +2,8 @@
 
 #include <limits>
 
-#include "common/error.hpp"
 #include "breakpoint/relocate.hpp"
+#include "common/error.hpp"
 
 namespace probecost {
 

@@ -5,8 +5,8 @@
 #include <cstdio>
 #include <cstring>
 
-#include "common/error.hpp"
 #include "breakpoint/site.hpp"
+#include "common/error.hpp"
 
 namespace probecost {
 

@@ -5,8 +5,8 @@
 #include <functional>
 #include <string>
 
-#include "common/address.hpp"
 #include "breakpoint/tracee_memory.hpp"
+#include "common/address.hpp"
 
 namespace probecost {
 

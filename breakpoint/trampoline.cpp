@@ -2,10 +2,10 @@
 
 #include <algorithm>
 
-#include "common/error.hpp"
 #include "breakpoint/event_ring.hpp"
 #include "breakpoint/relocate.hpp"
 #include "breakpoint/x86_asm.hpp"
+#include "common/error.hpp"
 
 namespace probecost {
 
