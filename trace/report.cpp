@@ -316,7 +316,9 @@ void write_text(std::ostream& out, const TraceReport& r, unsigned top, bool verb
     out << "stacks: unwinding took " << fmt("%.0f", r.stack_ns_per_hit)
         << " ns per hit of the tracer's\n";
     for (const auto& p : r.probes) {
-      out << "\n" << p.probe.spec << ": " << p.stacks.size() << " distinct stacks\n";
+      out << "\n" << p.probe.spec;
+      if (several_processes(r)) out << " in process " << p.pid;
+      out << ": " << p.stacks.size() << " distinct stacks\n";
       for (std::size_t i = 0; i < p.stacks.size() && i < top; ++i) {
         out << "  " << p.stacks[i].count << " hits:\n";
         for (const auto& f : p.stacks[i].frames) out << "      " << f << "\n";
