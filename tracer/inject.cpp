@@ -42,6 +42,17 @@ class BorrowedBytes {
 
 }  // namespace
 
+const user_regs_struct* TracedProcess::step_injected(Task& t) {
+  if (!t.single_step()) return nullptr;
+  auto ws = wait_for(t);
+  if (!ws) return nullptr;
+  // A signal that arrives meanwhile is kept for the thread, and delivered after.
+  if (ws->signal_stop() && ws->stop_signal() != SIGTRAP) {
+    t.pending_signals.push_back(ws->stop_signal());
+  }
+  return t.regs();
+}
+
 long TracedProcess::inject_syscall(Task& t, long nr, const std::array<long, 6>& args) {
   pid_t tid = t.tid();
   const user_regs_struct* current = t.regs();
@@ -65,13 +76,7 @@ long TracedProcess::inject_syscall(Task& t, long nr, const std::array<long, 6>& 
   };
   if (!t.set_regs(regs)) throw gone();
   for (;;) {
-    if (!t.single_step()) throw gone();
-    auto ws = wait_for(t);
-    if (!ws) throw gone();
-    // A signal that arrives first is kept for the thread; step again.
-    if (ws->signal_stop() && ws->stop_signal() != SIGTRAP)
-      t.pending_signals.push_back(ws->stop_signal());
-    const user_regs_struct* now = t.regs();
+    const user_regs_struct* now = step_injected(t);
     if (!now) throw gone();
     if (now->rip == pc.value() + 2) break;  // the syscall ran
   }
@@ -151,13 +156,7 @@ std::uint64_t TracedProcess::inject_call(Task& t, RuntimeAddr fn) {
       throw Error("the function at " + fn.hex() + " called in thread " + std::to_string(tid) +
                   " did not return within " + std::to_string(kMaxSteps) + " instructions");
     }
-    if (!t.single_step()) throw gone();
-    auto ws = wait_for(t);
-    if (!ws) throw gone();
-    // A signal that arrives meanwhile is kept for the thread, and delivered after.
-    if (ws->signal_stop() && ws->stop_signal() != SIGTRAP)
-      t.pending_signals.push_back(ws->stop_signal());
-    const user_regs_struct* now = t.regs();
+    const user_regs_struct* now = step_injected(t);
     if (!now) throw gone();
     if (now->rip == ret.value() && now->rsp == sp + 8) break;  // returned
   }

@@ -212,6 +212,9 @@ class TracedProcess {
   void detach_vfork_waiters();
   void remove_patches();
   void settle_new_tasks();
+  // One single-step of injected code in `task`; the registers after it, nullptr when it is
+  // gone.
+  const user_regs_struct* step_injected(Task& task);
   long inject_syscall(Task& task, long nr, const std::array<long, 6>& args);
   std::uint64_t inject_call(Task& task, RuntimeAddr fn);
 
