@@ -17,7 +17,13 @@ Family::~Family() {
   following_ = false;  // a fork seen while letting go is cleaned and let go, not followed
   // Children first: each lets go of its own tasks (their events may still be on the way to a
   // wait of another member, which must still be able to hand them over), the root last.
-  while (!members_.empty()) members_.pop_back();
+  while (!members_.empty()) {
+    std::unique_ptr<TracedProcess> m = std::move(members_.back());
+    members_.pop_back();
+    last_owner_ = nullptr;
+    m.reset();  // its own waits still find its tasks (route asks the asker first)
+    last_owner_ = nullptr;
+  }
 }
 
 TracedProcess* Family::parent_of(const TracedProcess& member) const {
@@ -39,8 +45,13 @@ bool Family::any_alive() const {
 }
 
 TracedProcess* Family::owner(pid_t tid) {
-  for (auto& m : members_) {
-    if (m->task(tid)) return m.get();
+  // On the hit path: the process of the last event first (hits come in runs), then the newest
+  // members first, past those that are over (a shell's ended children pile up).
+  if (last_owner_ && last_owner_->task(tid)) return last_owner_;
+  for (auto it = members_.rbegin(); it != members_.rend(); ++it) {
+    TracedProcess& m = **it;
+    if (m.tasks().empty()) continue;
+    if (m.task(tid)) return last_owner_ = &m;
   }
   // A thread not known yet (its first stop before its parent's clone event) belongs to the
   // process it is a thread of. A task that is gone already has no /proc entry: nobody's.

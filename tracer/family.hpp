@@ -61,7 +61,8 @@ class Family {
   std::vector<std::unique_ptr<TracedProcess>> members_;  // the root first
   std::map<const TracedProcess*, TracedProcess*> parents_;
   std::map<pid_t, WaitStatus> orphans_;
-  std::size_t handed_out_ = 1;  // members before this index have been taken
+  std::size_t handed_out_ = 1;           // members before this index have been taken
+  TracedProcess* last_owner_ = nullptr;  // the owner found last: most events are its
   bool following_ = false;
 };
 
