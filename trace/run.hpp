@@ -102,6 +102,7 @@ class TraceRun {
   void close_image(Traced& tr);
   void split_sharers(Traced& tr, ProbeReport& pr);
   void let_go();
+  std::vector<pid_t> leftovers() const;
   std::uint64_t jump_hits(const Traced& tr) const;
   std::uint64_t hits_so_far() const;
 

@@ -46,8 +46,8 @@ std::string describe_end(Session::End end, const TracedProcess& proc) {
 // are not the command's: only a second one (a user insisting) makes us stop waiting, and the
 // command runs on by itself. Reports of tasks we still trace are taken meanwhile: the command
 // may be waiting to reap one (a fork child that exited while we let go).
-std::optional<int> wait_for_command(pid_t pid) {
-  return release_leftovers(pid, true);
+std::optional<int> wait_for_command(pid_t pid, const std::vector<pid_t>& leftovers) {
+  return release_leftovers(leftovers, pid, true);
 }
 
 }  // namespace
@@ -301,6 +301,14 @@ void TraceRun::split_sharers(Traced& tr, ProbeReport& pr) {
   }
 }
 
+std::vector<pid_t> TraceRun::leftovers() const {
+  std::vector<pid_t> tids;
+  for (const auto& m : family_.members()) {
+    tids.insert(tids.end(), m->leftovers().begin(), m->leftovers().end());
+  }
+  return tids;
+}
+
 // Every way out: every process is left as it was (or, asked for, killed). The fork children
 // first: the root's detach must not wait behind them.
 void TraceRun::let_go() {
@@ -328,7 +336,7 @@ void TraceRun::let_go() {
       p.detach();
       // It may have ended while we let go of it (reaped by the detach's waits).
       report_.command_status =
-          p.end() ? std::optional<int>(p.end()->raw()) : wait_for_command(p.pid());
+          p.end() ? std::optional<int>(p.end()->raw()) : wait_for_command(p.pid(), leftovers());
       report_.command_end = report_.command_status
                                 ? WaitStatus(*report_.command_status).describe()
                                 : "still running (probecost stopped waiting for it)";
@@ -339,7 +347,7 @@ void TraceRun::let_go() {
     tr.cpu_last = p.cpu_seconds();
   } else {
     p.detach();
-    release_leftovers(0, false);
+    release_leftovers(leftovers(), 0, false);
   }
 }
 

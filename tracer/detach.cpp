@@ -136,7 +136,10 @@ void TracedProcess::detach() {
   if (failure && dying()) failure = nullptr;  // nothing left to restore
   if (guardian_ && !failure) guardian_->done();
   for (auto& [tid, t] : tasks_) {
-    if (!t.stopped()) continue;
+    if (!t.stopped()) {
+      leftovers_.push_back(tid);  // a zombie not reported yet, a thread in vfork()
+      continue;
+    }
     // A deferred signal stop: the thread is still in that signal-delivery-stop, and the
     // signal goes with PTRACE_DETACH's data. A thread in group-stop stays stopped: the
     // kernel puts a detached thread of a stopped group back into the group-stop.
@@ -204,27 +207,29 @@ void TracedProcess::start_guardian() {
   }
 }
 
-std::optional<int> release_leftovers(pid_t command, bool block) {
-  // A traced task we could not detach (a zombie whose exit had not been reported yet, a thread
-  // that was inside vfork()) reports to us, its tracer, and stays held until we take the
-  // report: a zombie cannot be reaped by its parent, a stopped thread does not run. Every
-  // report is taken here; a stop is detached at once (the kernel puts a thread of a stopped
-  // group back into the group-stop), with its signal when it is one to deliver.
+std::optional<int> release_leftovers(std::vector<pid_t> tids, pid_t command, bool block) {
   int seen = stop_signals_seen();
   for (;;) {
+    // Only the tasks we traced: a waitpid(-1) here would also reap children that are not ours
+    // to reap (a library caller's).
+    std::erase_if(tids, [](pid_t tid) {
+      int status = 0;
+      pid_t r = sys::wait_for(tid, &status, __WALL | WNOHANG, false);
+      if (r == 0) return false;  // not reportable yet
+      if (r < 0) return true;    // not ours any more (detached after all, or reaped)
+      WaitStatus ws(status);
+      if (ws.gone()) return true;
+      long sig = ws.signal_stop() && ws.ptrace_event() == 0 ? ws.stop_signal() : 0;
+      sys::ptrace_call(PTRACE_DETACH, tid, nullptr, reinterpret_cast<void*>(sig));
+      return true;
+    });
+    if (!block) return std::nullopt;
+    // Woken every tick (100 ms) to look at the leftovers again.
     int status = 0;
-    pid_t r = sys::wait_for(-1, &status, __WALL | (block ? 0 : WNOHANG), true);
-    if (r == 0) return std::nullopt;  // nothing more now
-    if (r < 0) {
-      if (errno != EINTR) return std::nullopt;
-      if (stop_signals_seen() > seen && force_requested()) return std::nullopt;
-      continue;
-    }
+    pid_t r = sys::wait_for(command, &status, __WALL, true);
     if (r == command) return status;
-    WaitStatus ws(status);
-    if (ws.gone()) continue;
-    long sig = ws.signal_stop() && ws.ptrace_event() == 0 ? ws.stop_signal() : 0;
-    sys::ptrace_call(PTRACE_DETACH, r, nullptr, reinterpret_cast<void*>(sig));
+    if (r < 0 && errno != EINTR) return std::nullopt;
+    if (stop_signals_seen() > seen && force_requested()) return std::nullopt;
   }
 }
 

@@ -43,11 +43,13 @@ struct LaunchSpec {
   int cpu = -1;  // pin the child to this CPU before exec when >= 0
 };
 
-// Once every traced process is let go: takes the reports of tasks we still trace but could not
-// detach (a zombie whose exit was not reported yet, a thread that was in vfork()), so that
-// none stays held by us: a stop is detached, an exit consumed. With `block`, until `command`
-// (a child of ours) ends, and then its wait status; otherwise only what is there now.
-std::optional<int> release_leftovers(pid_t command, bool block);
+// Once every traced process is let go: takes the reports of `tids`, tasks we still trace but
+// could not detach (TracedProcess::leftovers: a zombie whose exit was not reported yet, a
+// thread that was in vfork()), so that none stays held by us: a zombie cannot be reaped by
+// its parent until we take its report, a stopped thread does not run. A stop is detached, an
+// exit consumed. With `block`, until `command` (a child of ours) ends, and then its wait
+// status; otherwise only what is there now.
+std::optional<int> release_leftovers(std::vector<pid_t> tids, pid_t command, bool block);
 
 // fork + exec with the spec's redirections and CPU, untraced; an exec failure is reported
 // through a close-on-exec pipe and thrown here. The caller waits for the child.
@@ -174,6 +176,8 @@ class TracedProcess {
   void detach();
   // SIGKILL and reap. Idempotent.
   void kill();
+  // Tasks detach() could not let go of (not in a ptrace-stop): for release_leftovers.
+  const std::vector<pid_t>& leftovers() const { return leftovers_; }
 
  private:
   friend class Family;
@@ -235,6 +239,7 @@ class TracedProcess {
   Ticker ticker_;
   std::unique_ptr<Guardian> guardian_;
   Family* family_ = nullptr;
+  std::vector<pid_t> leftovers_;
 };
 
 }  // namespace probecost
