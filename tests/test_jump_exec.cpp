@@ -61,8 +61,8 @@ bool have_rseq() {
   return __rseq_size >= 20;
 }
 
-Patched place(const JumpPlan& plan, Mode mode, std::uint64_t ring = 1 << 12,
-              std::uint32_t cpus = 0, FlagSave flags = FlagSave::Lahf) {
+Patched place(const JumpPlan& plan, Mode mode, std::uint64_t ring = 1 << 12, std::uint32_t cpus = 0,
+              FlagSave flags = FlagSave::Lahf) {
   Patched p;
   jump::AreaConfig config{4, 4096, 1, ring};
   if (mode == Mode::PerCpu) {

@@ -50,7 +50,8 @@ std::uint64_t combination(unsigned n) {
 // How many of the 64 combinations come back as they were set.
 unsigned right_results() {
   unsigned right = 0;
-  for (unsigned n = 0; n < 64; ++n) right += probecost_test_call_with_flags(combination(n)) == combination(n);
+  for (unsigned n = 0; n < 64; ++n)
+    right += probecost_test_call_with_flags(combination(n)) == combination(n);
   return right;
 }
 

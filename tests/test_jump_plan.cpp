@@ -194,9 +194,17 @@ TEST(Trampoline, AtAnEntryTooTheSixFlagsAreKeptAroundTheLockedIncrement) {
   std::vector<std::string> text;
   for (const auto& [s, a] : code) text.push_back(s);
   const std::vector<std::string> expected = {
-      "lea -0x80(%rsp), %rsp", "push %rax", "lahf", "seto %al", "push %rax",
+      "lea -0x80(%rsp), %rsp",
+      "push %rax",
+      "lahf",
+      "seto %al",
+      "push %rax",
       "lock inc 0x0000000000403000",  // the counter, RIP-relative
-      "pop %rax", "add $0x7F, %al", "sahf", "pop %rax", "lea 0x80(%rsp), %rsp",
+      "pop %rax",
+      "add $0x7F, %al",
+      "sahf",
+      "pop %rax",
+      "lea 0x80(%rsp), %rsp",
       "nop %eax, (%rax,%rax,1)",  // the displaced nop5
       "jmp 0x0000000000401005"};
   EXPECT_EQ(text, expected);
