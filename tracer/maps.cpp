@@ -1,5 +1,7 @@
 #include "tracer/maps.hpp"
 
+#include <fcntl.h>
+
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
@@ -38,6 +40,16 @@ std::vector<Mapping> parse_maps(const std::string& text) {
     if (auto m = parse_maps_line(line)) maps.push_back(*m);
   }
   return maps;
+}
+
+int open_mapped_file(pid_t pid, const Mapping& m) {
+  char range[64];
+  std::snprintf(range, sizeof range, "%" PRIx64 "-%" PRIx64, m.start.value(), m.end.value());
+  int fd = ::open(("/proc/" + std::to_string(pid) + "/map_files/" + range).c_str(),
+                  O_RDONLY | O_CLOEXEC);
+  if (fd < 0 && !m.path.empty() && m.path[0] == '/')
+    fd = ::open(m.path.c_str(), O_RDONLY | O_CLOEXEC);
+  return fd;
 }
 
 std::vector<Mapping> read_maps(pid_t pid) {
