@@ -20,6 +20,7 @@
 #include "common/error.hpp"
 #include "trace/report.hpp"
 #include "trace/trace.hpp"
+#include "tracer/cxx_names.hpp"
 #include "tracer/wait_status.hpp"
 
 namespace po = boost::program_options;
@@ -129,7 +130,7 @@ int trace_command(const std::vector<std::string>& all_args) {
   if (!list.empty()) {
     auto syms = list_target_symbols(opts, list);
     for (const auto& s : syms) {
-      std::cout << s.address.hex() << " " << s.name << " " << base_name(s.module) << "\n";
+      std::cout << s.address.hex() << " " << demangle(s.name) << " " << base_name(s.module) << "\n";
     }
     return 0;
   }
