@@ -115,13 +115,7 @@ int trace_command(const std::vector<std::string>& all_args) {
   if (format != "text" && format != "json" && format != "csv") {
     throw UsageError("bad format '" + format + "' (text, json or csv)");
   }
-  if (vm.count("duration")) {
-    char* end = nullptr;
-    opts.duration_s = std::strtod(duration.c_str(), &end);
-    if (duration.empty() || *end || !(opts.duration_s > 0) || !std::isfinite(opts.duration_s)) {
-      throw UsageError("bad --duration '" + duration + "': want seconds > 0");
-    }
-  }
+  if (vm.count("duration")) opts.duration_s = parse_seconds("--duration", duration);
   check_step_over_name(opts.step_over);
   check_via(opts.via);
   opts.stack_depth = static_cast<unsigned>(parse_count("--stack-depth", stack_depth, 1, 4096));
