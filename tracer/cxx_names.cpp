@@ -5,20 +5,22 @@
 #include <cctype>
 #include <cstdlib>
 #include <memory>
+#include <string_view>
 #include <vector>
 
 namespace probecost {
 
 namespace {
 
-// "memcpy@@GLIBC_2.14" -> {"memcpy", "@@GLIBC_2.14"}.
-std::pair<std::string, std::string> split_version(const std::string& name) {
+// "memcpy@@GLIBC_2.14" -> {"memcpy", "@@GLIBC_2.14"}: views of `name`, which every symbol of
+// a module goes through.
+std::pair<std::string_view, std::string_view> split_version(std::string_view name) {
   auto at = name.find('@');
-  if (at == std::string::npos) return {name, ""};
+  if (at == std::string_view::npos) return {name, ""};
   return {name.substr(0, at), name.substr(at)};
 }
 
-bool is_mangled(const std::string& base) {
+bool is_mangled(std::string_view base) {
   return base.size() > 2 && base[0] == '_' && base[1] == 'Z';
 }
 
@@ -87,21 +89,21 @@ std::string last_identifier(const std::string& name) {
 std::string demangle(const std::string& linkage_name) {
   auto [base, version] = split_version(linkage_name);
   if (!is_mangled(base)) return linkage_name;
-  std::string out = run_demangler(base, DMGL_PARAMS);
-  return out.empty() ? linkage_name : out + version;
+  std::string out = run_demangler(std::string(base), DMGL_PARAMS);
+  return out.empty() ? linkage_name : out + std::string(version);
 }
 
 std::string overload_set(const std::string& linkage_name) {
-  std::string base = split_version(linkage_name).first;
-  if (!is_mangled(base) || base.find('.') != std::string::npos) return "";
-  return run_demangler(base, DMGL_NO_OPTS);
+  std::string_view base = split_version(linkage_name).first;
+  if (!is_mangled(base) || base.find('.') != std::string_view::npos) return "";
+  return run_demangler(std::string(base), DMGL_NO_OPTS);
 }
 
 NameQuery::NameQuery(const std::string& wanted) {
   auto [base, version] = split_version(wanted);
   base_ = base;
   auto from = version.find_first_not_of('@');
-  version_ = from == std::string::npos ? "" : version.substr(from);
+  version_ = from == std::string_view::npos ? "" : std::string(version.substr(from));
   normal_ = normalize(base_);
   with_params_ = base_.find('(') != std::string::npos;
   identifier_ = last_identifier(base_);
@@ -111,18 +113,17 @@ NameQuery::Match NameQuery::match(const std::string& linkage_name) const {
   auto [base, version] = split_version(linkage_name);
   if (!version_.empty()) {
     auto from = version.find_first_not_of('@');
-    if (from == std::string::npos || version.compare(from, std::string::npos, version_) != 0)
-      return Match::None;
+    if (from == std::string_view::npos || version.substr(from) != version_) return Match::None;
   }
   if (base == base_) return Match::Exact;
   if (!is_mangled(base) || !may_match(base)) return Match::None;
-  return match_demangled(base);
+  return match_demangled(std::string(base));
 }
 
 // A cheap test first, as most of a module's names are not the one wanted: the last word of a
 // function's name is spelled out in its mangled name.
-bool NameQuery::may_match(const std::string& base) const {
-  return identifier_.empty() || base.find(identifier_) != std::string::npos;
+bool NameQuery::may_match(std::string_view base) const {
+  return identifier_.empty() || base.find(identifier_) != std::string_view::npos;
 }
 
 NameQuery::Match NameQuery::match_demangled(const std::string& base) const {

@@ -4,6 +4,7 @@
 // which also gives a name without its parameter list (c++filt -p): "ns::Klass::method" for
 // _ZNK2ns5Klass6methodEl. A symbol version ("@@GLIBC_2.14") stays after the name.
 #include <string>
+#include <string_view>
 
 namespace probecost {
 
@@ -36,7 +37,7 @@ class NameQuery {
   Match match(const std::string& linkage_name) const;
 
  private:
-  bool may_match(const std::string& base) const;
+  bool may_match(std::string_view base) const;
   Match match_demangled(const std::string& base) const;
 
   std::string base_;     // without the version

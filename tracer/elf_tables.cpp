@@ -1,6 +1,8 @@
 #include "tracer/elf_tables.hpp"
 
+#include <algorithm>
 #include <cstring>
+#include <map>
 
 namespace probecost {
 
@@ -86,17 +88,25 @@ SymbolVersions::SymbolVersions(Elf* elf, GElf_Addr bias) {
     if (version == names.end()) return;  // local, global without a version, or a needed one
     std::string decorated =
         std::string(name) + ((v & kVersymHidden) ? "@" : "@@") + version->second;
-    auto key = std::pair(std::string(name), sym.st_value + bias);
+    auto& here = at_[sym.st_value + bias];
+    auto same =
+        std::find_if(here.begin(), here.end(), [&](const auto& e) { return e.first == name; });
     // Two versions of one name at one address (an alias kept for old programs): the default wins.
-    auto [it, fresh] = versioned_.emplace(key, decorated);
-    if (!fresh && !(v & kVersymHidden)) it->second = decorated;
+    if (same == here.end()) {
+      here.emplace_back(name, decorated);
+    } else if (!(v & kVersymHidden)) {
+      same->second = decorated;
+    }
   });
 }
 
 std::string SymbolVersions::decorate(const std::string& name, RuntimeAddr at) const {
-  if (name.find('@') != std::string::npos) return name;
-  auto it = versioned_.find(std::pair(name, at.value()));
-  return it == versioned_.end() ? name : it->second;
+  auto here = at_.find(at.value());
+  if (here == at_.end()) return name;
+  for (const auto& [plain, decorated] : here->second) {
+    if (plain == name) return decorated;  // never one with a version already: that has an '@'
+  }
+  return name;
 }
 
 }  // namespace probecost

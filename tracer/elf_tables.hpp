@@ -4,8 +4,8 @@
 // versions of .dynsym.
 #include <gelf.h>
 
-#include <map>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -54,7 +54,9 @@ class SymbolVersions {
   std::string decorate(const std::string& name, RuntimeAddr at) const;
 
  private:
-  std::map<std::pair<std::string, std::uint64_t>, std::string> versioned_;
+  // Runtime address -> {name, decorated name}: looked up for every symbol of a module, by
+  // address first, with no string built.
+  std::unordered_map<std::uint64_t, std::vector<std::pair<std::string, std::string>>> at_;
 };
 
 }  // namespace probecost
