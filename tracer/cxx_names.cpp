@@ -109,7 +109,7 @@ NameQuery::NameQuery(const std::string& wanted) {
   identifier_ = last_identifier(base_);
 }
 
-NameQuery::Match NameQuery::match(const std::string& linkage_name) const {
+NameQuery::Match NameQuery::match(std::string_view linkage_name) const {
   auto [base, version] = split_version(linkage_name);
   if (!version_.empty()) {
     auto from = version.find_first_not_of('@');

@@ -34,7 +34,7 @@ class NameQuery {
   };
 
   explicit NameQuery(const std::string& wanted);
-  Match match(const std::string& linkage_name) const;
+  Match match(std::string_view linkage_name) const;
 
  private:
   bool may_match(std::string_view base) const;

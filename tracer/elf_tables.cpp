@@ -100,13 +100,13 @@ SymbolVersions::SymbolVersions(Elf* elf, GElf_Addr bias) {
   });
 }
 
-std::string SymbolVersions::decorate(const std::string& name, RuntimeAddr at) const {
+std::string SymbolVersions::decorate(std::string_view name, RuntimeAddr at) const {
   auto here = at_.find(at.value());
-  if (here == at_.end()) return name;
+  if (here == at_.end()) return std::string(name);
   for (const auto& [plain, decorated] : here->second) {
     if (plain == name) return decorated;  // never one with a version already: that has an '@'
   }
-  return name;
+  return std::string(name);
 }
 
 }  // namespace probecost

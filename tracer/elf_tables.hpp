@@ -5,6 +5,7 @@
 #include <gelf.h>
 
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -51,7 +52,7 @@ class SymbolVersions {
   // "memcpy@@GLIBC_2.14" (the default version) or "memcpy@GLIBC_2.2.5" (a hidden one) for the
   // .dynsym symbol `name` at `at`; `name` itself when .dynsym gives it no version of its own
   // (an executable's symbols, a library without versions, a local symbol) or `name` has one.
-  std::string decorate(const std::string& name, RuntimeAddr at) const;
+  std::string decorate(std::string_view name, RuntimeAddr at) const;
 
  private:
   // Runtime address -> {name, decorated name}: looked up for every symbol of a module, by

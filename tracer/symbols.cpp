@@ -24,13 +24,17 @@ struct ProcessSymbols::Tables {
 };
 
 struct ProcessSymbols::Function {
-  std::string module;  // path
-  std::string name;    // with the version .dynsym gives it
+  const std::string& module;  // path
+  const char* raw;            // as the symbol table has it
   const GElf_Sym& sym;
   RuntimeAddr address;
+  const SymbolVersions& versions;
 
+  // With the version .dynsym gives it ("memcpy@@GLIBC_2.14"): built only for the symbols
+  // wanted, as most of a module's are not.
+  std::string name() const { return versions.decorate(raw, address); }
   Symbol symbol() const {
-    return Symbol{module, name, address, sym.st_size, GELF_ST_TYPE(sym.st_info) == STT_GNU_IFUNC};
+    return Symbol{module, name(), address, sym.st_size, GELF_ST_TYPE(sym.st_info) == STT_GNU_IFUNC};
   }
 };
 
@@ -128,8 +132,7 @@ void ProcessSymbols::for_each_function(const std::string& module,
     const Tables& t = tables(mod);
     std::string path = module_path(mod);
     for_each_function_symbol(mod, [&](const char* name, const GElf_Sym& sym, GElf_Addr addr) {
-      RuntimeAddr at(addr);
-      f(Function{path, t.versions.decorate(name, at), sym, at});
+      f(Function{path, name, sym, RuntimeAddr(addr), t.versions});
     });
     return true;
   });
@@ -137,9 +140,10 @@ void ProcessSymbols::for_each_function(const std::string& module,
 
 std::vector<Symbol> ProcessSymbols::find(const std::string& name, const std::string& module) const {
   NameQuery query(name);
+  bool versioned = name.find('@') != std::string::npos;
   std::vector<Symbol> whole, by_suffix;
   for_each_function(module, [&](const Function& fn) {
-    auto m = query.match(fn.name);
+    auto m = versioned ? query.match(fn.name()) : query.match(fn.raw);
     if (m != NameQuery::Match::None) {
       (m == NameQuery::Match::Suffix ? by_suffix : whole).push_back(fn.symbol());
     }
@@ -228,9 +232,8 @@ std::vector<Symbol> ProcessSymbols::list(const std::string& pattern) const {
   };
   std::vector<Symbol> out;
   for_each_function({}, [&](const Function& fn) {
-    std::string base = without_version(fn.name);
-    if (matches(fn.name) || matches(base) || matches(demangle(base)) ||
-        matches(overload_set(base))) {
+    std::string name = fn.name(), base = without_version(name);
+    if (matches(name) || matches(base) || matches(demangle(base)) || matches(overload_set(base))) {
       out.push_back(fn.symbol());
     }
   });
