@@ -150,7 +150,7 @@ std::vector<Symbol> ProcessSymbols::find(const std::string& name, const std::str
   });
   std::vector<Symbol> out = whole.empty() ? std::move(by_suffix) : std::move(whole);
   dedupe(out, true);
-  if (name.find('@') == std::string::npos) {
+  if (!versioned) {
     // A module's compat versions go where it has the default one too.
     std::set<std::string> with_default;
     for (const auto& s : out) {
@@ -195,25 +195,28 @@ std::vector<Symbol> ProcessSymbols::resolve_all(const std::string& name,
   std::string where = module.empty() ? "" : " in module '" + module + "'";
   std::string process = " in process " + std::to_string(pid_);
   // The executable first: a symbol it defines wins over libraries' (as the dynamic linker's
-  // lookup order would have it for the executable's own calls).
+  // lookup order would have it for the executable's own calls), its first definition where it
+  // has several (two files' static functions of one name). A library's must be the only one,
+  // but for the overloads of one C++ function.
   const Symbol& first = found.front();
   std::vector<Symbol> one_module;
   std::copy_if(found.begin(), found.end(), std::back_inserter(one_module),
                [&](const Symbol& s) { return s.module == first.module; });
-  if (first.module != executable_ && one_module.size() != found.size()) {
+  bool overloads = std::any_of(one_module.begin(), one_module.end(),
+                               [](const Symbol& s) { return !overload_set(s.name).empty(); });
+  if (first.module != executable_ &&
+      (one_module.size() != found.size() || (!overloads && found.size() > 1))) {
     throw UsageError("symbol '" + name + "'" + where + " is ambiguous" + process +
                      " (use MODULE:SYMBOL, or --all-matches):" + listing(found));
   }
-  // In one module: the overloads of one C++ function, or a C function's first definition.
-  std::string key = overload_set(first.name);
-  if (key.empty()) return {first};
+  std::string key = function_key(first.name);
   for (const auto& s : one_module) {
     if (function_key(s.name) != key) {
       throw UsageError("symbol '" + name + "'" + where + " names several functions" + process +
                        " (give the whole name, or --all-matches):" + listing(one_module));
     }
   }
-  return one_module;
+  return overloads ? one_module : std::vector<Symbol>{first};
 }
 
 Symbol ProcessSymbols::resolve(const std::string& name, const std::string& module) const {
