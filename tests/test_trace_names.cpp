@@ -1,6 +1,6 @@
 // `probecost trace` with functions and modules named as users name them: C++ functions by their
 // demangled names (every overload, one overload, a method), a library by its SONAME or its file
-// name, a symbol version, an unknown module, and an executable run from a memfd.
+// name, a symbol version, an unknown module, and an executable or a library run from a memfd.
 #include <gtest/gtest.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -127,7 +127,7 @@ TEST(TraceNames, ASymbolVersionPicksThatVersion) {
 // fexecve from a memfd: the executable is "/memfd:NAME (deleted)", which no path opens; its
 // symbols are read through /proc/PID/exe. Traced by PID, counted exactly, detached intact.
 TEST(TraceNames, AnExecutableRunFromAMemfdHasItsSymbols) {
-  Target target({MEMFD_EXEC, SERVE_PIE, "1"});
+  Target target({MEMFD_RUN, "exec", SERVE_PIE, "1"});
   ASSERT_EQ(target.ready_line, "ready " + std::to_string(target.pid));
   auto list = run_command(
       {PROBECOST_BIN, "trace", "-p", std::to_string(target.pid), "--list", "probecost_test_site"});
@@ -144,6 +144,26 @@ TEST(TraceNames, AnExecutableRunFromAMemfdHasItsSymbols) {
   std::string module = r["probes"][0]["module"];
   EXPECT_NE(module.find("/memfd:probecost-memfd-target"), std::string::npos) << module;
   EXPECT_EQ(target.ask("go 10"), "calls=310");
+  EXPECT_EQ(target.ask("exit"), "bye");
+  EXPECT_EQ(target.wait_exit(), 0);
+}
+
+// A library dlopen'd from a memfd is read through /proc/PID/map_files, and named by its SONAME.
+TEST(TraceNames, ALibraryLoadedFromAMemfdHasItsSymbols) {
+  Target target({MEMFD_RUN, "dlopen", SONAME_LIB, "250"});
+  ASSERT_EQ(target.ready_line, "ready " + std::to_string(target.pid));
+  Trace trace(
+      {"-p", std::to_string(target.pid), "-b", "libprobecost_soname.so.1:probecost_soname_site"});
+  ASSERT_TRUE(trace.ready) << trace.stderr_text;
+  ASSERT_EQ(target.ask("go"), "calls=250");
+  ASSERT_EQ(target.ask("go"), "calls=500");
+  ASSERT_EQ(trace.finish(SIGINT), 0) << trace.stderr_text;
+  Json r = trace.report();
+  ASSERT_EQ(r["probes"].size(), 1u) << r.dump(2);
+  EXPECT_EQ(r["probes"][0]["hits"], 500);
+  std::string module = r["probes"][0]["module"];
+  EXPECT_NE(module.find("/memfd:probecost-memfd-lib"), std::string::npos) << module;
+  EXPECT_EQ(target.ask("go"), "calls=750");
   EXPECT_EQ(target.ask("exit"), "bye");
   EXPECT_EQ(target.wait_exit(), 0);
 }
