@@ -170,6 +170,7 @@ void ProcessSymbols::fail_not_found(const std::string& name, const std::string& 
   if (!module.empty() && !has_module(module)) {
     std::string loaded;
     auto all = modules();
+    std::erase_if(all, [](const std::string& m) { return m.rfind("[vdso", 0) == 0; });
     for (std::size_t i = 0; i < all.size() && i < 12; ++i) {
       loaded += (i ? ", " : "") + base_name(all[i]);
     }
