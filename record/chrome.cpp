@@ -1,0 +1,176 @@
+#include "record/chrome.hpp"
+
+#include <charconv>
+#include <cstdio>
+#include <cstdlib>
+
+#include <nlohmann/json.hpp>
+
+#include "common/error.hpp"
+
+namespace probecost::record {
+
+namespace {
+
+constexpr std::int64_t kExactInDouble = std::int64_t{1} << 53;
+
+// A JSON string; bytes that are not UTF-8 (a comm can hold any) become U+FFFD.
+std::string json_string(const std::string& s) {
+  return nlohmann::json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+void append_int(std::string& out, std::int64_t v) {
+  char buf[24];
+  auto res = std::to_chars(buf, buf + sizeof buf, v);
+  out.append(buf, res.ptr);
+}
+
+const char* unmatched_reason(Unmatched why) {
+  switch (why) {
+    case Unmatched::skipped: return "an outer frame returned first (unwound past)";
+    case Unmatched::evicted: return "stack too deep (returns lost)";
+    case Unmatched::thread_gone: return "its thread exited";
+    case Unmatched::open_at_end: return "still running when the recording ended";
+  }
+  return "unknown";
+}
+
+}  // namespace
+
+std::string chrome_us(std::int64_t ns) {
+  std::string out;
+  if (ns < 0) out += '-';
+  std::uint64_t abs = ns < 0 ? 0 - static_cast<std::uint64_t>(ns) : static_cast<std::uint64_t>(ns);
+  char buf[32];
+  int n = std::snprintf(buf, sizeof buf, "%llu.%03llu",
+                        static_cast<unsigned long long>(abs / 1000),
+                        static_cast<unsigned long long>(abs % 1000));
+  out.append(buf, static_cast<std::size_t>(n));
+  return out;
+}
+
+std::string chrome_value(std::uint64_t v) {
+  auto s = static_cast<std::int64_t>(v);
+  if (s >= -kExactInDouble && s <= kExactInDouble) return std::to_string(s);
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "\"0x%llx\"", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+ChromeWriter::ChromeWriter(const std::string& path, const RunInfo& run)
+    : path_(path), out_(path, std::ios::binary | std::ios::trunc), run_(run), clock_(run.clock) {
+  if (!out_) throw Error::from_errno("cannot create " + path);
+  for (const ProbeInfo& p : run_.probes)
+    names_.push_back(json_string(p.function.empty() ? p.spec : p.function));
+  out_ << "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[";
+}
+
+ChromeWriter::~ChromeWriter() {
+  try {
+    close_file();
+  } catch (...) {
+    // A destructor cannot report it; finish() does.
+  }
+}
+
+void ChromeWriter::open_event(const char* ph, const Event& e, std::uint64_t tsc) {
+  line_ = events_++ ? ",\n{\"ph\":\"" : "\n{\"ph\":\"";
+  line_ += ph;
+  line_ += "\",\"name\":";
+  line_ += names_.at(e.probe);
+  line_ += ",\"pid\":";
+  append_int(line_, e.pid);
+  line_ += ",\"tid\":";
+  append_int(line_, e.tid);
+  line_ += ",\"ts\":";
+  line_ += chrome_us(clock_.monotonic_ns(tsc));
+}
+
+// "args":{"arg0":..,"argN-1":.., then `extra` (already JSON members, or empty)
+void ChromeWriter::put_args(const Event& entry, const char* extra) {
+  line_ += ",\"args\":{";
+  for (int i = 0; i < run_.arg_count; ++i) {
+    if (i) line_ += ',';
+    line_ += "\"arg";
+    append_int(line_, i);
+    line_ += "\":";
+    line_ += chrome_value(entry.args[static_cast<std::size_t>(i)]);
+  }
+  if (*extra && run_.arg_count > 0) line_ += ',';
+  line_ += extra;
+}
+
+void ChromeWriter::close_event() {
+  line_ += "}}";
+  out_ << line_;
+}
+
+void ChromeWriter::call(const Event& entry, const Event& end) {
+  open_event("X", entry, entry.tsc);
+  std::int64_t dur = clock_.monotonic_ns(end.tsc) - clock_.monotonic_ns(entry.tsc);
+  line_ += ",\"dur\":";
+  line_ += chrome_us(dur < 0 ? 0 : dur);
+  if (end.kind == EventKind::unwound) {
+    put_args(entry, "\"unwound\":true");
+  } else {
+    put_args(entry, "\"ret\":");
+    line_ += chrome_value(end.ret);
+  }
+  close_event();
+}
+
+void ChromeWriter::unmatched(const Event& entry, Unmatched why) {
+  open_event("B", entry, entry.tsc);
+  put_args(entry, "\"unmatched\":");
+  line_ += json_string(unmatched_reason(why));
+  close_event();
+}
+
+void ChromeWriter::orphan(const Event& end) {
+  open_event("i", end, end.tsc);
+  line_ += ",\"s\":\"t\",\"args\":{";
+  if (end.kind == EventKind::exit) {
+    line_ += "\"ret\":";
+    line_ += chrome_value(end.ret);
+    line_ += ',';
+  }
+  line_ += "\"entry\":\"not recorded (before the recording, or lost)\"";
+  close_event();
+}
+
+void ChromeWriter::thread_name(std::int32_t pid, std::int32_t tid, const std::string& name,
+                               std::uint64_t) {
+  line_ = events_++ ? ",\n" : "\n";
+  line_ += "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":";
+  append_int(line_, pid);
+  line_ += ",\"tid\":";
+  append_int(line_, tid);
+  line_ += ",\"args\":{\"name\":" + json_string(name);
+  close_event();
+}
+
+void ChromeWriter::process_name(std::int32_t pid, const std::string& name) {
+  line_ = events_++ ? ",\n" : "\n";
+  line_ += "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":";
+  append_int(line_, pid);
+  line_ += ",\"args\":{\"name\":" + json_string(name);
+  close_event();
+}
+
+void ChromeWriter::lost(const Lost& l) { lost_ += l.count; }
+
+void ChromeWriter::close_file() {
+  if (closed_) return;
+  closed_ = true;
+  nlohmann::json other = {{"recorder", "probecost record"},
+                          {"clock", "CLOCK_MONOTONIC (TSC converted)"},
+                          {"tsc_hz", run_.clock.hz},
+                          {"records_lost", lost_}};
+  out_ << "\n],\"otherData\":" << other.dump() << "}\n";
+  out_.close();
+  if (!out_) throw Error::from_errno("cannot write " + path_);
+}
+
+void ChromeWriter::finish() { close_file(); }
+
+}  // namespace probecost::record
