@@ -12,8 +12,8 @@ namespace probecost::record {
 namespace {
 
 constexpr std::uint32_t kMagic = 0xC1FC1FC1;
-// packet.header (32 bytes) and packet.context (56 bytes) as the metadata declares them.
-constexpr std::size_t kPacketPreamble = 32 + 56;
+// packet.header (32 bytes) and packet.context (48 bytes) as the metadata declares them.
+constexpr std::size_t kPacketPreamble = 32 + 48;
 
 // Little-endian, as the metadata's byte_order (x86-64 is).
 template <typename T>
@@ -171,8 +171,6 @@ void CtfWriter::flush(Stream& s) {
   put(packet, bits);                              // packet_size: no padding
   put(packet, s.seq++);
   put(packet, s.discarded);  // events_discarded: a running count, as LTTng's
-  put(packet, s.pid);
-  put(packet, s.tid);
   packet += s.content;
   held_ -= std::min(held_, s.content.size());
   s.content.clear();

@@ -46,8 +46,8 @@ std::string probe_enum(const RunInfo& run) {
   for (std::size_t i = 0; i < run.probes.size(); ++i) {
     const ProbeInfo& p = run.probes[i];
     std::string label = p.function.empty() ? p.spec : p.function;
-    if (!used.insert(label).second) label += " (" + p.spec + ")";
-    if (!used.insert(label).second || label.empty()) label = "probe " + std::to_string(i);
+    if (used.count(label)) label += " (" + p.spec + ")";
+    if (used.count(label)) label = "probe " + std::to_string(i);
     used.insert(label);
     out << "\t" << quoted(label) << " = " << i << (i + 1 < run.probes.size() ? ",\n" : "\n");
   }
@@ -85,8 +85,7 @@ const char* kStream =
     "\tpacket.context := struct {\n"
     "\t\tuint64_tsc_t timestamp_begin;\n\t\tuint64_tsc_t timestamp_end;\n"
     "\t\tuint64_t content_size;\n\t\tuint64_t packet_size;\n"
-    "\t\tuint64_t packet_seq_num;\n\t\tuint64_t events_discarded;\n"
-    "\t\tint32_t pid;\n\t\tint32_t tid;\n\t};\n"
+    "\t\tuint64_t packet_seq_num;\n\t\tuint64_t events_discarded;\n\t};\n"
     "\tevent.header := struct {\n\t\tuint16_t id;\n\t\tuint64_tsc_t timestamp;\n\t};\n"
     "\tevent.context := struct {\n\t\tint32_t pid;\n\t\tint32_t tid;\n\t};\n};\n\n";
 

@@ -29,8 +29,26 @@ void Pairing::add(const Event& e) {
     close(e);
 }
 
+// A call whose return-address slot is an open frame's: that frame is over (two live frames
+// cannot share a slot), and so is everything pushed after it. The scan goes down from the top
+// while the frames are deeper than the new one (lower addresses) and stops at the first frame
+// above it, normally the top one: O(1). A handler on a sigaltstack above the interrupted frames
+// stops the scan early and is left alone.
+void Pairing::drop_reused(Stack& stack, std::uint64_t sp) {
+  if (sp == 0) return;
+  auto frame = stack.rbegin();
+  while (frame != stack.rend() && frame->sp != 0 && frame->sp < sp) ++frame;
+  if (frame == stack.rend() || frame->sp != sp) return;
+  std::size_t keep = static_cast<std::size_t>(stack.rend() - frame) - 1;
+  while (stack.size() > keep) {
+    out_.unmatched(stack.back(), Unmatched::skipped);
+    stack.pop_back();
+  }
+}
+
 void Pairing::push(const Event& entry) {
   Stack& stack = stacks_[key(entry.pid, entry.tid)];
+  drop_reused(stack, entry.sp);
   if (stack.size() >= max_depth_) {
     out_.unmatched(stack.front(), Unmatched::evicted);
     stack.pop_front();

@@ -5,8 +5,10 @@
 // the exit's; without sp, the innermost open frame of its probe. Frames above the one it closes
 // were left without a return (an exception or a longjmp unwound past them) and are reported
 // unmatched, as are frames still open when their thread exits or the recording ends: their end
-// is unknown and never guessed. A signal handler that calls a probed function pushes on top of
-// the interrupted frame and pops before it resumes, so it pairs as a nested call.
+// is unknown and never guessed. With sp, an entry into an open frame's slot also shows that
+// frame (and all above it) left: a longjmp back into a loop that calls the same function again.
+// A signal handler that calls a probed function pushes on top of the interrupted frame and pops
+// before it resumes, so it pairs as a nested call, on the thread's stack or a sigaltstack.
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -33,6 +35,7 @@ class Pairing {
   using Stack = std::deque<Event>;
   static std::uint64_t key(std::int32_t pid, std::int32_t tid);
   void push(const Event& entry);
+  void drop_reused(Stack& stack, std::uint64_t sp);
   void close(const Event& end);
   void drain(Stack& stack, Unmatched why);
 
