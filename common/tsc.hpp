@@ -63,8 +63,8 @@ inline double calibrate_hz(long ns = 50'000'000) {
 }
 
 struct Calibration {
-  std::uint64_t hz = 0;                // TSC ticks per second
-  Anchor anchor;                       // against CLOCK_MONOTONIC
+  std::uint64_t hz = 0;                 // TSC ticks per second
+  Anchor anchor;                        // against CLOCK_MONOTONIC
   std::int64_t realtime_offset_ns = 0;  // CLOCK_REALTIME - CLOCK_MONOTONIC at the anchor
 };
 

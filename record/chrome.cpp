@@ -1,9 +1,6 @@
 #include "record/chrome.hpp"
 
 #include <charconv>
-#include <cstdio>
-#include <cstdlib>
-
 #include <nlohmann/json.hpp>
 
 #include "common/error.hpp"
@@ -27,34 +24,57 @@ void append_int(std::string& out, std::int64_t v) {
 
 const char* unmatched_reason(Unmatched why) {
   switch (why) {
-    case Unmatched::skipped: return "an outer frame returned first (unwound past)";
-    case Unmatched::evicted: return "stack too deep (returns lost)";
-    case Unmatched::thread_gone: return "its thread exited";
-    case Unmatched::open_at_end: return "still running when the recording ended";
+    case Unmatched::skipped:
+      return "an outer frame returned first (unwound past)";
+    case Unmatched::evicted:
+      return "stack too deep (returns lost)";
+    case Unmatched::thread_gone:
+      return "its thread exited";
+    case Unmatched::open_at_end:
+      return "still running when the recording ended";
   }
   return "unknown";
 }
 
 }  // namespace
 
-std::string chrome_us(std::int64_t ns) {
-  std::string out;
+namespace {
+
+// µs with ns decimals, appended without a formatted-output call (millions of events).
+void append_us(std::string& out, std::int64_t ns) {
   if (ns < 0) out += '-';
   std::uint64_t abs = ns < 0 ? 0 - static_cast<std::uint64_t>(ns) : static_cast<std::uint64_t>(ns);
-  char buf[32];
-  int n = std::snprintf(buf, sizeof buf, "%llu.%03llu",
-                        static_cast<unsigned long long>(abs / 1000),
-                        static_cast<unsigned long long>(abs % 1000));
-  out.append(buf, static_cast<std::size_t>(n));
+  char buf[24];
+  auto res = std::to_chars(buf, buf + sizeof buf, abs / 1000);
+  out.append(buf, res.ptr);
+  unsigned frac = static_cast<unsigned>(abs % 1000);
+  char decimals[4] = {'.', static_cast<char>('0' + frac / 100),
+                      static_cast<char>('0' + frac / 10 % 10), static_cast<char>('0' + frac % 10)};
+  out.append(decimals, 4);
+}
+
+void append_value(std::string& out, std::uint64_t v) {
+  auto s = static_cast<std::int64_t>(v);
+  if (s >= -kExactInDouble && s <= kExactInDouble) return append_int(out, s);
+  char buf[24];
+  auto res = std::to_chars(buf, buf + sizeof buf, v, 16);
+  out += "\"0x";
+  out.append(buf, res.ptr);
+  out += '"';
+}
+
+}  // namespace
+
+std::string chrome_us(std::int64_t ns) {
+  std::string out;
+  append_us(out, ns);
   return out;
 }
 
 std::string chrome_value(std::uint64_t v) {
-  auto s = static_cast<std::int64_t>(v);
-  if (s >= -kExactInDouble && s <= kExactInDouble) return std::to_string(s);
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "\"0x%llx\"", static_cast<unsigned long long>(v));
-  return buf;
+  std::string out;
+  append_value(out, v);
+  return out;
 }
 
 ChromeWriter::ChromeWriter(const std::string& path, const RunInfo& run)
@@ -83,7 +103,7 @@ void ChromeWriter::open_event(const char* ph, const Event& e, std::uint64_t tsc)
   line_ += ",\"tid\":";
   append_int(line_, e.tid);
   line_ += ",\"ts\":";
-  line_ += chrome_us(clock_.monotonic_ns(tsc));
+  append_us(line_, clock_.monotonic_ns(tsc));
 }
 
 // "args":{"arg0":..,"argN-1":.., then `extra` (already JSON members, or empty)
@@ -94,7 +114,7 @@ void ChromeWriter::put_args(const Event& entry, const char* extra) {
     line_ += "\"arg";
     append_int(line_, i);
     line_ += "\":";
-    line_ += chrome_value(entry.args[static_cast<std::size_t>(i)]);
+    append_value(line_, entry.args[static_cast<std::size_t>(i)]);
   }
   if (*extra && run_.arg_count > 0) line_ += ',';
   line_ += extra;
@@ -109,12 +129,12 @@ void ChromeWriter::call(const Event& entry, const Event& end) {
   open_event("X", entry, entry.tsc);
   std::int64_t dur = clock_.monotonic_ns(end.tsc) - clock_.monotonic_ns(entry.tsc);
   line_ += ",\"dur\":";
-  line_ += chrome_us(dur < 0 ? 0 : dur);
+  append_us(line_, dur < 0 ? 0 : dur);
   if (end.kind == EventKind::unwound) {
     put_args(entry, "\"unwound\":true");
   } else {
     put_args(entry, "\"ret\":");
-    line_ += chrome_value(end.ret);
+    append_value(line_, end.ret);
   }
   close_event();
 }
@@ -131,7 +151,7 @@ void ChromeWriter::orphan(const Event& end) {
   line_ += ",\"s\":\"t\",\"args\":{";
   if (end.kind == EventKind::exit) {
     line_ += "\"ret\":";
-    line_ += chrome_value(end.ret);
+    append_value(line_, end.ret);
     line_ += ',';
   }
   line_ += "\"entry\":\"not recorded (before the recording, or lost)\"";
@@ -157,7 +177,9 @@ void ChromeWriter::process_name(std::int32_t pid, const std::string& name) {
   close_event();
 }
 
-void ChromeWriter::lost(const Lost& l) { lost_ += l.count; }
+void ChromeWriter::lost(const Lost& l) {
+  lost_ += l.count;
+}
 
 void ChromeWriter::close_file() {
   if (closed_) return;
@@ -171,6 +193,8 @@ void ChromeWriter::close_file() {
   if (!out_) throw Error::from_errno("cannot write " + path_);
 }
 
-void ChromeWriter::finish() { close_file(); }
+void ChromeWriter::finish() {
+  close_file();
+}
 
 }  // namespace probecost::record

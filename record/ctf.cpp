@@ -146,7 +146,9 @@ void CtfWriter::thread_name(std::int32_t pid, std::int32_t tid, const std::strin
   count_held(s.content.size() - before);
 }
 
-void CtfWriter::lost(const Lost& l) { stream(l.pid, l.tid).discarded += l.count; }
+void CtfWriter::lost(const Lost& l) {
+  stream(l.pid, l.tid).discarded += l.count;
+}
 
 void CtfWriter::thread_exited(std::int32_t pid, std::int32_t tid) {
   auto it = streams_.find(key(pid, tid));

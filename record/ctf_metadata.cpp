@@ -14,9 +14,9 @@ namespace {
 std::string uuid_text(const Uuid& u) {
   char buf[40];
   std::snprintf(buf, sizeof buf,
-                "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0],
-                u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13],
-                u[14], u[15]);
+                "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0], u[1],
+                u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14],
+                u[15]);
   return buf;
 }
 
@@ -107,8 +107,9 @@ std::string ctf_metadata(const RunInfo& run, const Uuid& uuid) {
       << "\t\tuint8_t uuid[16];\n\t\tuint32_t stream_id;\n\t\tuint64_t stream_instance_id;\n"
       << "\t};\n};\n\n";
   out << "env {\n\ttracer_name = \"probecost\";\n\ttracer_version = " << quoted(PROBECOST_VERSION)
-      << ";\n\thostname = " << quoted(hostname()) << ";\n\tclock_source = \"tsc\";\n\tprobes = "
-      << run.probes.size() << ";\n\targ_count = " << run.arg_count << ";\n};\n\n";
+      << ";\n\thostname = " << quoted(hostname())
+      << ";\n\tclock_source = \"tsc\";\n\tprobes = " << run.probes.size()
+      << ";\n\targ_count = " << run.arg_count << ";\n};\n\n";
   out << clock_block(run, uuid) << probe_enum(run) << "\n" << kStream;
   std::string args;
   for (int i = 0; i < run.arg_count; ++i) args += "\t\tint64_t arg" + std::to_string(i) + ";\n";

@@ -50,9 +50,8 @@ std::string log2_hist_text(const std::vector<std::uint64_t>& counts) {
   auto [first, end] = nonempty_range(counts);
   for (std::size_t i = first; i < end; ++i) {
     auto bar = static_cast<std::size_t>(static_cast<double>(counts[i]) / top * kBarWidth);
-    out << std::setw(16) << std::left << bucket_label(i) << std::setw(8) << std::right
-        << counts[i] << " |" << std::setw(kBarWidth) << std::left << std::string(bar, '@')
-        << "|\n";
+    out << std::setw(16) << std::left << bucket_label(i) << std::setw(8) << std::right << counts[i]
+        << " |" << std::setw(kBarWidth) << std::left << std::string(bar, '@') << "|\n";
   }
   return out.str();
 }
@@ -82,7 +81,9 @@ void Summary::unmatched(const Event& entry, Unmatched why) {
   if (why == Unmatched::open_at_end) ++p.open_at_end;
 }
 
-void Summary::orphan(const Event& end) { ++probes_.at(end.probe).orphan_exits; }
+void Summary::orphan(const Event& end) {
+  ++probes_.at(end.probe).orphan_exits;
+}
 
 void Summary::lost(const Lost& l) {
   if (l.probe == kAnyProbe)
@@ -133,24 +134,23 @@ nlohmann::json Summary::json() const {
       auto [low, high] = bucket_bounds(b);
       hist.push_back({{"low_ns", low}, {"high_ns", high}, {"count", counts[b]}});
     }
-    probes.push_back(
-        {{"spec", run_.probes[i].spec},
-         {"function", run_.probes[i].function},
-         {"calls", p.calls},
-         {"returns", p.returns},
-         {"unwound", p.unwound},
-         {"unmatched", p.unmatched},
-         {"open_at_end", p.open_at_end},
-         {"orphan_returns", p.orphan_exits},
-         {"latency_ns",
-          {{"min", h.min()},
-           {"p50", h.percentile(50)},
-           {"p90", h.percentile(90)},
-           {"p99", h.percentile(99)},
-           {"max", h.max()}}},
-         {"histogram", std::move(hist)},
-         {"events_written", p.events_written},
-         {"events_lost", p.events_lost}});
+    probes.push_back({{"spec", run_.probes[i].spec},
+                      {"function", run_.probes[i].function},
+                      {"calls", p.calls},
+                      {"returns", p.returns},
+                      {"unwound", p.unwound},
+                      {"unmatched", p.unmatched},
+                      {"open_at_end", p.open_at_end},
+                      {"orphan_returns", p.orphan_exits},
+                      {"latency_ns",
+                       {{"min", h.min()},
+                        {"p50", h.percentile(50)},
+                        {"p90", h.percentile(90)},
+                        {"p99", h.percentile(99)},
+                        {"max", h.max()}}},
+                      {"histogram", std::move(hist)},
+                      {"events_written", p.events_written},
+                      {"events_lost", p.events_lost}});
   }
   return {{"probes", std::move(probes)}, {"events_lost_unattributed", lost_any_}};
 }

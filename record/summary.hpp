@@ -7,10 +7,9 @@
 // Latency is CLOCK_MONOTONIC time from entry to return on the thread, for calls that returned.
 #include <cstdint>
 #include <iosfwd>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "record/histogram.hpp"
 #include "record/output.hpp"

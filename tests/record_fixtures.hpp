@@ -61,9 +61,8 @@ class Log : public Output {
   }
   void unmatched(const Event& entry, Unmatched why) override {
     static const char* names[] = {"skipped", "evicted", "thread_gone", "open_at_end"};
-    lines.push_back("unmatched t" + std::to_string(entry.tid) + " p" +
-                    std::to_string(entry.probe) + " " + std::to_string(entry.tsc) + " " +
-                    names[static_cast<int>(why)]);
+    lines.push_back("unmatched t" + std::to_string(entry.tid) + " p" + std::to_string(entry.probe) +
+                    " " + std::to_string(entry.tsc) + " " + names[static_cast<int>(why)]);
   }
   void orphan(const Event& end) override {
     lines.push_back("orphan t" + std::to_string(end.tid) + " p" + std::to_string(end.probe) + " " +

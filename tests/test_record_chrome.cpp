@@ -21,8 +21,8 @@ using testing::exit;
 
 class RecordChrome : public ::testing::Test {
  protected:
-  std::filesystem::path dir = std::filesystem::temp_directory_path() /
-                              ("probecost-chrome-" + std::to_string(getpid()));
+  std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("probecost-chrome-" + std::to_string(getpid()));
   std::string path = (dir / "trace.json").string();
   void SetUp() override { std::filesystem::create_directories(dir); }
   void TearDown() override { std::filesystem::remove_all(dir); }
@@ -49,7 +49,7 @@ TEST_F(RecordChrome, OneCompleteEventPerCall) {
     Recorder rec(run, Format::chrome, path);
     rec.process_name(100, "serve");
     rec.thread_name(100, 7, "worker \"one\"", 0);
-    rec.add(entry(7, 0, 1000 + 2'500'000, 0, {3, 0xffffffffffffffff, 9}));  // +1 ms
+    rec.add(entry(7, 0, 1000 + 2'500'000, 0, {3, 0xffffffffffffffff, 9}));   // +1 ms
     rec.add(entry(7, 1, 1000 + 2'500'010));                                  // +1 ms 4 ns
     rec.add(exit(7, 1, 1000 + 2'500'135, 1));                                // 50 ns later
     rec.add(exit(7, 0, 1000 + 2'500'258, static_cast<std::uint64_t>(-12)));  // 103.2 ns
@@ -73,10 +73,15 @@ TEST_F(RecordChrome, OneCompleteEventPerCall) {
   EXPECT_EQ(x[1]["args"], (nlohmann::json{{"arg0", 3}, {"arg1", -1}, {"ret", -12}}));
   auto m = phase(j, "M");
   ASSERT_EQ(m.size(), 2u);
-  EXPECT_EQ(m[0], (nlohmann::json{{"ph", "M"}, {"name", "process_name"}, {"pid", 100},
-                                  {"args", {{"name", "serve"}}}}));
-  EXPECT_EQ(m[1], (nlohmann::json{{"ph", "M"}, {"name", "thread_name"}, {"pid", 100},
-                                  {"tid", 7}, {"args", {{"name", "worker \"one\""}}}}));
+  EXPECT_EQ(
+      m[0],
+      (nlohmann::json{
+          {"ph", "M"}, {"name", "process_name"}, {"pid", 100}, {"args", {{"name", "serve"}}}}));
+  EXPECT_EQ(m[1], (nlohmann::json{{"ph", "M"},
+                                  {"name", "thread_name"},
+                                  {"pid", 100},
+                                  {"tid", 7},
+                                  {"args", {{"name", "worker \"one\""}}}}));
   EXPECT_EQ(j["otherData"]["tsc_hz"], 2'500'000'000u);
 }
 
@@ -151,8 +156,8 @@ TEST_F(RecordChrome, ValidJsonWhenTheRunEndsByAnException) {
 TEST_F(RecordChrome, EmptyRunAndUnwritablePath) {
   { Recorder rec(testing::run_of({"f"}), Format::chrome, path); }
   EXPECT_EQ(load()["traceEvents"], nlohmann::json::array());
-  EXPECT_THROW(Recorder(testing::run_of({"f"}), Format::chrome, (dir / "no/such/dir.json").string()),
-               Error);
+  EXPECT_THROW(
+      Recorder(testing::run_of({"f"}), Format::chrome, (dir / "no/such/dir.json").string()), Error);
 }
 
 TEST(RecordChromeValues, RegistersAsSignedNumbersHexBeyond53Bits) {

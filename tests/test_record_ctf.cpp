@@ -56,7 +56,9 @@ std::string cycles(std::uint64_t n) {
   return buf;
 }
 
-bool have_babeltrace2() { return std::system("command -v babeltrace2 >/dev/null 2>&1") == 0; }
+bool have_babeltrace2() {
+  return std::system("command -v babeltrace2 >/dev/null 2>&1") == 0;
+}
 
 class RecordCtf : public ::testing::Test {
  protected:

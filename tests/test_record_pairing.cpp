@@ -24,28 +24,28 @@ Lines paired(std::initializer_list<Event> events, bool finish = true) {
 TEST(RecordPairing, NestedProbesCloseInnermostFirst) {
   // f calls g twice.
   EXPECT_EQ(paired({entry(1, 0, 10), entry(1, 1, 11), exit(1, 1, 12), entry(1, 1, 13),
-                  exit(1, 1, 14), exit(1, 0, 20)}),
+                    exit(1, 1, 14), exit(1, 0, 20)}),
             (Lines{"call t1 p1 11-12", "call t1 p1 13-14", "call t1 p0 10-20"}));
 }
 
 TEST(RecordPairing, RecursionPairsEachReturnWithItsOwnEntry) {
   EXPECT_EQ(paired({entry(1, 0, 10), entry(1, 0, 11), entry(1, 0, 12), exit(1, 0, 13),
-                  exit(1, 0, 14), exit(1, 0, 15)}),
+                    exit(1, 0, 14), exit(1, 0, 15)}),
             (Lines{"call t1 p0 12-13", "call t1 p0 11-14", "call t1 p0 10-15"}));
 }
 
 TEST(RecordPairing, ExceptionThroughInnerFramesLeavesThemUnmatched) {
   // f -> g -> h; h throws, f catches and returns: g and h never returned.
-  EXPECT_EQ(paired({entry(1, 0, 10), entry(1, 1, 11), entry(1, 2, 12), exit(1, 0, 20)}),
-            (Lines{"unmatched t1 p2 12 skipped", "unmatched t1 p1 11 skipped",
-                   "call t1 p0 10-20"}));
+  EXPECT_EQ(
+      paired({entry(1, 0, 10), entry(1, 1, 11), entry(1, 2, 12), exit(1, 0, 20)}),
+      (Lines{"unmatched t1 p2 12 skipped", "unmatched t1 p1 11 skipped", "call t1 p0 10-20"}));
 }
 
 TEST(RecordPairing, RecursionUnwoundPairsByStackSlotWhenKnown) {
   // f(3) -> f(2) -> f(1) throws, caught in f(3), which returns. With the return-address slots,
   // the return is f(3)'s own; the two inner frames were unwound.
   Lines with_sp = paired({entry(1, 0, 10, 0x7f00), entry(1, 0, 11, 0x7ec0), entry(1, 0, 12, 0x7e80),
-                        exit(1, 0, 20, 0, 0x7f00)});
+                          exit(1, 0, 20, 0, 0x7f00)});
   EXPECT_EQ(with_sp, (Lines{"unmatched t1 p0 12 skipped", "unmatched t1 p0 11 skipped",
                             "call t1 p0 10-20"}));
   // Without them the return can only be given to the innermost open frame of the probe.
@@ -57,7 +57,7 @@ TEST(RecordPairing, RecursionUnwoundPairsByStackSlotWhenKnown) {
 TEST(RecordPairing, LongjmpPastFramesThenTheSameProbeAgain) {
   // setjmp in f; g -> h longjmp back to f, which calls g again, which returns; then f returns.
   EXPECT_EQ(paired({entry(1, 0, 10, 0x900), entry(1, 1, 11, 0x8c0), entry(1, 2, 12, 0x880),
-                  entry(1, 1, 13, 0x8c0), exit(1, 1, 14, 0, 0x8c0), exit(1, 0, 15, 0, 0x900)}),
+                    entry(1, 1, 13, 0x8c0), exit(1, 1, 14, 0, 0x8c0), exit(1, 0, 15, 0, 0x900)}),
             (Lines{"unmatched t1 p2 12 skipped", "unmatched t1 p1 11 skipped", "call t1 p1 13-14",
                    "call t1 p0 10-15"}));
 }
@@ -70,7 +70,7 @@ TEST(RecordPairing, UnwoundEventClosesItsFrameWithTheTime) {
 TEST(RecordPairing, SignalHandlerCallsNestOnTheInterruptedFrame) {
   // f is interrupted by a signal whose handler calls f and g; the handler returns, f returns.
   EXPECT_EQ(paired({entry(1, 0, 10), entry(1, 0, 11), exit(1, 0, 12), entry(1, 1, 13),
-                  exit(1, 1, 14), exit(1, 0, 20)}),
+                    exit(1, 1, 14), exit(1, 0, 20)}),
             (Lines{"call t1 p0 11-12", "call t1 p1 13-14", "call t1 p0 10-20"}));
 }
 
@@ -87,10 +87,10 @@ TEST(RecordPairing, SignalHandlerOnAnAltstackAboveOrBelow) {
 
 TEST(RecordPairing, ThreadsInterleavedPairApart) {
   // Two threads in the same recursive function, their events interleaved.
-  EXPECT_EQ(paired({entry(1, 0, 10), entry(2, 0, 11), entry(1, 0, 12), entry(2, 0, 13),
-                  exit(2, 0, 14), exit(1, 0, 15), exit(1, 0, 16), exit(2, 0, 17)}),
-            (Lines{"call t2 p0 13-14", "call t1 p0 12-15", "call t1 p0 10-16",
-                   "call t2 p0 11-17"}));
+  EXPECT_EQ(
+      paired({entry(1, 0, 10), entry(2, 0, 11), entry(1, 0, 12), entry(2, 0, 13), exit(2, 0, 14),
+              exit(1, 0, 15), exit(1, 0, 16), exit(2, 0, 17)}),
+      (Lines{"call t2 p0 13-14", "call t1 p0 12-15", "call t1 p0 10-16", "call t2 p0 11-17"}));
 }
 
 TEST(RecordPairing, ReturnWithoutEntryIsAnOrphanAndClosesNothing) {

@@ -59,8 +59,7 @@ TEST(RecordHistogram, PercentilesWithinTheBoundOverManyDecades) {
 
 TEST(RecordHistogram, Log2BucketsAreExact) {
   LatencyHistogram h;
-  for (std::uint64_t v : {0, 1, 2, 3, 4, 7, 8, 127, 128, 255, 256, 1023, 1024, 1 << 20})
-    h.add(v);
+  for (std::uint64_t v : {0, 1, 2, 3, 4, 7, 8, 127, 128, 255, 256, 1023, 1024, 1 << 20}) h.add(v);
   h.add(UINT64_MAX);
   std::vector<std::uint64_t> want(65, 0);
   // [0] [1] [2,4) [4,8) [8,16) .. [64,128) [128,256) [256,512) [512,1K) [1K,2K) .. [1M,2M) ..
@@ -71,21 +70,26 @@ TEST(RecordHistogram, Log2BucketsAreExact) {
 
 TEST(RecordHistogram, PrintedAsBpftraceHist) {
   std::vector<std::uint64_t> counts(13, 0);
-  counts[3] = 2;      // [4, 8)
-  counts[4] = 8;      // [8, 16)
-  counts[12] = 4;     // [2K, 4K)
+  counts[3] = 2;   // [4, 8)
+  counts[4] = 8;   // [8, 16)
+  counts[12] = 4;  // [2K, 4K)
   std::string text = log2_hist_text(counts);
   std::istringstream lines(text);
   std::vector<std::string> got;
   for (std::string line; std::getline(lines, line);) got.push_back(line);
   ASSERT_EQ(got.size(), 10u);
   std::string bar52(52, '@');
-  EXPECT_EQ(got[0], "[4, 8)                 2 |@@@@@@@@@@@@@                                       |");
+  EXPECT_EQ(got[0],
+            "[4, 8)                 2 |@@@@@@@@@@@@@                                       |");
   EXPECT_EQ(got[1], "[8, 16)                8 |" + bar52 + "|");
-  EXPECT_EQ(got[2], "[16, 32)               0 |                                                    |");
-  EXPECT_EQ(got[7], "[512, 1K)              0 |                                                    |");
-  EXPECT_EQ(got[8], "[1K, 2K)               0 |                                                    |");
-  EXPECT_EQ(got[9], "[2K, 4K)               4 |" + std::string(26, '@') + std::string(26, ' ') + "|");
+  EXPECT_EQ(got[2],
+            "[16, 32)               0 |                                                    |");
+  EXPECT_EQ(got[7],
+            "[512, 1K)              0 |                                                    |");
+  EXPECT_EQ(got[8],
+            "[1K, 2K)               0 |                                                    |");
+  EXPECT_EQ(got[9],
+            "[2K, 4K)               4 |" + std::string(26, '@') + std::string(26, ' ') + "|");
   std::vector<std::uint64_t> small = {3, 1};
   EXPECT_EQ(log2_hist_text(small), "[0]                    3 |" + bar52 +
                                        "|\n[1]                    1 |" + std::string(17, '@') +
@@ -98,7 +102,7 @@ Summary summarise(const RunInfo& run) {
   Summary s(run);
   auto feed = [&](const Event& e) { s.event(e); };
   // f: 3 calls of 10, 20, 1000 ns; one more left open; g: one returned, one unwound, one skipped.
-  std::vector<Event> f = {entry(1, 0, 100), exit(1, 0, 110), entry(1, 0, 200), exit(1, 0, 220),
+  std::vector<Event> f = {entry(1, 0, 100), exit(1, 0, 110),  entry(1, 0, 200), exit(1, 0, 220),
                           entry(2, 0, 300), exit(2, 0, 1300), entry(2, 0, 2000)};
   for (const Event& e : f) feed(e);
   s.call(f[0], f[1]);
@@ -149,15 +153,15 @@ TEST(RecordSummary, JsonHasTheIssuesFields) {
   EXPECT_EQ(f["calls"], 4);
   EXPECT_EQ(f["returns"], 3);
   EXPECT_EQ(f["unmatched"], 1);
-  EXPECT_EQ(f["latency_ns"], (nlohmann::json{{"min", 10}, {"p50", 20}, {"p90", 1000},
-                                             {"p99", 1000}, {"max", 1000}}));
+  EXPECT_EQ(
+      f["latency_ns"],
+      (nlohmann::json{{"min", 10}, {"p50", 20}, {"p90", 1000}, {"p99", 1000}, {"max", 1000}}));
   // 10 in [8, 16), 20 in [16, 32), 1000 in [512, 1024): the empty buckets between are listed.
   ASSERT_EQ(f["histogram"].size(), 7u);
   EXPECT_EQ(f["histogram"][0], (nlohmann::json{{"low_ns", 8}, {"high_ns", 16}, {"count", 1}}));
   EXPECT_EQ(f["histogram"][1], (nlohmann::json{{"low_ns", 16}, {"high_ns", 32}, {"count", 1}}));
   EXPECT_EQ(f["histogram"][2]["count"], 0);
-  EXPECT_EQ(f["histogram"][6],
-            (nlohmann::json{{"low_ns", 512}, {"high_ns", 1024}, {"count", 1}}));
+  EXPECT_EQ(f["histogram"][6], (nlohmann::json{{"low_ns", 512}, {"high_ns", 1024}, {"count", 1}}));
   EXPECT_EQ(f["events_written"], 7);
   EXPECT_EQ(f["events_lost"], 0);
   EXPECT_EQ(j["probes"][1]["events_lost"], 7);

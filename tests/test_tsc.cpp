@@ -19,11 +19,13 @@ TEST(TscClock, ConvertsExactlyOverHours) {
   // Ten hours later, to the ns: no drift from rounding a per-tick factor.
   EXPECT_EQ(clock.monotonic_ns(c.anchor.tsc + c.hz * 36'000), 36'010'000'000'000);
   EXPECT_EQ(clock.monotonic_ns(c.anchor.tsc + 2'994'375), 10'001'000'000);  // +1 ms
-  EXPECT_EQ(clock.monotonic_ns(c.anchor.tsc - c.hz), 9'000'000'000);       // before the anchor
+  EXPECT_EQ(clock.monotonic_ns(c.anchor.tsc - c.hz), 9'000'000'000);        // before the anchor
   EXPECT_EQ(clock.realtime_ns(c.anchor.tsc), 1'700'000'010'123'456'789);
 }
 
-TEST(TscClock, RefusesAnUncalibratedClock) { EXPECT_THROW(Clock(Calibration{}), Error); }
+TEST(TscClock, RefusesAnUncalibratedClock) {
+  EXPECT_THROW(Clock(Calibration{}), Error);
+}
 
 // A TSC read next to clock_gettime comes out as that clock's reading: within a few µs (the
 // anchors' bracket, and the calibration's frequency error over the time since).
