@@ -1,9 +1,10 @@
 #pragma once
 // The TSC as a clock. rdtsc is what the probes can afford to read (a system call, or even the
 // vDSO's clock_gettime, would cost more than the probe itself), so records carry TSC values and
-// are converted afterwards: calibrated against CLOCK_MONOTONIC, the clock `perf record -k mono`
-// and `perf trace` stamp their events with, so that both traces of the same machine line up; and
-// shifted by CLOCK_REALTIME - CLOCK_MONOTONIC to the epoch (CTF's clock offset).
+// are converted afterwards: calibrated against CLOCK_MONOTONIC, the clock LTTng stamps its events
+// with by default and perf with `perf record -k CLOCK_MONOTONIC` (perf's own default, sched_clock,
+// is not exposed to user space), so that the traces of one machine line up; and shifted by
+// CLOCK_REALTIME - CLOCK_MONOTONIC to the epoch (CTF's clock offset).
 //
 // This relies on an invariant TSC (constant rate, synchronised across CPUs: "constant_tsc
 // nonstop_tsc" in /proc/cpuinfo), which every x86-64 CPU of the last decade has and which the

@@ -164,6 +164,23 @@ TEST_F(RecordCtf, EpochTimestampsThroughTheClockOffset) {
   EXPECT_EQ(out.lines[1].find("[1700000000.000001000] "), 0u) << out.lines[1];
 }
 
+TEST_F(RecordCtf, ReusedThreadIdGetsAStreamOfItsOwn) {
+  {
+    Recorder rec(testing::run_of({"f"}), Format::ctf, dir.string());
+    rec.add(entry(5, 0, 100));
+    rec.add(exit(5, 0, 200));
+    rec.thread_exited(100, 5);
+    rec.add(entry(5, 0, 150));  // a new thread, given the tid again; its own clock order
+    rec.add(exit(5, 0, 250));
+  }
+  EXPECT_TRUE(std::filesystem::exists(dir / "thread-100-5"));
+  EXPECT_TRUE(std::filesystem::exists(dir / "thread-100-5.1"));
+  Output out = babeltrace("--clock-cycles");
+  ASSERT_EQ(out.status, 0) << out.errors;
+  ASSERT_EQ(out.lines.size(), 4u);
+  EXPECT_EQ(out.lines[1].find(cycles(150)), 0u) << out.lines[1];
+}
+
 TEST_F(RecordCtf, RefusesADirectoryInUse) {
   std::filesystem::create_directories(dir);
   std::ofstream(dir / "something") << "x";
