@@ -14,14 +14,31 @@ import path from 'node:path';
 const SKIP = 77;
 const demo = process.argv[2];
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'probecost-devtools-'));
-let chromium = null;
-function finish(code, message) {
+let chromium = null, exited = null;
+function cleanup() {
+  try {
+    fs.rmSync(tmp, {recursive: true, force: true, maxRetries: 10});
+  } catch (e) {
+    console.log(`left ${tmp}: ${e.message}`);
+  }
+}
+// Chromium is closed through the protocol, so that it ends its own helper processes (a kill
+// leaves them writing into the profile being removed), and waited for.
+async function finish(code, message) {
   if (message) console.log(message);
-  if (chromium) chromium.kill('SIGKILL');
-  fs.rmSync(tmp, {recursive: true, force: true});
+  if (chromium && chromium.exitCode === null) {
+    chromium.stdio[3].write(JSON.stringify({id: 0, method: 'Browser.close'}) + '\0');
+    await exited;
+  }
+  cleanup();
   process.exit(code);
 }
-setTimeout(() => finish(1, 'timed out'), 90_000).unref();
+setTimeout(() => {
+  console.log('timed out');
+  if (chromium) chromium.kill('SIGKILL');
+  cleanup();
+  process.exit(1);
+}, 90_000).unref();
 
 execFileSync(demo, [tmp], {stdio: 'ignore'});
 const trace = JSON.parse(fs.readFileSync(path.join(tmp, 'example.json'), 'utf8'));
@@ -30,7 +47,12 @@ chromium = spawn('chromium', ['--headless=new', '--no-sandbox', '--disable-gpu',
                               '--remote-debugging-pipe', `--user-data-dir=${tmp}/profile`,
                               'about:blank'],
                  {stdio: ['ignore', 'ignore', 'ignore', 'pipe', 'pipe']});
-chromium.on('error', e => finish(SKIP, `skipped: chromium: ${e.message}`));
+exited = new Promise(resolve => chromium.on('exit', resolve));
+chromium.on('error', e => {
+  cleanup();
+  console.log(`skipped: chromium: ${e.message}`);
+  process.exit(SKIP);
+});
 
 // The protocol on the pipe: JSON messages, each ended by a NUL byte.
 let nextId = 0, buffered = '';
@@ -79,8 +101,8 @@ const expression = `(async () => {
 const reply = await send('Runtime.evaluate', {expression, awaitPromise: true, returnByValue: true},
                          sessionId);
 const value = reply.result?.result?.value;
-if (!value) finish(1, `evaluation failed: ${JSON.stringify(reply)}`);
-if (value.skip) finish(SKIP, `skipped: this DevTools has no trace engine to load (${value.skip})`);
+if (!value) await finish(1, `evaluation failed: ${JSON.stringify(reply)}`);
+if (value.skip) await finish(SKIP, `skipped: this DevTools has no trace engine to load (${value.skip})`);
 
 const want = {'server::handle(unsigned long)': 20, 'server::parse(unsigned long)': 20,
               'fib(unsigned long)': 216};
@@ -92,4 +114,4 @@ for (const tid of [4242, 4243]) {
   const expected = JSON.stringify({name: names[tid], byName: want, roots: 20});
   if (got !== expected) failures++, console.log(`thread ${tid}: got ${got}, want ${expected}`);
 }
-finish(failures ? 1 : 0, failures ? '' : `DevTools read ${JSON.stringify(value.threads)}`);
+await finish(failures ? 1 : 0, failures ? '' : `DevTools read ${JSON.stringify(value.threads)}`);
