@@ -36,10 +36,6 @@ const char* unmatched_reason(Unmatched why) {
   return "unknown";
 }
 
-}  // namespace
-
-namespace {
-
 // µs with ns decimals, appended without a formatted-output call (millions of events).
 void append_us(std::string& out, std::int64_t ns) {
   if (ns < 0) out += '-';
@@ -93,8 +89,15 @@ ChromeWriter::~ChromeWriter() {
   }
 }
 
-void ChromeWriter::open_event(const char* ph, const Event& e, std::uint64_t tsc) {
-  line_ = events_++ ? ",\n{\"ph\":\"" : "\n{\"ph\":\"";
+// One event a line, comma-separated.
+void ChromeWriter::start_line() {
+  line_ = events_++ ? ",\n{" : "\n{";
+}
+
+// {"ph":ph,"name":..,"pid":..,"tid":..,"ts":e's time
+void ChromeWriter::open_event(const char* ph, const Event& e) {
+  start_line();
+  line_ += "\"ph\":\"";
   line_ += ph;
   line_ += "\",\"name\":";
   line_ += names_.at(e.probe);
@@ -103,7 +106,7 @@ void ChromeWriter::open_event(const char* ph, const Event& e, std::uint64_t tsc)
   line_ += ",\"tid\":";
   append_int(line_, e.tid);
   line_ += ",\"ts\":";
-  append_us(line_, clock_.monotonic_ns(tsc));
+  append_us(line_, clock_.monotonic_ns(e.tsc));
 }
 
 // "args":{"arg0":..,"argN-1":.., then `extra` (already JSON members, or empty)
@@ -126,7 +129,7 @@ void ChromeWriter::close_event() {
 }
 
 void ChromeWriter::call(const Event& entry, const Event& end) {
-  open_event("X", entry, entry.tsc);
+  open_event("X", entry);
   std::int64_t dur = clock_.monotonic_ns(end.tsc) - clock_.monotonic_ns(entry.tsc);
   line_ += ",\"dur\":";
   append_us(line_, dur < 0 ? 0 : dur);
@@ -140,14 +143,14 @@ void ChromeWriter::call(const Event& entry, const Event& end) {
 }
 
 void ChromeWriter::unmatched(const Event& entry, Unmatched why) {
-  open_event("B", entry, entry.tsc);
+  open_event("B", entry);
   put_args(entry, "\"unmatched\":");
   line_ += json_string(unmatched_reason(why));
   close_event();
 }
 
 void ChromeWriter::orphan(const Event& end) {
-  open_event("i", end, end.tsc);
+  open_event("i", end);
   line_ += ",\"s\":\"t\",\"args\":{";
   if (end.kind == EventKind::exit) {
     line_ += "\"ret\":";
@@ -160,8 +163,8 @@ void ChromeWriter::orphan(const Event& end) {
 
 void ChromeWriter::thread_name(std::int32_t pid, std::int32_t tid, const std::string& name,
                                std::uint64_t) {
-  line_ = events_++ ? ",\n" : "\n";
-  line_ += "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":";
+  start_line();
+  line_ += "\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":";
   append_int(line_, pid);
   line_ += ",\"tid\":";
   append_int(line_, tid);
@@ -170,8 +173,8 @@ void ChromeWriter::thread_name(std::int32_t pid, std::int32_t tid, const std::st
 }
 
 void ChromeWriter::process_name(std::int32_t pid, const std::string& name) {
-  line_ = events_++ ? ",\n" : "\n";
-  line_ += "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":";
+  start_line();
+  line_ += "\"ph\":\"M\",\"name\":\"process_name\",\"pid\":";
   append_int(line_, pid);
   line_ += ",\"args\":{\"name\":" + json_string(name);
   close_event();

@@ -48,7 +48,8 @@ class ChromeWriter : public Output {
   void finish() override;
 
  private:
-  void open_event(const char* ph, const Event& e, std::uint64_t tsc);
+  void start_line();
+  void open_event(const char* ph, const Event& e);
   void put_args(const Event& entry, const char* extra);
   void close_event();
   void close_file();
