@@ -44,6 +44,18 @@ void append_file(const std::filesystem::path& file, const std::string& bytes) {
   if (!out) throw Error::from_errno("cannot write " + file.string());
 }
 
+CtfEvent ctf_event(EventKind kind) {
+  switch (kind) {
+    case EventKind::entry:
+      return CtfEvent::entry;
+    case EventKind::exit:
+      return CtfEvent::exit;
+    case EventKind::unwound:
+      return CtfEvent::unwound;
+  }
+  return CtfEvent::unwound;
+}
+
 void make_empty_dir(const std::filesystem::path& dir) {
   std::error_code ec;
   if (std::filesystem::exists(dir, ec) && !std::filesystem::is_empty(dir, ec))
@@ -116,22 +128,11 @@ void CtfWriter::count_held(std::size_t bytes) {
 void CtfWriter::event(const Event& e) {
   Stream& s = writable(e.pid, e.tid);
   std::size_t before = s.content.size();
-  switch (e.kind) {
-    case EventKind::entry:
-      begin_event(s, static_cast<std::uint16_t>(CtfEvent::entry), e.tsc);
-      put(s.content, e.probe);
-      for (int i = 0; i < run_.arg_count; ++i) put(s.content, e.args[static_cast<std::size_t>(i)]);
-      break;
-    case EventKind::exit:
-      begin_event(s, static_cast<std::uint16_t>(CtfEvent::exit), e.tsc);
-      put(s.content, e.probe);
-      put(s.content, e.ret);
-      break;
-    case EventKind::unwound:
-      begin_event(s, static_cast<std::uint16_t>(CtfEvent::unwound), e.tsc);
-      put(s.content, e.probe);
-      break;
-  }
+  begin_event(s, static_cast<std::uint16_t>(ctf_event(e.kind)), e.tsc);
+  put(s.content, e.probe);
+  if (e.kind == EventKind::entry)
+    for (int i = 0; i < run_.arg_count; ++i) put(s.content, e.args[static_cast<std::size_t>(i)]);
+  if (e.kind == EventKind::exit) put(s.content, e.ret);
   count_held(s.content.size() - before);
 }
 
