@@ -1,6 +1,8 @@
 #include "tracer/maps.hpp"
 
 #include <fcntl.h>
+#include <limits.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cinttypes>
@@ -43,10 +45,17 @@ std::vector<Mapping> parse_maps(const std::string& text) {
 }
 
 int open_mapped_file(pid_t pid, const Mapping& m) {
+  std::string proc = "/proc/" + std::to_string(pid) + "/";
+  char exe[PATH_MAX];
+  ssize_t n = ::readlink((proc + "exe").c_str(), exe, sizeof exe - 1);
+  if (n > 0 && std::string(exe, static_cast<std::size_t>(n)) == m.path) {
+    int fd = ::open((proc + "exe").c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) return fd;
+  }
   char range[64];
-  std::snprintf(range, sizeof range, "%" PRIx64 "-%" PRIx64, m.start.value(), m.end.value());
-  int fd = ::open(("/proc/" + std::to_string(pid) + "/map_files/" + range).c_str(),
-                  O_RDONLY | O_CLOEXEC);
+  std::snprintf(range, sizeof range, "map_files/%" PRIx64 "-%" PRIx64, m.start.value(),
+                m.end.value());
+  int fd = ::open((proc + range).c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0 && !m.path.empty() && m.path[0] == '/')
     fd = ::open(m.path.c_str(), O_RDONLY | O_CLOEXEC);
   return fd;
