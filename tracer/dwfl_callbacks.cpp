@@ -1,8 +1,6 @@
 #include "tracer/dwfl_callbacks.hpp"
 
 #include <elfutils/libdwfl.h>
-#include <fcntl.h>
-#include <limits.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -29,10 +27,6 @@ char** debuginfo_path() {
 bool regular_file(const char* path) {
   struct stat st;
   return ::stat(path, &st) == 0 && S_ISREG(st.st_mode);
-}
-
-std::string proc_path(pid_t pid, const std::string& what) {
-  return "/proc/" + std::to_string(pid) + "/" + what;
 }
 
 // The file the process mapped as `name` at `base` (the module's lowest address), through
