@@ -9,6 +9,8 @@
 #include <ctime>
 #include <fstream>
 
+#include "common/clock.hpp"
+
 namespace probecost {
 
 namespace {
@@ -22,12 +24,6 @@ std::string cpu_model() {
     }
   }
   return "unknown";
-}
-
-double monotonic_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec * 1e9 + ts.tv_nsec;
 }
 
 // TSC ticks over 50 ms of CLOCK_MONOTONIC.
