@@ -12,7 +12,7 @@ namespace probecost {
 
 void write_html_report(std::ostream& out, const std::vector<Experiment>& experiments);
 
-// The charts (report_charts.cpp, report_markers_chart.cpp): SVG text, or "" without the data.
+// The charts (charts.cpp, markers_chart.cpp): SVG text, or "" without the data.
 std::string cost_chart(const Experiment& int3_vs_marker);
 std::string cpu_share_chart(const Experiment& int3_vs_marker);
 std::string scalability_chart(const Experiment& scalability);

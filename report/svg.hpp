@@ -1,7 +1,7 @@
 #pragma once
 // Charts as inline SVG, written out as text: a line chart and a horizontal bar chart, each on a
 // linear or a log axis. Every drawn datum (a line, a point, a bar) has class "mark", so a
-// browser can check after layout that the chart was really drawn (see html_report.cpp).
+// browser can check after layout that the chart was really drawn (see html.cpp).
 #include <functional>
 #include <string>
 #include <utility>
