@@ -64,7 +64,7 @@ const std::vector<Mechanism>& all_mechanisms() {
        {"--site", "probe"},
        HitSource::TracerHits,
        "probecost_site_probe",
-       "jump",
+       "",
        5'000'000},
       {MechanismId::Uprobe,
        "uprobe",
@@ -96,7 +96,7 @@ const std::vector<Mechanism>& all_mechanisms() {
        {"--site", "int3"},
        HitSource::TracerHits,
        "",
-       "floor",
+       "",
        50'000},
   };
   return all;

@@ -39,9 +39,9 @@ struct Mechanism {
   std::vector<std::string> inferior_args;
   HitSource hits;
   std::string probe_symbol;  // traced and uprobe mechanisms: where the probe goes
-  std::string step_over;     // traced mechanisms: the strategy; "floor" (ptrace-floor): no
-                             // breakpoint, the tracer only resumes a compiled-in int3; "jump":
-                             // no int3, a jump to a trampoline
+  std::string step_over;     // traced mechanisms with an int3 site: the strategy (none for
+                             // ptrace-floor, which has no site, the tracer only resumes a
+                             // compiled-in int3, nor for jump, whose site jumps to a trampoline)
   // Iterations when --iterations is not given: enough for a stable figure, few enough that
   // the whole default run stays well under a minute (int3-ptrace is ~10^4 times the marker).
   std::uint64_t default_iterations;

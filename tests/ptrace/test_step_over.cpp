@@ -68,7 +68,7 @@ TEST_P(JumpKinds, SameResultAndExactHitsThroughAJumpOrARefusal) {
   // compare's jump mechanism on this kind's site.
   Mechanism m{
       MechanismId::Jump,          "jump", "", {"--site", "kind:" + c.kind}, HitSource::TracerHits,
-      "probecost_kind_" + c.kind, "jump", 0};
+      "probecost_kind_" + c.kind, "",     0};
   static const std::map<std::string, std::string> refused = {
       {"call", "call"},
       {"ret", "a jump needs 5"},
