@@ -193,6 +193,9 @@ TEST(OverheadModel, ProbesOnDifferentMechanismsArePredictedByTheirHits) {
   for (auto& t : m.traced) t.probe_hits = {25'000, 75'000};
   OverheadResult r = analyze(m, fixture_calibration());
   EXPECT_EQ(r.mechanism, "mixed: int3-ptrace-fast + jump");
+  EXPECT_EQ(r.mechanisms_used,
+            (std::vector<MechanismId>{MechanismId::Int3PtraceFast, MechanismId::Jump}));
+  EXPECT_TRUE(r.uses_int3());
   const Prediction* used = r.used();
   ASSERT_NE(used, nullptr);
   EXPECT_NEAR(used->cpu_ns_per_hit, 0.25 * 10000 + 0.75 * 2, 1e-9);
