@@ -12,7 +12,6 @@
 // other threads find no active event of theirs on this CPU and return at once.
 #include "compare/uprobe_run.hpp"
 
-#include <dirent.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -24,23 +23,12 @@
 #include "common/error.hpp"
 #include "compare/child.hpp"
 #include "tracer/memory.hpp"
+#include "tracer/proc_files.hpp"
 #include "tracer/session.hpp"
 
 namespace probecost {
 
 namespace {
-
-std::vector<pid_t> threads_of(pid_t pid) {
-  std::vector<pid_t> tids;
-  std::string dir = "/proc/" + std::to_string(pid) + "/task";
-  DIR* d = ::opendir(dir.c_str());
-  if (!d) throw Error::from_errno("cannot list " + dir);
-  while (dirent* e = ::readdir(d)) {
-    if (e->d_name[0] != '.') tids.push_back(std::stoi(e->d_name));
-  }
-  ::closedir(d);
-  return tids;
-}
 
 // Enough descriptors for a thousand spare probes.
 void raise_fd_limit() {
@@ -75,7 +63,7 @@ void run_uprobe(const Mechanism& m, LaunchSpec spec, const RunConfig& cfg, Sampl
   UprobeCounters counters;
   unsigned handlers = std::max(1u, cfg.handlers);
   std::vector<std::vector<int>> by_handler(handlers);
-  for (pid_t tid : threads_of(child.pid())) {
+  for (pid_t tid : task_ids(child.pid())) {  // stopped: none comes or goes
     for (auto& fds : by_handler) {
       int fd = counters.open(pmu.type, site.path, site.offset, tid);
       if (fd < 0) {
