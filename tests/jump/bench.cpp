@@ -63,7 +63,7 @@ struct JumpProbe {
       config.rseq_offset = static_cast<std::int32_t>(__rseq_offset);
     }
     area = std::make_unique<LocalArea>(f.start, config);
-    auto placed = area->writer().add_site(*plan, {1, events, save}, why);
+    auto placed = area->writer().add_site(*plan, site_options(1, events, save), why);
     if (!placed) throw Error("cannot place: " + why);
     site = std::make_unique<PatchSite>(SelfMemory::instance(), placed->patch);
   }
