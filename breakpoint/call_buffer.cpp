@@ -127,13 +127,24 @@ std::uint64_t CallReader::readable_end(Cpu& c, std::uint64_t head, std::uint64_t
 }
 
 void CallReader::read_range(std::uint32_t cpu, Cpu& c, std::uint64_t end) {
+  if (end == c.cursor) return;
   const std::uint8_t* data = view_.data() + layout_.data_offset + cpu * layout_.capacity;
-  for (; c.cursor < end; c.cursor += layout_.record_size) {
-    CallRecord r = decode_call_record(data + (c.cursor & (layout_.capacity - 1)), layout_.args);
-    c.watermark = std::max(c.watermark, r.tsc);
-    c.pending.push_back(r);
-    ++read_;
+  if (c.taken == c.copied.size()) {
+    c.copied.clear();
+    c.taken = 0;
   }
+  // In at most two pieces: the ring wraps once at most between cursor and end.
+  for (std::uint64_t at = c.cursor; at < end;) {
+    std::uint64_t offset = at & (layout_.capacity - 1);
+    std::uint64_t n = std::min(end - at, layout_.capacity - offset);
+    c.copied.insert(c.copied.end(), data + offset, data + offset + n);
+    at += n;
+  }
+  read_ += (end - c.cursor) / layout_.record_size;
+  c.cursor = end;
+  std::uint64_t last_tsc;
+  std::memcpy(&last_tsc, c.copied.data() + c.copied.size() - layout_.record_size, 8);
+  c.watermark = std::max(c.watermark, last_tsc);
   // The writer checks this before it starts a sub-buffer: our copies are made.
   __atomic_store_n(reinterpret_cast<std::uint64_t*>(ctl(cpu) + kConsumedOffset), c.cursor,
                    __ATOMIC_RELEASE);
@@ -153,7 +164,7 @@ void CallReader::poll(std::uint64_t now, bool final) {
     if (c.cursor == head && now > options_.commit_slack)
       c.watermark = std::max(c.watermark, now - options_.commit_slack);
   }
-  final_ = final_ || final;
+  final_ = final;
 }
 
 std::uint64_t CallReader::horizon() const {
@@ -163,19 +174,29 @@ std::uint64_t CallReader::horizon() const {
   return h;
 }
 
+std::uint64_t CallReader::Cpu::next_tsc() const {
+  if (taken == copied.size()) return UINT64_MAX;
+  std::uint64_t tsc;
+  std::memcpy(&tsc, copied.data() + taken, 8);
+  return tsc;
+}
+
 void CallReader::take(std::vector<CallRecord>& out) {
   std::uint64_t h = horizon();
-  // Each CPU's pending records are in TSC order: merge them, oldest first.
+  // Each CPU's records are in TSC order: merge them, oldest first.
   for (;;) {
     Cpu* oldest = nullptr;
+    std::uint64_t oldest_tsc = h;
     for (Cpu& c : cpus_) {
-      if (!c.pending.empty() && c.pending.front().tsc < h &&
-          (!oldest || c.pending.front().tsc < oldest->pending.front().tsc))
+      std::uint64_t t = c.next_tsc();
+      if (t < oldest_tsc) {
         oldest = &c;
+        oldest_tsc = t;
+      }
     }
     if (!oldest) return;
-    out.push_back(oldest->pending.front());
-    oldest->pending.pop_front();
+    out.push_back(decode_call_record(oldest->copied.data() + oldest->taken, layout_.args));
+    oldest->taken += layout_.record_size;
   }
 }
 

@@ -41,7 +41,6 @@
 //   +24  an entry: its arguments (rdi, rsi, rdx, rcx, r8, r9), as many as asked; an exit: rax
 #include <array>
 #include <cstdint>
-#include <deque>
 #include <span>
 #include <vector>
 
@@ -130,10 +129,10 @@ class CallReader {
   // One pass over the CPUs at reader time `now` (TSC, taken before the call). `final`: no
   // writer is left (the threads are stopped or gone): everything up to each head is read.
   void poll(std::uint64_t now, bool final = false);
-  // Every record read so far with a TSC below the horizon (all of them after a final poll),
-  // oldest first, appended to `out`.
+  // Every record read so far with a TSC below the horizon (all of them when the last poll was
+  // final), oldest first, appended to `out`.
   void take(std::vector<CallRecord>& out);
-  // No record not yet taken has a TSC below this; UINT64_MAX after a final poll.
+  // No record not yet taken has a TSC below this; UINT64_MAX when the last poll was final.
   std::uint64_t horizon() const;
 
   std::uint64_t records_read() const { return read_; }
@@ -148,7 +147,11 @@ class CallReader {
     std::uint64_t watermark = 0;    // no unread record of this CPU is older
     std::uint64_t partial_sub = 0;  // the sub-buffer last seen partly filled, + 1 (0: none)
     std::uint64_t partial_since = 0;
-    std::deque<CallRecord> pending;  // read, not taken, in TSC order
+    // Records copied out and not taken yet, as the writers wrote them, in TSC order: copying
+    // is what frees the buffer for the writers, and it is a memcpy.
+    std::vector<std::uint8_t> copied;
+    std::size_t taken = 0;  // bytes of `copied` taken
+    std::uint64_t next_tsc() const;
   };
   std::uint8_t* ctl(std::uint32_t cpu) const;
   std::uint64_t readable_end(Cpu& c, std::uint64_t head, std::uint64_t now, bool final);

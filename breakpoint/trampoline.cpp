@@ -92,24 +92,24 @@ void lock_inc_counter(Assembler& a, const TrampolineSpec& spec) {
 // commit. A thread without rseq (cpu_id < 0) or on a CPU beyond the row counts with lock inc.
 void emit_per_cpu_count(Assembler& a, const TrampolineSpec& spec, const Rseq& in, Rseq& out) {
   const PerCpuCounter& pc = *spec.per_cpu;
-  arm_rseq(a, pc.rseq_offset, in, out);
-  out.start = a.here();
+  arm_rseq(a, pc.rseq_offset, in.main, out.main);
+  out.main.start = a.here();
   a.must(ZYDIS_MNEMONIC_MOV, {reg(EAX), mem(ZYDIS_REGISTER_NONE, pc.rseq_offset + 4, 4)}, kFs);
   a.must(ZYDIS_MNEMONIC_CMP, {reg(EAX), imm(pc.cpus)});
   if (!a.branch32(ZYDIS_MNEMONIC_JNB, in.no_cpu)) throw Error("per-CPU fallback out of reach");
   a.must(ZYDIS_MNEMONIC_SHL, {reg(EAX), imm(6)});  // 64 bytes per counter: no false sharing
   a.must(ZYDIS_MNEMONIC_LEA, {reg(RCX), rip(pc.counters)});
   a.must(ZYDIS_MNEMONIC_INC, {mem(RCX, 0, 8, RAX, 1)});  // the commit
-  out.post_commit = a.here();
+  out.main.post_commit = a.here();
 }
 
 // After the jump back: what the per-CPU path reaches only when it must.
 void emit_per_cpu_cold(Assembler& a, const TrampolineSpec& spec, const Rseq& in, Rseq& out) {
-  emit_abort(a, in, out);
+  emit_abort(a, in.main, out.main);
   out.no_cpu = a.here();
   lock_inc_counter(a, spec);
-  a.branch32(ZYDIS_MNEMONIC_JMP, in.post_commit);
-  emit_descriptor(a, in, out);
+  a.branch32(ZYDIS_MNEMONIC_JMP, in.main.post_commit);
+  emit_descriptor(a, in.main, out.main);
 }
 
 // lock inc and lock xadd write the six status flags, and nothing says they are dead where the
@@ -207,9 +207,11 @@ struct Builder {
   void body(Work work) {
     std::size_t i = bodies.size();
     bodies.push_back(work);
-    if (out.cs.size() <= i)
-      out.cs.resize(i + 1,
-                    Rseq{a.here(), a.here(), a.here(), a.here(), a.here(), a.here(), a.here()});
+    if (out.cs.size() <= i) {
+      // Any address of this trampoline will do in the first pass: every branch reaches it.
+      Sequence here{a.here(), a.here(), a.here(), a.here(), a.here()};
+      out.cs.resize(i + 1, Rseq{here, here, a.here(), a.here()});
+    }
     Rseq guess = i < in.cs.size() ? in.cs[i] : out.cs[i];
     emit_body(a, spec, work, guess, out.cs[i]);
   }

@@ -27,21 +27,29 @@ struct Frame {
   ZydisEncoderOperand original(ZydisRegister r) const;
 };
 
-// The addresses of one restartable sequence (rseq(2)) and of the cold code it reaches: found by
-// a first pass, used by the second (every branch is rel32 and every RIP-relative operand disp32,
-// so the layout does not depend on them).
+// The addresses of one restartable sequence (rseq(2)): found by a first pass, used by the
+// second (every branch is rel32 and every RIP-relative operand disp32, so the layout does not
+// depend on them).
+struct Sequence {
+  RuntimeAddr arm, start, post_commit, abort, descriptor;
+  bool operator==(const Sequence&) const = default;
+};
+
+// A body's sequences and the cold code they reach: the counting or the record (`main`), and a
+// record's drop, counted in a sequence of its own (`drop`).
 struct Rseq {
-  RuntimeAddr arm, start, post_commit, abort, no_cpu, full, descriptor;
+  Sequence main, drop;
+  RuntimeAddr no_cpu, full;
   bool operator==(const Rseq&) const = default;
 };
 
 // rseq->rseq_cs = &descriptor: the kernel clears it when it aborts, so every attempt sets it.
-void arm_rseq(x86::Assembler& a, std::int32_t rseq_offset, const Rseq& in, Rseq& out);
+void arm_rseq(x86::Assembler& a, std::int32_t rseq_offset, const Sequence& in, Sequence& out);
 // The rseq signature, then the abort handler (back to `arm`): the kernel checks the 4 bytes
 // before the abort address against the signature the thread registered (glibc: RSEQ_SIG).
-void emit_abort(x86::Assembler& a, const Rseq& in, Rseq& out);
+void emit_abort(x86::Assembler& a, const Sequence& in, Sequence& out);
 // struct rseq_cs {u32 version, flags; u64 start_ip, post_commit_offset, abort_ip}, 32-aligned.
-void emit_descriptor(x86::Assembler& a, const Rseq& in, Rseq& out);
+void emit_descriptor(x86::Assembler& a, const Sequence& in, Sequence& out);
 
 // The operand for the 8 bytes at `target`: RIP-relative if the whole trampoline at `at` reaches
 // it, else through `scratch` loaded with the absolute address.
@@ -53,7 +61,7 @@ ZydisEncoderOperand reach(x86::Assembler& a, RuntimeAddr at, RuntimeAddr target,
 void emit_call_record(x86::Assembler& a, const TrampolineSpec& spec, bool exit, const Frame& frame,
                       const Rseq& in, Rseq& out);
 // Its cold code, after the jump back: the abort, the two ways a record is dropped and counted
-// (no CPU buffer, no room), the descriptor.
+// (no CPU buffer, no room), the descriptors.
 void emit_call_record_cold(x86::Assembler& a, const TrampolineSpec& spec, const Rseq& in,
                            Rseq& out);
 

@@ -11,7 +11,10 @@
  *   shape_short_exit(a, b)  shape_leaf(a, b): `push; mov; call` and `call; pop; ret`: int3 both
  *   shape_entered_exit(x)   a branch to the ret itself: int3 exit
  *   shape_call_flags(x)     shape_flags with CF = x & 1
- *   shape_switch(x)         an indirect jump: no patch anywhere, every exit int3 */
+ *   shape_switch(x)         an indirect jump: no patch anywhere, every exit int3
+ *   shape_five(a, b, c)     (a * b + c) >> 1 in 5 instructions: an entry patch and an exit
+ *                           patch (probecost-jump-bench's function); shape_five_plain, the same
+ *                           never patched */
 
 #define FUNC(name) .globl name; .type name, @function; .balign 16; name:
 #define END(name) .size name, . - name
@@ -108,6 +111,22 @@ FUNC(shape_switch)
   mov %rdi, %rax
   ret
 END(shape_switch)
+
+FUNC(shape_five)
+  mov %rdi, %rax                 /* entry: mov (3) + imul (4) */
+  imul %rsi, %rax
+  add %rdx, %rax                 /* exit: add (3) + shr (3) + ret */
+  shr $1, %rax
+  ret
+END(shape_five)
+
+FUNC(shape_five_plain)
+  mov %rdi, %rax
+  imul %rsi, %rax
+  add %rdx, %rax
+  shr $1, %rax
+  ret
+END(shape_five_plain)
 
 /* Far from shape_cond_tail's jae in no way but its name: a conditional tail call's target. */
 FUNC(shape_leaf_far)
