@@ -137,6 +137,10 @@ void plan_exit(const Function& f, std::span<const std::uint8_t> code, std::size_
     }
     why = "the jump over " + at(exit) + " would overlap the entry's (" + no + ")";
   }
+  if (s && !out.entry && *s == 0) {
+    why = "the jump over " + at(exit) + " would cover the function's entry, an int3";
+    return add_int3_exit(out, exit, why);
+  }
   if (!s || overlaps) return add_int3_exit(out, exit, why);
   out.exits.push_back(plan_of(f, code, *s, k, PlanRole::Exit));
 }

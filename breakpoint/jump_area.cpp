@@ -260,6 +260,15 @@ std::optional<ParsedArea> parse_area(std::span<const std::uint8_t> bytes, Runtim
     std::memcpy(&e, bytes.data() + h.sites_offset + i * sizeof(SiteEntry), sizeof e);
     if (why = check_site(h, e, i); !why.empty()) return std::nullopt;
     area.sites.push_back(parsed(e));
+    // A site that counts per CPU: its row of counters too, when the bytes reach them.
+    std::uint64_t row = h.counters_offset + std::uint64_t{i} * h.cpus * 64;
+    if ((e.flags & kSitePerCpu) && h.cpus && row + std::uint64_t{h.cpus} * 64 <= bytes.size()) {
+      for (std::uint32_t cpu = 0; cpu < h.cpus; ++cpu) {
+        std::uint64_t n;
+        std::memcpy(&n, bytes.data() + row + cpu * 64, 8);
+        area.sites.back().hits += n;
+      }
+    }
   }
   return area;
 }

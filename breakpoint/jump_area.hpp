@@ -164,7 +164,8 @@ struct ParsedArea {
 };
 
 // Reads an area from a copy of its bytes (they may stop after the site table: the code and the
-// ring are not needed). `mapped_at`: where the mapping that held them starts in the tracee.
+// ring are not needed; a site that counts per CPU has its hits whole when they reach its row of
+// counters). `mapped_at`: where the mapping that held them starts in the tracee.
 // Checks every field and bound before trusting it; nothing, with `why`, if anything is off.
 std::optional<ParsedArea> parse_area(std::span<const std::uint8_t> bytes, RuntimeAddr mapped_at,
                                      std::string& why);
