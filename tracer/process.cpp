@@ -191,7 +191,7 @@ bool TracedProcess::will_report(Task& t) {
   // leader whose other threads live is not reported meanwhile: do not wait for it.
   if (state == 'Z' && (tgid_of(t.tid()) != t.tid() || task_ids(t.tid()).size() <= 1)) return true;
   if (state == 0 || state == 'Z' || state == 'X') {
-    t.set_state(Task::State::Exiting);
+    t.note_exiting();
     return false;
   }
   if (blocked_in_vfork(t.tid())) {
@@ -227,7 +227,7 @@ std::vector<pid_t> TracedProcess::stop_all(pid_t except, bool include_listening)
       continue;
     if (t.state() == Task::State::Listening && !include_listening) continue;
     // ESRCH: it is dying; its exit is reported like any event.
-    if (t.ptrace_if_alive(PTRACE_INTERRUPT)) awaited.push_back(tid);
+    if (t.interrupt()) awaited.push_back(tid);
   }
   auto settled = [&](pid_t tid) {
     Task* t = task(tid);
@@ -271,8 +271,7 @@ std::vector<pid_t> TracedProcess::stop_all(pid_t except, bool include_listening)
 
 void TracedProcess::resume_stopped(const std::vector<pid_t>& tids) {
   for (pid_t tid : tids) {
-    Task* t = task(tid);
-    if (t && t->stopped() && !t->deferred && t->runs_with_us()) t->resume();
+    if (Task* t = task(tid)) t->resume_if_settled();
   }
 }
 
@@ -280,9 +279,9 @@ void TracedProcess::resume_stopped(const std::vector<pid_t>& tids) {
 
 pid_t TracedProcess::on_new_task(Task& parent) {
   int event = parent.last_stop().ptrace_event();
-  unsigned long msg = 0;
-  if (!parent.ptrace_if_alive(PTRACE_GETEVENTMSG, nullptr, &msg) || msg == 0) return 0;
-  pid_t child = static_cast<pid_t>(msg);
+  auto msg = parent.event_message();
+  if (!msg || *msg == 0) return 0;
+  pid_t child = static_cast<pid_t>(*msg);
   pid_t child_tgid = tgid_of(child);
   // A thread can run, exit and be reaped before we look at its parent's clone event: then
   // there is nothing to track, and a Task for it would be waited for forever.

@@ -39,8 +39,7 @@ class Stopped final : public StoppedThread {
 
   bool run_to_trap(RuntimeAddr at) override {
     for (;;) {
-      task_.set_state(Task::State::Running);
-      alive(task_.ptrace_if_alive(PTRACE_CONT));
+      alive(task_.resume_keeping_signals());
       switch (await_trap()) {
         case Outcome::Trap:
           if (pc() == at + 1) {
@@ -171,8 +170,7 @@ bool deadline_reached(double deadline, bool& armed) {
 }
 
 void Session::resume_if_stopped(pid_t tid) {
-  Task* t = proc_.task(tid);
-  if (t && t->stopped() && !t->deferred && t->runs_with_us()) t->resume();
+  if (Task* t = proc_.task(tid)) t->resume_if_settled();
 }
 
 void Session::dispatch(const TaskEvent& ev) {
@@ -215,9 +213,9 @@ void Session::on_trap(Task& t) {
     on_hit(t, thread, *site);
     return;
   }
-  siginfo_t info;
-  if (!t.ptrace_if_alive(PTRACE_GETSIGINFO, nullptr, &info)) throw TaskGone{t.tid()};
-  if (classify_trap(info) == TrapCause::Breakpoint && on_breakpoint(t, thread)) return;
+  auto cause = t.trap_cause();
+  if (!cause) throw TaskGone{t.tid()};
+  if (*cause == TrapCause::Breakpoint && on_breakpoint(t, thread)) return;
   t.pending_signals.push_back(SIGTRAP);  // the program's own int3 or a SIGTRAP sent to it
   ++stats_.signals_passed;
 }

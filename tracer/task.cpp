@@ -31,14 +31,6 @@ bool Task::ptrace_if_alive(__ptrace_request request, void* addr, void* data) {
                           std::to_string(tid_));
 }
 
-long Task::xptrace(__ptrace_request request, void* addr, void* data, const char* what) {
-  errno = 0;
-  long r = sys::ptrace_call(request, tid_, addr, data);
-  if (r == -1 && errno)
-    throw Error::from_errno(std::string(what) + " thread " + std::to_string(tid_));
-  return r;
-}
-
 void Task::invalidate_registers() {
   have_regs_ = have_rip_ = false;
 }
@@ -111,6 +103,33 @@ bool Task::resume() {
 
 bool Task::detach() {
   return resume_with_signals(PTRACE_DETACH);
+}
+
+bool Task::resume_if_settled() {
+  if (!stopped() || deferred || !runs_with_us()) return false;
+  return resume();
+}
+
+bool Task::resume_keeping_signals() {
+  invalidate_registers();
+  state_ = State::Running;
+  return ptrace_if_alive(PTRACE_CONT);
+}
+
+bool Task::interrupt() {
+  return ptrace_if_alive(PTRACE_INTERRUPT);
+}
+
+std::optional<unsigned long> Task::event_message() {
+  unsigned long msg = 0;
+  if (!ptrace_if_alive(PTRACE_GETEVENTMSG, nullptr, &msg)) return std::nullopt;
+  return msg;
+}
+
+std::optional<TrapCause> Task::trap_cause() {
+  siginfo_t info;
+  if (!ptrace_if_alive(PTRACE_GETSIGINFO, nullptr, &info)) return std::nullopt;
+  return classify_trap(info);
 }
 
 bool Task::resume_listening() {
