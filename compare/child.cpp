@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 
 #include "common/error.hpp"
+#include "tracer/ticker.hpp"
 #include "tracer/session.hpp"
 #include "tracer/wait_status.hpp"
 

@@ -16,9 +16,8 @@
 #include "common/error.hpp"
 #include "compare/stats.hpp"
 #include "compare/uprobe.hpp"
+#include "tracer/event_loop.hpp"
 #include "tracer/jump_probes.hpp"
-#include "tracer/process.hpp"
-#include "tracer/session.hpp"
 #include "tracer/symbols.hpp"
 #include "tracer/syscalls.hpp"
 
@@ -263,7 +262,8 @@ std::uint64_t add_spare_sites(TracedProcess& p, StepOver& step_over, unsigned co
 // that writes the marker's record {TSC, id, arg} into a ring shared with the tracer (which
 // overwrites its oldest records, as the marker's per-thread ring does); the tracer only waits
 // for the end, then reads the ring and checks records + lost = hits.
-void run_jump(const Mechanism& m, TracedProcess& p, Sample& s) {
+void run_jump(const Mechanism& m, Family& family, Sample& s) {
+  TracedProcess& p = family.root();
   ProcessSymbols symbols(p.pid());
   Symbol sym = symbols.resolve(m.probe_symbol);
   JumpOptions options;
@@ -279,7 +279,7 @@ void run_jump(const Mechanism& m, TracedProcess& p, Sample& s) {
   sys::Counters before = sys::counters();
   double cpu0 = thread_cpu_ns();
   // Records are read after the run, as the marker's are: a consumer's cost is not the probe's.
-  Session::End end = session.run();
+  RunEnd end = run_session(family, session);
   jumps.drain(*probe, true);
   s.tracer_cpu_ns = thread_cpu_ns() - cpu0;
   s.tracer_syscalls = sys::counters().total() - before.total();
@@ -290,17 +290,17 @@ void run_jump(const Mechanism& m, TracedProcess& p, Sample& s) {
                 std::to_string(jumps.records_lost(*probe)) + " lost != " + std::to_string(s.hits) +
                 " hits";
   }
-  if (end == Session::End::Interrupted) throw Error("interrupted");
+  if (end == RunEnd::Interrupted) throw Error("interrupted");
 }
 
 void run_traced(const Mechanism& m, const LaunchSpec& spec, const RunConfig& cfg, Sample& s) {
   std::optional<PinThread> pin(std::in_place,
                                cfg.cpus.tracer_cpu == kFollowTracee ? -1 : cfg.cpus.tracer_cpu);
-  auto proc = TracedProcess::launch(spec);
-  if (cfg.cpus.tracer_cpu == kFollowTracee) pin.emplace(last_cpu_of(proc->pid()));
-  TracedProcess& p = *proc;
+  auto family = Family::launch(spec);
+  TracedProcess& p = family->root();
+  if (cfg.cpus.tracer_cpu == kFollowTracee) pin.emplace(last_cpu_of(p.pid()));
   if (m.jump()) {
-    run_jump(m, p, s);
+    run_jump(m, *family, s);
     check_exit(p);
     return;
   }
@@ -338,7 +338,7 @@ void run_traced(const Mechanism& m, const LaunchSpec& spec, const RunConfig& cfg
 
   sys::Counters before = sys::counters();
   double cpu0 = thread_cpu_ns();
-  Session::End end = session.run();
+  RunEnd end = run_session(*family, session);
   s.tracer_cpu_ns = thread_cpu_ns() - cpu0;
   s.tracer_syscalls = sys::counters().total() - before.total();
   s.tracer_stops = session.stats().stops;
@@ -346,7 +346,7 @@ void run_traced(const Mechanism& m, const LaunchSpec& spec, const RunConfig& cfg
   for (const auto& site : p.sites()) {
     if (site->label() == kSpareSitesSymbol) s.spare_hits += site->hits;
   }
-  if (end == Session::End::Interrupted) throw Error("interrupted");
+  if (end == RunEnd::Interrupted) throw Error("interrupted");
   check_exit(p);
 }
 

@@ -15,6 +15,7 @@
 
 #include "breakpoint/step_over.hpp"
 #include "trace/trace.hpp"
+#include "tracer/event_loop.hpp"
 #include "tracer/family.hpp"
 #include "tracer/jump_probes.hpp"
 #include "tracer/process.hpp"
@@ -79,11 +80,11 @@ class TraceRun {
   TraceRun(const TraceOptions& opts, std::ostream& notes)
       : opts_(opts), notes_(notes), family_(start_target(opts)), held_from_(now_s()) {}
   // Attaches to opts.pid, or launches opts.command and runs it to its entry point.
-  static std::unique_ptr<TracedProcess> start_target(const TraceOptions& opts);
+  static std::unique_ptr<Family> start_target(const TraceOptions& opts);
   TraceReport run();
 
  private:
-  TracedProcess& root() { return family_.root(); }
+  TracedProcess& root() { return family_->root(); }
   Traced& add_traced(TracedProcess& proc);
   Traced* traced(const TracedProcess* proc);
   void install_image(Traced& tr);
@@ -98,7 +99,9 @@ class TraceRun {
   bool follow_execs();
   void follow_exec(Traced& tr);
   void on_tick();
-  Session::End loop();
+  Session* session_of(TracedProcess& proc);
+  std::optional<RunEnd> between_events();
+  RunEnd loop();
   void close_image(Traced& tr);
   void split_sharers(Traced& tr, ProbeReport& pr);
   void let_go();
@@ -108,7 +111,7 @@ class TraceRun {
 
   const TraceOptions& opts_;
   std::ostream& notes_;
-  Family family_;
+  std::unique_ptr<Family> family_;
   std::vector<std::unique_ptr<Traced>> traced_;  // the root first
   TraceReport report_;
   std::set<std::string> probed_specs_;

@@ -24,18 +24,18 @@ double thread_cpu_s() {
   return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-std::string describe_end(Session::End end, const TracedProcess& proc) {
+std::string describe_end(RunEnd end, const TracedProcess& proc) {
   switch (end) {
-    case Session::End::ProcessEnded:
+    case RunEnd::ProcessEnded:
       return "the process " + (proc.end() ? proc.end()->describe() : std::string("ended"));
-    case Session::End::Exec:
+    case RunEnd::Exec:
       return "the process called exec";
-    case Session::End::Interrupted:
+    case RunEnd::Interrupted:
       return "probecost was interrupted";
-    case Session::End::Tick:
-    case Session::End::Deadline:
+    case RunEnd::Tick:
+    case RunEnd::Deadline:
       return "--duration reached";
-    case Session::End::Predicate:
+    case RunEnd::Predicate:
       break;
   }
   return "stopped";
@@ -52,19 +52,19 @@ std::optional<int> wait_for_command(pid_t pid, const std::vector<pid_t>& leftove
 
 }  // namespace
 
-std::unique_ptr<TracedProcess> TraceRun::start_target(const TraceOptions& opts) {
-  if (opts.pid) return TracedProcess::attach(opts.pid);
+std::unique_ptr<Family> TraceRun::start_target(const TraceOptions& opts) {
+  if (opts.pid) return Family::attach(opts.pid);
   LaunchSpec spec;
   spec.argv = opts.command;
   spec.stdin_fd = opts.stdin_fd;
   spec.stdout_fd = opts.stdout_fd;
   spec.stderr_fd = opts.stderr_fd;
   spec.cpu = opts.cpu;
-  auto proc = TracedProcess::launch(spec);
+  auto family = Family::launch(spec);
   // Stopped at its exec, only the executable and the dynamic loader are mapped: run to the
   // entry point so that the libraries it needs at start-up are there to be probed.
-  proc->run_to_entry();
-  return proc;
+  family->root().run_to_entry();
+  return family;
 }
 
 Traced& TraceRun::add_traced(TracedProcess& proc) {
@@ -138,9 +138,9 @@ void TraceRun::take_fork_child(Traced& tr, Traced& parent) {
 // Processes that became members of the family since the last look: a fork child, or a vfork
 // child that exec'd. Each is stopped until it is set up here.
 void TraceRun::take_new_processes() {
-  for (TracedProcess* p : family_.take_new_members()) {
+  for (TracedProcess* p : family_->take_new_members()) {
     Traced& tr = add_traced(*p);
-    Traced* parent = traced(family_.parent_of(*p));
+    Traced* parent = traced(family_->parent_of(*p));
     try {
       if (p->exec_ended()) {
         follow_exec(tr);
@@ -186,7 +186,9 @@ void TraceRun::follow_exec(Traced& tr) {
   report_.held_s += now_s() - held_from;
   if (!opts_.announce) return;
   notes_ << "probecost trace: process " << p.pid();
-  if (TracedProcess* parent = family_.parent_of(p)) notes_ << " (child of " << parent->pid() << ")";
+  if (TracedProcess* parent = family_->parent_of(p)) {
+    notes_ << " (child of " << parent->pid() << ")";
+  }
   notes_ << " exec'd " << tr.images.back() << ": " << tr.probes.size()
          << (tr.probes.size() == 1 ? " probe" : " probes") << " in the new image" << std::endl;
 }
@@ -208,29 +210,31 @@ void TraceRun::on_tick() {
   }
 }
 
-// The event loop over every process of the trace: each event goes to its process's session.
-Session::End TraceRun::loop() {
-  bool armed = false;
-  double deadline = opts_.duration_s > 0 ? t0_ + opts_.duration_s : 0;
-  for (;;) {
-    if (stop_requested()) return Session::End::Interrupted;
-    if (deadline_reached(deadline, armed)) return Session::End::Deadline;
-    if (tick_requested().exchange(false)) on_tick();
-    take_new_processes();
-    if (!follow_execs()) return Session::End::Exec;
-    if (!family_.any_alive()) return Session::End::ProcessEnded;
-    auto ev = family_.next_event();
-    if (!ev) {
-      if (errno == ECHILD) return Session::End::ProcessEnded;
-      continue;  // a signal: the flags are looked at above
-    }
-    Traced* tr = traced(ev->first);
-    if (!tr) {
-      take_new_processes();  // made while waiting (a vfork child's exec)
-      tr = traced(ev->first);
-    }
-    if (tr && tr->session) tr->session->handle(ev->second);
+Session* TraceRun::session_of(TracedProcess& proc) {
+  Traced* tr = traced(&proc);
+  if (!tr) {
+    take_new_processes();  // made while waiting (a vfork child's exec)
+    tr = traced(&proc);
   }
+  return tr ? tr->session.get() : nullptr;
+}
+
+std::optional<RunEnd> TraceRun::between_events() {
+  take_new_processes();
+  if (!follow_execs()) return RunEnd::Exec;
+  return std::nullopt;
+}
+
+// The event loop over every process of the trace: each event goes to its process's session.
+RunEnd TraceRun::loop() {
+  EventLoop loop(*family_, [this](TracedProcess& p) { return session_of(p); });
+  if (opts_.duration_s > 0) loop.set_deadline(t0_ + opts_.duration_s);
+  loop.set_on_tick([this] {
+    on_tick();
+    return false;
+  });
+  loop.set_between_events([this] { return between_events(); });
+  return loop.run();
 }
 
 // A process's current image's results, once its probes are out (or its address space is
@@ -303,7 +307,7 @@ void TraceRun::split_sharers(Traced& tr, ProbeReport& pr) {
 
 std::vector<pid_t> TraceRun::leftovers() const {
   std::vector<pid_t> tids;
-  for (const auto& m : family_.members()) {
+  for (const auto& m : family_->members()) {
     tids.insert(tids.end(), m->leftovers().begin(), m->leftovers().end());
   }
   return tids;
@@ -312,7 +316,7 @@ std::vector<pid_t> TraceRun::leftovers() const {
 // Every way out: every process is left as it was (or, asked for, killed). The fork children
 // first: the root's detach must not wait behind them.
 void TraceRun::let_go() {
-  family_.set_following(false);  // a fork seen from now on is cleaned and let go
+  family_->set_following(false);  // a fork seen from now on is cleaned and let go
   for (std::size_t i = traced_.size(); i-- > 1;) {
     TracedProcess& p = *traced_[i]->proc;
     if (p.alive()) traced_[i]->cpu_last = p.cpu_seconds();
@@ -323,7 +327,7 @@ void TraceRun::let_go() {
     }
   }
   // Members made while letting go (a fork just before) are let go too.
-  for (TracedProcess* p : family_.take_new_members()) p->detach();
+  for (TracedProcess* p : family_->take_new_members()) p->detach();
   TracedProcess& p = root();
   Traced& tr = *traced_.front();
   if (p.alive()) tr.cpu_last = p.cpu_seconds();
@@ -379,7 +383,7 @@ TraceReport TraceRun::run() {
            << (top.probes.size() == 1 ? " probe" : " probes")
            << (opts_.follow_forks ? ", following forks" : "") << "; Ctrl-C to stop" << std::endl;
   }
-  family_.set_following(opts_.follow_forks);
+  family_->set_following(opts_.follow_forks);
   t0_ = now_s();
   report_.held_s = t0_ - held_from_;
   double cpu0 = thread_cpu_s();
@@ -387,7 +391,7 @@ TraceReport TraceRun::run() {
   next_progress_ = t0_ + 1;
   std::uint64_t syscalls0 = sys::counters().total();
   top.session->start();
-  Session::End end = loop();
+  RunEnd end = loop();
   report_.tracer_cpu_s = thread_cpu_s() - cpu0;
   if (opts_.progress) notes_ << "\r\033[K" << std::flush;
   report_.duration_s = now_s() - t0_;
@@ -401,7 +405,7 @@ TraceReport TraceRun::run() {
     if (tr.get() != &top) children_cpu += std::max(0.0, tr->cpu_last - tr->cpu0);
     ProcessReport pr;
     pr.pid = tr->proc->pid();
-    if (TracedProcess* parent = family_.parent_of(*tr->proc)) pr.parent = parent->pid();
+    if (TracedProcess* parent = family_->parent_of(*tr->proc)) pr.parent = parent->pid();
     pr.images = tr->images;
     pr.end = tr->proc->end() ? tr->proc->end()->describe() : "let go";
     report_.processes.push_back(pr);
@@ -449,8 +453,8 @@ void check_via(const std::string& via) {
 }
 
 std::vector<Symbol> list_target_symbols(const TraceOptions& opts, const std::string& pattern) {
-  auto proc = TraceRun::start_target(opts);
-  return ProcessSymbols(proc->proc_tid()).list(pattern);
+  auto family = TraceRun::start_target(opts);
+  return ProcessSymbols(family->root().proc_tid()).list(pattern);
 }
 
 TraceReport run_trace(const TraceOptions& opts, std::ostream& notes) {

@@ -7,6 +7,7 @@
 #include "tracer/guardian.hpp"
 #include "tracer/process.hpp"
 #include "tracer/syscalls.hpp"
+#include "tracer/ticker.hpp"
 
 namespace probecost {
 
@@ -35,7 +36,7 @@ bool TracedProcess::consume_queued_sigtrap(Task& t, RuntimeAddr site) {
       return true;
     }
     if (ws->signal_stop()) t.pending_signals.push_back(ws->stop_signal());
-    if (ws->new_task_event()) defer(t, *ws);
+    if (ws->new_task_event()) events_.defer(t, *ws);
     if (t.deferred) return true;  // an event to settle first; its trap stays queued
   }
   return false;
@@ -143,7 +144,6 @@ void TracedProcess::detach() {
   }
   detach_vfork_waiters();
   tasks_.clear();
-  deferred_.clear();
   detached_ = true;
   if (failure) std::rethrow_exception(failure);
 }
@@ -164,12 +164,7 @@ void TracedProcess::kill() {
   ::kill(pid_, SIGKILL);
   // Reap every task: with __WALL each traced thread reports its own exit, the leader last.
   while (!tasks_.empty()) {
-    auto ev = wait_any(true);
-    if (ev) {
-      absorb(ev->tid, ev->status);
-    } else if (errno == ECHILD || force_requested()) {
-      break;
-    }
+    if (!events_.next_event_of(*this) && (errno == ECHILD || force_requested())) break;
   }
   if (!end_) end_ = WaitStatus(SIGKILL);
   tasks_.clear();

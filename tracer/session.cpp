@@ -3,8 +3,6 @@
 #include <signal.h>
 #include <sys/ptrace.h>
 
-#include <ctime>
-
 #include "common/error.hpp"
 
 namespace probecost {
@@ -113,11 +111,10 @@ class OthersStopped {
 }  // namespace
 
 void Session::start() {
-  // The launch/attach stop (and any others left from before) are resumed first.
-  for (auto& [tid, t] : proc_.tasks()) resume_if_stopped(tid);
+  for (auto& [tid, t] : proc_.tasks()) t.resume_if_settled();
 }
 
-bool Session::settle(const TaskEvent& ev) {
+bool Session::handle(const TaskEvent& ev) {
   hit_happened_ = false;
   try {
     dispatch(ev);
@@ -132,45 +129,9 @@ bool Session::settle(const TaskEvent& ev) {
   return true;
 }
 
-void Session::handle(const TaskEvent& ev) {
-  if (settle(ev) && proc_.alive()) resume_if_stopped(ev.tid);
-}
-
-Session::End Session::run(const std::function<bool()>& stop_after_hit,
-                          const std::function<bool()>& on_tick) {
-  start();
-  while (proc_.alive()) {
-    if (stop_requested()) return End::Interrupted;
-    if (deadline_reached(deadline_, deadline_armed_)) return End::Deadline;
-    if (tick_requested().exchange(false) && on_tick && on_tick()) return End::Tick;
-    auto ev = proc_.next_event();
-    if (!ev) {
-      if (errno == ECHILD || proc_.tasks().empty()) break;
-      continue;  // a signal: the flags are looked at above
-    }
-    if (!settle(*ev)) continue;
-    if (!proc_.alive()) break;
-    if (hit_happened_ && stop_after_hit && stop_after_hit()) return End::Predicate;
-    resume_if_stopped(ev->tid);
-  }
-  return proc_.exec_ended() ? End::Exec : End::ProcessEnded;
-}
-
-bool deadline_reached(double deadline, bool& armed) {
-  if (deadline <= 0) return false;
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);  // vDSO: ~20 ns, no system call
-  double left = deadline - (ts.tv_sec + ts.tv_nsec / 1e9);
-  if (left <= 0) return true;
-  if (left < Ticker::kPeriod && !armed) {
-    Ticker::next_tick_within(left);  // once: a system call
-    armed = true;
-  }
-  return false;
-}
-
-void Session::resume_if_stopped(pid_t tid) {
-  if (Task* t = proc_.task(tid)) t->resume_if_settled();
+void Session::resume_after(const TaskEvent& ev) {
+  if (!proc_.alive()) return;
+  if (Task* t = proc_.task(ev.tid)) t->resume_if_settled();
 }
 
 void Session::dispatch(const TaskEvent& ev) {
@@ -189,7 +150,7 @@ void Session::dispatch(const TaskEvent& ev) {
     return;
   }
   if (ws.new_task_event()) {
-    if (pid_t child = proc_.on_new_task(*t)) resume_if_stopped(child);
+    if (Task* child = proc_.task(proc_.on_new_task(*t))) child->resume_if_settled();
     return;
   }
   // PTRACE_EVENT_EXEC is settled by the process's bookkeeping; PTRACE_EVENT_STOP (an

@@ -139,10 +139,15 @@ pid_t spawn(const LaunchSpec& spec) {
   return pid;
 }
 
-TracedProcess::TracedProcess(pid_t pid, bool launched)
-    : pid_(pid), launched_(launched), memory_(pid), sites_(memory_) {}
+TracedProcess::TracedProcess(pid_t pid, bool launched, EventSource& events)
+    : pid_(pid), launched_(launched), events_(events), memory_(pid), sites_(memory_) {}
 
-std::unique_ptr<TracedProcess> TracedProcess::launch(const LaunchSpec& spec) {
+std::unique_ptr<TracedProcess> TracedProcess::follower(pid_t pid, EventSource& events) {
+  return std::unique_ptr<TracedProcess>(new TracedProcess(pid, false, events));
+}
+
+std::unique_ptr<TracedProcess> TracedProcess::launch(const LaunchSpec& spec,
+                                                     EventSource& events) {
   double children_cpu = children_cpu_seconds();
   int report;
   pid_t pid = fork_child(spec, true, report);
@@ -164,7 +169,7 @@ std::unique_ptr<TracedProcess> TracedProcess::launch(const LaunchSpec& spec) {
   // Seizing a stopped task re-traps it into a ptrace-stop that SIGCONT alone cannot end: it is
   // resumed below, and the exec report is read only once the exec has happened or failed.
   ::kill(pid, SIGCONT);
-  std::unique_ptr<TracedProcess> proc(new TracedProcess(pid, true));
+  std::unique_ptr<TracedProcess> proc(new TracedProcess(pid, true, events));
   proc->children_cpu_at_launch_ = children_cpu;
   for (;;) {
     if (sys::wait_for(pid, &status, __WALL) != pid) throw Error::from_errno("waitpid after exec");
@@ -194,7 +199,7 @@ std::unique_ptr<TracedProcess> TracedProcess::launch(const LaunchSpec& spec) {
   return proc;
 }
 
-std::unique_ptr<TracedProcess> TracedProcess::attach(pid_t pid) {
+std::unique_ptr<TracedProcess> TracedProcess::attach(pid_t pid, EventSource& events) {
   check_attachable(pid);
   // A leader that has exited alone cannot be seized (EPERM); its threads are traced without it.
   bool zombie_leader = stat_field(pid, 3) == "Z";
@@ -209,7 +214,7 @@ std::unique_ptr<TracedProcess> TracedProcess::attach(pid_t pid) {
     if (errno == ESRCH) throw UsageError("no process with PID " + std::to_string(pid));
     throw Error("cannot trace process " + std::to_string(pid) + ": " + why);
   }
-  std::unique_ptr<TracedProcess> proc(new TracedProcess(pid, false));
+  std::unique_ptr<TracedProcess> proc(new TracedProcess(pid, false, events));
   if (!zombie_leader) proc->add_task(pid, Task::Role::Thread);
   proc->seize_all_threads();
   if (proc->tasks_.empty()) throw UsageError("process " + std::to_string(pid) + " has exited");
@@ -242,7 +247,6 @@ void TracedProcess::resume_after_exec() {
   // The exec event itself may have been kept for the event loop (seen while we waited for
   // something else): it is settled here, by running to the new entry point.
   for (auto& [tid, t] : tasks_) t.deferred.reset();
-  deferred_.clear();
   sites_.clear();
   patches_.clear();
   scratch_pages_.clear();
