@@ -214,15 +214,25 @@ std::unique_ptr<TracedProcess> TracedProcess::attach(pid_t pid, EventSource& eve
     if (errno == ESRCH) throw UsageError("no process with PID " + std::to_string(pid));
     throw Error("cannot trace process " + std::to_string(pid) + ": " + why);
   }
-  std::unique_ptr<TracedProcess> proc(new TracedProcess(pid, false, events));
+  // A process that exits while we attach is as good as one that was not there: a usage error
+  // (exit 2), as for a PID that names nothing.
+  auto exited = [pid](const std::string& how) {
+    return UsageError("process " + std::to_string(pid) + " " + how +
+                      " while probecost was attaching");
+  };
+  std::unique_ptr<TracedProcess> proc;
+  try {
+    proc.reset(new TracedProcess(pid, false, events));  // opens /proc/PID/mem
+  } catch (const Error&) {
+    std::string state = stat_field(pid, 3);
+    if (state.empty() || state == "Z" || state == "X") throw exited("exited");
+    throw;
+  }
   if (!zombie_leader) proc->add_task(pid, Task::Role::Thread);
   proc->seize_all_threads();
   if (proc->tasks_.empty()) throw UsageError("process " + std::to_string(pid) + " has exited");
   proc->stop_all(0, true);
-  if (proc->end_) {
-    throw Error("process " + std::to_string(pid) + " " + proc->end_->describe() +
-                " while probecost was attaching");
-  }
+  if (proc->end_) throw exited(proc->end_->describe());
   return proc;
 }
 
