@@ -7,7 +7,7 @@
 
 namespace probecost::trace_run {
 
-std::vector<ResolvedProbe> TraceRun::resolve(Traced& tr, bool first_image) {
+std::vector<ResolvedProbe> TraceRun::resolve(ProcessTrace& tr, bool first_image) {
   TracedProcess& p = *tr.proc;
   // An IFUNC that no relocated slot shows resolved: its resolver runs in a stopped thread.
   ResolverCall call = [&p](RuntimeAddr resolver) { return p.call_in_tracee(resolver); };
@@ -36,7 +36,7 @@ std::vector<ResolvedProbe> TraceRun::resolve(Traced& tr, bool first_image) {
   return out;
 }
 
-void TraceRun::enable_int3(Traced& tr, const ResolvedProbe& probe) {
+void TraceRun::enable_int3(ProcessTrace& tr, const ResolvedProbe& probe) {
   TracedProcess& p = *tr.proc;
   BreakpointSite& site = p.sites().add(probe.address, probe.spec);
   if (site.enabled()) return;  // two specs naming one address
@@ -52,9 +52,9 @@ void TraceRun::enable_int3(Traced& tr, const ResolvedProbe& probe) {
   tr.step_over->prepare(site);
 }
 
-Placement TraceRun::place(Traced& tr, const ResolvedProbe& probe,
+ProbeInstall TraceRun::place(ProcessTrace& tr, const ResolvedProbe& probe,
                           std::map<std::uint64_t, std::size_t>& jump_at) {
-  Placement pl;
+  ProbeInstall pl;
   pid_t pid = tr.proc->pid();
   if (tr.jumps && !probe.implementation.empty()) {
     // glibc's IFUNC implementations are hand-written assembly with several entry points:
@@ -90,7 +90,7 @@ Placement TraceRun::place(Traced& tr, const ResolvedProbe& probe,
 
 // Every probe in, with every thread stopped: a jump where --via allows and the site
 // qualifies, else an int3.
-void TraceRun::install_image(Traced& tr) {
+void TraceRun::install_image(ProcessTrace& tr) {
   TracedProcess& p = *tr.proc;
   bool first = !tr.symbols && &p == &root();
   tr.symbols = std::make_unique<ProcessSymbols>(p.proc_tid());
@@ -106,14 +106,14 @@ void TraceRun::install_image(Traced& tr) {
     tr.jumps = std::make_unique<JumpProbes>(p, jo);
   }
   refuse_leftovers(tr);
-  tr.placements.clear();
+  tr.installs.clear();
   std::map<std::uint64_t, std::size_t> jump_at;
-  for (const auto& probe : tr.probes) tr.placements.push_back(place(tr, probe, jump_at));
+  for (const auto& probe : tr.probes) tr.installs.push_back(place(tr, probe, jump_at));
 }
 
 // A jump a probecost that died left at a probe's address: probing over it would make nonsense
 // of both (an int3 over its jmp, or a plan over its bytes). The bytes must go back first.
-void TraceRun::refuse_leftovers(Traced& tr) {
+void TraceRun::refuse_leftovers(ProcessTrace& tr) {
   TracedProcess& p = *tr.proc;
   std::vector<std::string> notes;
   for (const auto& area : read_jump_areas(p, notes)) {

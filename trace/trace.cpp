@@ -67,22 +67,22 @@ std::unique_ptr<Family> TraceRun::start_target(const TraceOptions& opts) {
   return family;
 }
 
-Traced& TraceRun::add_traced(TracedProcess& proc) {
-  traced_.push_back(std::make_unique<Traced>());
-  Traced& tr = *traced_.back();
+ProcessTrace& TraceRun::add_process(TracedProcess& proc) {
+  processes_.push_back(std::make_unique<ProcessTrace>());
+  ProcessTrace& tr = *processes_.back();
   tr.proc = &proc;
   tr.cpu0 = tr.cpu_last = proc.cpu_seconds();
   return tr;
 }
 
-Traced* TraceRun::traced(const TracedProcess* proc) {
-  for (auto& tr : traced_) {
+ProcessTrace* TraceRun::find_process(const TracedProcess* proc) {
+  for (auto& tr : processes_) {
     if (tr->proc == proc) return tr.get();
   }
   return nullptr;
 }
 
-std::uint64_t TraceRun::jump_hits(const Traced& tr) const {
+std::uint64_t TraceRun::jump_hits(const ProcessTrace& tr) const {
   std::uint64_t n = 0;
   for (std::size_t i = 0; tr.jumps && i < tr.jumps->size(); ++i) n += tr.jumps->hits(i);
   return n;
@@ -90,16 +90,16 @@ std::uint64_t TraceRun::jump_hits(const Traced& tr) const {
 
 std::uint64_t TraceRun::hits_so_far() const {
   std::uint64_t n = report_.hits;  // closed images' jump hits
-  for (const auto& tr : traced_) {
+  for (const auto& tr : processes_) {
     n += jump_hits(*tr) + (tr->session ? tr->session->stats().hits : 0);
   }
   return n;
 }
 
-void TraceRun::start_session(Traced& tr) {
+void TraceRun::start_session(ProcessTrace& tr) {
   if (opts_.stacks && !tr.rec.collector) tr.rec.collector.emplace(opts_.stack_depth);
   tr.session = std::make_unique<Session>(*tr.proc, *tr.step_over);
-  Traced* t = &tr;
+  ProcessTrace* t = &tr;
   tr.session->set_hit_observer([this, t](pid_t tid, StoppedThread& thread, BreakpointSite& site) {
     if (++t->rec.thread_hits[tid] == 1) {
       t->rec.thread_names[tid] = thread_name(t->proc->pid(), tid);
@@ -118,15 +118,15 @@ void TraceRun::start_session(Traced& tr) {
 
 // A fork child holds a copy of its parent's probes (TracedProcess::follow_fork made them all
 // int3 sites): it gets a step-over of its own, over its own memory.
-void TraceRun::take_fork_child(Traced& tr, Traced& parent) {
+void TraceRun::take_fork_child(ProcessTrace& tr, ProcessTrace& parent) {
   TracedProcess& p = *tr.proc;
   tr.images.push_back(parent.images.empty() ? std::string() : parent.images.back());
   tr.probes = parent.probes;
-  for (const auto& pl : parent.placements) {
-    Placement mine;
+  for (const auto& pl : parent.installs) {
+    ProbeInstall mine;
     mine.why_not_jump =
         pl.jump ? "a fork child: the parent's jump is an int3 in its copy" : pl.why_not_jump;
-    tr.placements.push_back(mine);
+    tr.installs.push_back(mine);
   }
   tr.step_over = make_step_over(opts_.step_over, p.memory(),
                                 [&p](RuntimeAddr near) { return p.map_scratch(near); });
@@ -139,8 +139,8 @@ void TraceRun::take_fork_child(Traced& tr, Traced& parent) {
 // child that exec'd. Each is stopped until it is set up here.
 void TraceRun::take_new_processes() {
   for (TracedProcess* p : family_->take_new_members()) {
-    Traced& tr = add_traced(*p);
-    Traced* parent = traced(family_->parent_of(*p));
+    ProcessTrace& tr = add_process(*p);
+    ProcessTrace* parent = find_process(family_->parent_of(*p));
     try {
       if (p->exec_ended()) {
         follow_exec(tr);
@@ -161,8 +161,8 @@ void TraceRun::take_new_processes() {
 // is probed, or, with --no-follow-exec, the trace ends (the root) or lets it go (a child).
 // False when the whole trace is to end.
 bool TraceRun::follow_execs() {
-  for (std::size_t i = 0; i < traced_.size(); ++i) {
-    Traced& tr = *traced_[i];
+  for (std::size_t i = 0; i < processes_.size(); ++i) {
+    ProcessTrace& tr = *processes_[i];
     if (!tr.proc->exec_ended() || !tr.session) continue;
     if (!opts_.follow_exec) {
       if (i == 0) return false;
@@ -178,7 +178,7 @@ bool TraceRun::follow_execs() {
   return true;
 }
 
-void TraceRun::follow_exec(Traced& tr) {
+void TraceRun::follow_exec(ProcessTrace& tr) {
   TracedProcess& p = *tr.proc;
   p.resume_after_exec();
   double held_from = now_s();  // the new image's probes going in, every thread stopped
@@ -195,7 +195,7 @@ void TraceRun::follow_exec(Traced& tr) {
 
 void TraceRun::on_tick() {
   double t = now_s();
-  for (auto& tr : traced_) {
+  for (auto& tr : processes_) {
     if (tr->proc->alive()) tr->cpu_last = tr->proc->cpu_seconds();
     for (std::size_t i = 0; tr->jumps && tr->jumps->events() && i < tr->jumps->size(); ++i) {
       tr->jumps->drain(i);
@@ -211,10 +211,10 @@ void TraceRun::on_tick() {
 }
 
 Session* TraceRun::session_of(TracedProcess& proc) {
-  Traced* tr = traced(&proc);
+  ProcessTrace* tr = find_process(&proc);
   if (!tr) {
     take_new_processes();  // made while waiting (a vfork child's exec)
-    tr = traced(&proc);
+    tr = find_process(&proc);
   }
   return tr ? tr->session.get() : nullptr;
 }
@@ -239,18 +239,18 @@ RunEnd TraceRun::loop() {
 
 // A process's current image's results, once its probes are out (or its address space is
 // gone): jump counts and rings are final then.
-void TraceRun::close_image(Traced& tr) {
+void TraceRun::close_image(ProcessTrace& tr) {
   std::string image = tr.images.empty() ? std::string() : tr.images.back();
   if (std::find(report_.images.begin(), report_.images.end(), image) == report_.images.end()) {
     report_.images.push_back(image);
   }
-  for (std::size_t i = 0; i < std::min(tr.probes.size(), tr.placements.size()); ++i) {
+  for (std::size_t i = 0; i < std::min(tr.probes.size(), tr.installs.size()); ++i) {
     ProbeReport pr;
     pr.pid = tr.proc->pid();
     pr.probe = tr.probes[i];
     pr.image = image;
-    pr.why_not_jump = tr.placements[i].why_not_jump;
-    if (auto j = tr.placements[i].jump) {
+    pr.why_not_jump = tr.installs[i].why_not_jump;
+    if (auto j = tr.installs[i].jump) {
       pr.via = "jump";
       if (tr.jumps->events()) tr.jumps->drain(*j, true);
       pr.hits = tr.jumps->hits(*j);
@@ -273,13 +273,13 @@ void TraceRun::close_image(Traced& tr) {
   for (auto& [tid, name] : tr.rec.thread_names) report_.thread_names.emplace(tid, name);
   tr.rec.forget_image();
   tr.probes.clear();
-  tr.placements.clear();
+  tr.installs.clear();
   if (tr.jumps) tr.jumps.reset();
 }
 
 // The hits of threads of other processes that share this one's memory go to rows of their
 // own: one per process, as if it had its own copy of the probe.
-void TraceRun::split_sharers(Traced& tr, ProbeReport& pr) {
+void TraceRun::split_sharers(ProcessTrace& tr, ProbeReport& pr) {
   std::map<pid_t, ProbeReport> theirs;
   for (auto it = pr.threads.begin(); it != pr.threads.end();) {
     auto sharer = tr.rec.sharer_of.find(it->first);
@@ -317,9 +317,9 @@ std::vector<pid_t> TraceRun::leftovers() const {
 // first: the root's detach must not wait behind them.
 void TraceRun::let_go() {
   family_->set_following(false);  // a fork seen from now on is cleaned and let go
-  for (std::size_t i = traced_.size(); i-- > 1;) {
-    TracedProcess& p = *traced_[i]->proc;
-    if (p.alive()) traced_[i]->cpu_last = p.cpu_seconds();
+  for (std::size_t i = processes_.size(); i-- > 1;) {
+    TracedProcess& p = *processes_[i]->proc;
+    if (p.alive()) processes_[i]->cpu_last = p.cpu_seconds();
     if (opts_.kill_on_exit && root().launched()) {
       p.kill();
     } else {
@@ -329,7 +329,7 @@ void TraceRun::let_go() {
   // Members made while letting go (a fork just before) are let go too.
   for (TracedProcess* p : family_->take_new_members()) p->detach();
   TracedProcess& p = root();
-  Traced& tr = *traced_.front();
+  ProcessTrace& tr = *processes_.front();
   if (p.alive()) tr.cpu_last = p.cpu_seconds();
   if (p.launched() && !p.end()) {
     if (opts_.kill_on_exit) {
@@ -357,7 +357,7 @@ void TraceRun::let_go() {
 
 TraceReport TraceRun::run() {
   TracedProcess& p = root();
-  Traced& top = add_traced(p);
+  ProcessTrace& top = add_process(p);
   report_.pid = p.pid();
   report_.launched = p.launched();
   report_.stacks = opts_.stacks;
@@ -399,7 +399,7 @@ TraceReport TraceRun::run() {
   std::uint64_t syscalls = sys::counters().total() - syscalls0;
   let_go();
   double children_cpu = 0;
-  for (auto& tr : traced_) {
+  for (auto& tr : processes_) {
     close_image(*tr);
     report_.hits += tr->session ? tr->session->stats().hits : 0;
     if (tr.get() != &top) children_cpu += std::max(0.0, tr->cpu_last - tr->cpu0);
@@ -437,7 +437,7 @@ TraceReport TraceRun::run() {
     report_.cpu_ns_per_hit = (report_.tracer_cpu_s + report_.tracee_cpu_s) * 1e9 / report_.hits;
   }
   double stack_s = 0;
-  for (auto& tr : traced_) stack_s += tr->rec.stack_seconds;
+  for (auto& tr : processes_) stack_s += tr->rec.stack_seconds;
   report_.stack_ns_per_hit = report_.hits ? stack_s * 1e9 / report_.hits : 0;
   return report_;
 }

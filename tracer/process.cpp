@@ -237,6 +237,14 @@ void TracedProcess::resume_stopped(const std::vector<pid_t>& tids) {
   }
 }
 
+OthersStopped::~OthersStopped() {
+  try {
+    proc_.resume_stopped(stopped_);
+  } catch (const Error&) {
+    // A resume fails only for a thread that is gone; its exit is reported later.
+  }
+}
+
 // ---- new tasks, exec -----------------------------------------------------------------------
 
 std::optional<NewTask> TracedProcess::new_task_of(Task& parent) {

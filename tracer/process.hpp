@@ -87,11 +87,11 @@ class TracedProcess {
   const std::vector<std::unique_ptr<PatchSite>>& patches() const { return patches_; }
   std::map<pid_t, Task>& tasks() { return tasks_; }
   Task* task(pid_t tid);
-  // The Task `t` was, if it still exists: after anything that waits (stop_all), a thread may
-  // have been reaped, or ended by another thread's exec, and its Task destroyed.
-  Task* still(pid_t tid, std::uint64_t serial) {
-    Task* t = task(tid);
-    return t && t->serial() == serial ? t : nullptr;
+  // The Task `ref` names, if it still exists: after anything that waits (stop_all), a thread
+  // may have been reaped, or ended by another thread's exec, and its Task destroyed.
+  Task* task(const TaskRef& ref) {
+    Task* t = task(ref.tid);
+    return t && t->ref().serial == ref.serial ? t : nullptr;
   }
   std::size_t thread_count() const;  // threads of the process itself (not memory sharers)
   bool alive() const { return !end_.has_value() && !detached_ && !exec_ended_; }
@@ -200,9 +200,11 @@ class TracedProcess {
   const std::vector<pid_t>& leftovers() const { return leftovers_; }
 
  private:
-  // `via` (or any stopped thread) with every other thread stopped, their tids in `stopped`;
-  // nullptr when there is none, or it ended while the others stopped.
-  Task* alone(Task* via, std::vector<pid_t>& stopped);
+  // Runs `inject` on `via` (or any stopped thread) with every other thread stopped meanwhile;
+  // nothing when there is no such thread, or it ended while the others stopped.
+  template <typename Inject>
+  auto with_others_stopped(Task* via, Inject inject)
+      -> std::optional<decltype(inject(std::declval<Task&>()))>;
 
   TracedProcess(pid_t pid, bool launched, EventSource& events);
   void seize_all_threads();
@@ -243,6 +245,20 @@ class TracedProcess {
   std::vector<RuntimeAddr> scratch_pages_;
   std::unique_ptr<Guardian> guardian_;
   std::vector<pid_t> leftovers_;
+};
+
+// Stops every task of `proc` but `keep` (stop_all) for its lifetime, and resumes them whatever
+// happens (resume_stopped): around a step-over that removes an int3, or injected code.
+class OthersStopped {
+ public:
+  OthersStopped(TracedProcess& proc, pid_t keep) : proc_(proc), stopped_(proc.stop_all(keep)) {}
+  ~OthersStopped();
+  OthersStopped(const OthersStopped&) = delete;
+  OthersStopped& operator=(const OthersStopped&) = delete;
+
+ private:
+  TracedProcess& proc_;
+  std::vector<pid_t> stopped_;
 };
 
 }  // namespace probecost

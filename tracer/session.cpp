@@ -89,25 +89,6 @@ class Stopped final : public StoppedThread {
   SessionStats& stats_;
 };
 
-// Stops the other threads for the lifetime of the guard, and resumes them whatever happens.
-class OthersStopped {
- public:
-  OthersStopped(TracedProcess& proc, pid_t tid, bool stop) : proc_(proc) {
-    if (stop) stopped_ = proc_.stop_all(tid);
-  }
-  ~OthersStopped() {
-    try {
-      proc_.resume_stopped(stopped_);
-    } catch (const Error&) {
-      // A resume fails only for a thread that is gone; its exit is reported later.
-    }
-  }
-
- private:
-  TracedProcess& proc_;
-  std::vector<pid_t> stopped_;
-};
-
 }  // namespace
 
 void Session::start() {
@@ -202,12 +183,11 @@ void Session::on_hit(Task& t, StoppedThread& thread, BreakpointSite& site) {
   ++stats_.hits;
   hit_happened_ = true;
   step_over_->ready(site);
-  bool all_stop = proc_.tasks().size() > 1 && step_over_->needs_all_stop(site);
-  pid_t tid = t.tid();
-  std::uint64_t serial = t.serial();
-  OthersStopped others(proc_, tid, all_stop);
+  TaskRef ref = t.ref();
+  std::optional<OthersStopped> others;
+  if (proc_.tasks().size() > 1 && step_over_->needs_all_stop(site)) others.emplace(proc_, ref.tid);
   // Another thread's exec while we stopped everyone ends this one (and destroys its Task).
-  if (!proc_.still(tid, serial)) throw TaskGone{tid};
+  if (!proc_.task(ref)) throw TaskGone{ref.tid};
   step_over_->step(thread, site);
 }
 

@@ -19,6 +19,13 @@
 
 namespace probecost {
 
+// Names a Task across a wait: an exec can end a thread and give its tid (the leader's) to
+// another, so a tid alone does not say that the Task it named is still the same.
+struct TaskRef {
+  pid_t tid;
+  std::uint64_t serial;
+};
+
 // Thrown by the hit path when the thread it works on is gone. The event loop catches it: the
 // thread's exit is reported by waitpid later.
 struct TaskGone {
@@ -44,9 +51,8 @@ class Task {
   Task(pid_t tid, Role role) : tid_(tid), role_(role), serial_(next_serial()) {}
 
   pid_t tid() const { return tid_; }
-  // Unique per Task object: an exec can end a thread and give its tid (the leader's) to
-  // another, so a tid alone does not say that a Task& kept across a wait is still valid.
-  std::uint64_t serial() const { return serial_; }
+  // To find this Task again after a wait, if it still exists (TracedProcess::task(TaskRef)).
+  TaskRef ref() const { return {tid_, serial_}; }
   Role role() const { return role_; }
   void set_role(Role r) { role_ = r; }
   // Runs in our address space and is resumed after its stops. A fork child (or a task not yet
@@ -121,7 +127,7 @@ class Task {
 
   pid_t tid_;
   Role role_;
-  std::uint64_t serial_;
+  std::uint64_t serial_;  // unique per Task object
   State state_ = State::Running;
   WaitStatus last_stop_{0};
   user_regs_struct regs_{};
