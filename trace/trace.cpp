@@ -141,16 +141,15 @@ void TraceRun::take_new_processes() {
   for (TracedProcess* p : family_->take_new_members()) {
     ProcessTrace& tr = add_process(*p);
     ProcessTrace* parent = find_process(family_->parent_of(*p));
-    try {
+    // Outcome::Gone when it was killed while we set it up: its end is reported by the wait,
+    // and its session, as that of a process with nothing probed, has no site to step over.
+    p->unless_gone([&] {
       if (p->exec_ended()) {
         follow_exec(tr);
       } else if (p->alive()) {
         take_fork_child(tr, *parent);
       }
-    } catch (const Error&) {
-      // It was killed while we set it up: its end is reported by the wait.
-      if (!p->dying()) throw;
-    }
+    });
     if (!tr.step_over) tr.step_over = std::make_unique<SingleStepOver>();
     start_session(tr);
     tr.session->start();
@@ -366,15 +365,10 @@ TraceReport TraceRun::run() {
   // Interrupted while starting: nothing goes in, and the process is let go as it is.
   if (stop_requested()) {
     top.step_over = std::make_unique<SingleStepOver>();  // no site: never used
-  } else {
-    try {
-      install_image(top);
-    } catch (const Error&) {
-      // A write or an injected system call that failed because the process is exiting under
-      // us: there is nothing to probe; the session reports its end.
-      if (!p.dying()) throw;
-      if (!top.step_over) top.step_over = std::make_unique<SingleStepOver>();
-    }
+  } else if (p.unless_gone([&] { install_image(top); }) == Outcome::Gone) {
+    // A write or an injected system call that failed because the process is exiting under
+    // us: there is nothing to probe; the session reports its end.
+    if (!top.step_over) top.step_over = std::make_unique<SingleStepOver>();
   }
   start_session(top);
   if (opts_.announce) {

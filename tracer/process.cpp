@@ -334,15 +334,14 @@ void TracedProcess::take_over_fork(TracedProcess& parent, std::optional<WaitStat
   for (const auto& site : parent.sites_) {
     if (site->enabled()) sites_.add(site->address(), site->label()).adopt(site->saved_byte());
   }
-  try {
+  Outcome jumps_undone = unless_gone([&] {
     for (const auto& p : parent.patches_) {
       if (!p->installed()) continue;
       memory_.write(p->address(), p->patch().original_bytes());
       sites_.add(p->address(), p->label()).enable();
     }
-  } catch (const Error&) {
-    if (!dying()) throw;
-  }
+  });
+  if (jumps_undone == Outcome::Gone) return;  // killed meanwhile: nothing more to set up
   // Its scratch pages (step-over copies) were copied with the rest of its memory.
   scratch_pages_ = parent.scratch_pages_;
   if (parent.has_guardian()) start_guardian();

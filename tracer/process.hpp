@@ -23,6 +23,7 @@
 
 #include "breakpoint/patch_site.hpp"
 #include "breakpoint/site_table.hpp"
+#include "common/error.hpp"
 #include "tracer/events.hpp"
 #include "tracer/memory.hpp"
 #include "tracer/task.hpp"
@@ -51,6 +52,11 @@ std::optional<int> release_leftovers(std::vector<pid_t> tids, pid_t command, boo
 // fork + exec with the spec's redirections and CPU, untraced; an exec failure is reported
 // through a close-on-exec pipe and thrown here. The caller waits for the child.
 pid_t spawn(const LaunchSpec& spec);
+
+// What an operation on a traced process came to: Done, or Gone when the thread it worked on or
+// the whole process went away under it (a SIGKILL, another thread's exit_group(): writes to
+// its memory fail then). That is an expected outcome, not an error: its end is reported next.
+enum class Outcome { Done, Gone };
 
 // A new task as its parent's fork/vfork/clone event tells it (TracedProcess::new_task_of).
 struct NewTask {
@@ -108,6 +114,20 @@ class TracedProcess {
   // (exit_group() or a SIGKILL in progress; its memory may be gone already, so writes to it
   // fail with EIO). A failure to restore a byte then harms nobody.
   bool dying();
+  // Runs `op` on the process: a failure that comes from the thread or the process going away
+  // under it (TaskGone, or an Error while dying()) is Outcome::Gone; any other is thrown.
+  template <typename Op>
+  Outcome unless_gone(Op&& op) {
+    try {
+      op();
+    } catch (const TaskGone&) {
+      return Outcome::Gone;
+    } catch (const Error&) {
+      if (!dying()) throw;
+      return Outcome::Gone;
+    }
+    return Outcome::Done;
+  }
 
   // Runs the stopped process until its executable's entry point (AT_ENTRY), so that the
   // libraries it needs at start-up are mapped; all threads are stopped again afterwards.

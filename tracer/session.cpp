@@ -97,17 +97,9 @@ void Session::start() {
 
 bool Session::handle(const TaskEvent& ev) {
   hit_happened_ = false;
-  try {
-    dispatch(ev);
-  } catch (const TaskGone&) {
-    return false;  // killed while we handled it; its exit is reported next
-  } catch (const Error&) {
-    // A memory write that failed because the process is exiting under us (exit_group
-    // from another thread): its exit is reported next. Anything else is a real failure.
-    if (!proc_.dying()) throw;
-    return false;
-  }
-  return true;
+  // Gone: the thread was killed while we handled its event, or a memory write failed because
+  // the process is exiting under us (exit_group from another thread). Its exit comes next.
+  return proc_.unless_gone([&] { dispatch(ev); }) == Outcome::Done;
 }
 
 void Session::resume_after(const TaskEvent& ev) {
