@@ -159,9 +159,9 @@ void TracedProcess::kill() {
   }
   if (guardian_) guardian_->done();
   for (const auto& [tid, t] : tasks_) {
-    if (t.role() != Task::Role::Thread) ::kill(tid, SIGKILL);
+    if (t.role() != Task::Role::Thread) sys::kill(tid, SIGKILL);
   }
-  ::kill(pid_, SIGKILL);
+  sys::kill(pid_, SIGKILL);
   // Reap every task: with __WALL each traced thread reports its own exit, the leader last.
   while (!tasks_.empty()) {
     if (!events_.next_event_of(*this) && (errno == ECHILD || force_requested())) break;

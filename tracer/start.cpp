@@ -105,9 +105,9 @@ void check_exec_report(int fd, pid_t pid, const LaunchSpec& spec) {
   while (n < 0 && errno == EINTR);
   ::close(fd);
   if (n != static_cast<ssize_t>(sizeof msg)) return;
-  ::kill(pid, SIGKILL);
+  sys::kill(pid, SIGKILL);
   int status;
-  while (::waitpid(pid, &status, __WALL) == pid && !WaitStatus(status).gone()) {
+  while (sys::wait_for(pid, &status, __WALL) == pid && !WaitStatus(status).gone()) {
   }
   throw Error::from_errno("cannot launch '" + spec.argv[0] + "' (" + launch_step_name(msg[0]) + ")",
                           msg[1]);
@@ -117,7 +117,7 @@ void check_attachable(pid_t pid) {
   std::string p = std::to_string(pid);
   if (pid <= 0) throw UsageError("bad PID " + p);
   if (pid == ::getpid()) throw UsageError("process " + p + " is probecost itself");
-  if (::kill(pid, 0) < 0 && errno == ESRCH) throw UsageError("no process with PID " + p);
+  if (sys::kill(pid, 0) < 0 && errno == ESRCH) throw UsageError("no process with PID " + p);
   std::string state = stat_field(pid, 3);
   if (state.empty()) throw UsageError("no process with PID " + p);
   // A zombie leader whose other threads live (it called pthread_exit) is a running process.
@@ -154,7 +154,7 @@ std::unique_ptr<TracedProcess> TracedProcess::launch(const LaunchSpec& spec,
   int status = 0;
   // Retried on EINTR: a stop request now must not read the exec report of a child that is
   // still stopped before its exec (the read would wait for ever).
-  if (sys::wait_for(pid, &status, WUNTRACED) != pid || !WIFSTOPPED(status)) {
+  if (sys::wait_for(pid, &status, WUNTRACED) != pid || !WaitStatus(status).stopped()) {
     check_exec_report(report, pid, spec);  // it failed before its exec: say why
     throw Error("'" + spec.argv[0] + "' " + WaitStatus(status).describe() + " before its exec");
   }
@@ -162,13 +162,13 @@ std::unique_ptr<TracedProcess> TracedProcess::launch(const LaunchSpec& spec,
   if (sys::ptrace_call(PTRACE_SEIZE, pid, nullptr,
                        reinterpret_cast<void*>(kOptions | PTRACE_O_EXITKILL)) < 0) {
     int err = errno;
-    ::kill(pid, SIGKILL);
-    ::waitpid(pid, &status, 0);
+    sys::kill(pid, SIGKILL);
+    sys::wait_for(pid, &status, 0);
     throw Error::from_errno("cannot trace '" + spec.argv[0] + "' (PTRACE_SEIZE)", err);
   }
   // Seizing a stopped task re-traps it into a ptrace-stop that SIGCONT alone cannot end: it is
   // resumed below, and the exec report is read only once the exec has happened or failed.
-  ::kill(pid, SIGCONT);
+  sys::kill(pid, SIGCONT);
   std::unique_ptr<TracedProcess> proc(new TracedProcess(pid, true, events));
   proc->children_cpu_at_launch_ = children_cpu;
   for (;;) {
