@@ -13,11 +13,13 @@
 #include <optional>
 #include <sstream>
 
+#include "common/cpu.hpp"
 #include "common/error.hpp"
 #include "compare/stats.hpp"
 #include "compare/uprobe.hpp"
 #include "tracer/event_loop.hpp"
 #include "tracer/jump_probes.hpp"
+#include "tracer/proc_files.hpp"
 #include "tracer/symbols.hpp"
 #include "tracer/syscalls.hpp"
 
@@ -90,35 +92,10 @@ double thread_cpu_ns() {
 
 // The CPU a process last ran on: field 39 of /proc/PID/stat.
 int last_cpu_of(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::istringstream fields(stat.substr(stat.rfind(')') + 2));  // after "pid (comm) "
-  std::string f;
-  for (int i = 3; i <= 39 && fields >> f; ++i) {
-  }
-  return std::stoi(f);
+  std::string cpu = stat_field(pid, 39);
+  if (cpu.empty()) throw Error("process " + std::to_string(pid) + " is gone");
+  return std::stoi(cpu);
 }
-
-// Pins the calling thread for its lifetime, then puts the old affinity back.
-class PinThread {
- public:
-  explicit PinThread(int cpu) {
-    if (cpu < 0) return;
-    sched_getaffinity(0, sizeof old_, &old_);
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(cpu, &set);
-    if (sched_setaffinity(0, sizeof set, &set) < 0) throw Error::from_errno("pinning the tracer");
-    pinned_ = true;
-  }
-  ~PinThread() {
-    if (pinned_) sched_setaffinity(0, sizeof old_, &old_);
-  }
-
- private:
-  cpu_set_t old_{};
-  bool pinned_ = false;
-};
 
 // An anonymous file for the inferior's stdout: read back whole after it exits, never blocks.
 class CaptureFile {
@@ -143,10 +120,6 @@ class CaptureFile {
  private:
   int fd_;
 };
-
-std::string describe_end(int status) {
-  return WaitStatus(status).describe();
-}
 
 void fill_from_report(const std::string& text, const Mechanism& m, Sample& s) {
   nlohmann::json r;
@@ -219,15 +192,8 @@ std::vector<std::string> inferior_argv(const Mechanism& m, const RunConfig& cfg,
 }
 
 void run_untraced(const LaunchSpec& spec, Sample&) {
-  pid_t pid = spawn(spec);
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0) {
-    if (errno != EINTR) throw Error::from_errno("waitpid on the inferior");
-    if (stop_requested()) ::kill(pid, SIGKILL);
-  }
-  if (!WaitStatus(status).exited() || WaitStatus(status).exit_code() != 0) {
-    throw Error("the inferior " + describe_end(status));
-  }
+  WaitStatus ws = spawn_and_wait(spec);
+  if (!ws.exited() || ws.exit_code() != 0) throw Error("the inferior " + ws.describe());
 }
 
 constexpr std::uint32_t kJumpEventId = 1;
@@ -295,10 +261,11 @@ void run_jump(const Mechanism& m, Family& family, Sample& s) {
 
 void run_traced(const Mechanism& m, const LaunchSpec& spec, const RunConfig& cfg, Sample& s) {
   std::optional<PinThread> pin(std::in_place,
-                               cfg.cpus.tracer_cpu == kFollowTracee ? -1 : cfg.cpus.tracer_cpu);
+                               cfg.cpus.tracer_cpu == kFollowTracee ? -1 : cfg.cpus.tracer_cpu,
+                               "the tracer");
   auto family = Family::launch(spec);
   TracedProcess& p = family->root();
-  if (cfg.cpus.tracer_cpu == kFollowTracee) pin.emplace(last_cpu_of(p.pid()));
+  if (cfg.cpus.tracer_cpu == kFollowTracee) pin.emplace(last_cpu_of(p.pid()), "the tracer");
   if (m.jump()) {
     run_jump(m, *family, s);
     check_exit(p);

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "breakpoint/step_over.hpp"
+#include "common/clock.hpp"
 #include "trace/trace.hpp"
 #include "tracer/event_loop.hpp"
 #include "tracer/family.hpp"
@@ -26,7 +27,6 @@
 
 namespace probecost::trace_run {
 
-double now_s();
 // A thread's name (/proc/PID/task/TID/comm), read once, at its first hit.
 std::string thread_name(pid_t pid, pid_t tid);
 

@@ -4,7 +4,6 @@
 #include <sys/wait.h>
 
 #include <algorithm>
-#include <ctime>
 #include <optional>
 
 #include "common/error.hpp"
@@ -17,12 +16,6 @@ namespace probecost {
 namespace trace_run {
 
 namespace {
-
-double thread_cpu_s() {
-  timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 std::string describe_end(RunEnd end, const TracedProcess& proc) {
   switch (end) {

@@ -11,19 +11,12 @@
 
 #include "breakpoint/patch_site.hpp"
 #include "common/error.hpp"
+#include "common/fd.hpp"
 #include "tracer/maps.hpp"
 
 namespace probecost {
 
 namespace {
-
-// A file descriptor of ours, closed however we leave.
-struct Fd {
-  int fd = -1;
-  ~Fd() {
-    if (fd >= 0) ::close(fd);
-  }
-};
 
 // The header and site table of a jump area the tracee maps at `m`.
 std::optional<jump::ParsedArea> read_area(TracedProcess& proc, const Mapping& m, std::string& why) {
@@ -272,9 +265,9 @@ JumpProbes::Area JumpProbes::map_area(RuntimeAddr near) {
   }
   proc_.memory().write(name_at, saved);
 
-  Fd pidfd{static_cast<int>(::syscall(SYS_pidfd_open, proc_.proc_tid(), 0))};
-  Fd ours{pidfd.fd < 0 ? -1 : static_cast<int>(::syscall(SYS_pidfd_getfd, pidfd.fd, tracee_fd, 0))};
-  if (ours.fd < 0) {
+  Fd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, proc_.proc_tid(), 0)));
+  Fd ours(!pidfd ? -1 : static_cast<int>(::syscall(SYS_pidfd_getfd, pidfd.get(), tracee_fd, 0)));
+  if (!ours) {
     int err = errno;
     tracee_syscall(SYS_close, {tracee_fd, 0, 0, 0, 0, 0}, "close");
     throw Error::from_errno(
@@ -282,9 +275,9 @@ JumpProbes::Area JumpProbes::map_area(RuntimeAddr near) {
   }
   Area a;
   a.size = layout_.size;
-  if (::ftruncate(ours.fd, static_cast<off_t>(a.size)) != 0)
+  if (::ftruncate(ours.get(), static_cast<off_t>(a.size)) != 0)
     throw Error::from_errno("ftruncate of a jump area");
-  void* view = ::mmap(nullptr, a.size, PROT_READ | PROT_WRITE, MAP_SHARED, ours.fd, 0);
+  void* view = ::mmap(nullptr, a.size, PROT_READ | PROT_WRITE, MAP_SHARED, ours.get(), 0);
   if (view == MAP_FAILED) throw Error::from_errno("mmap of a jump area");
   a.view = static_cast<std::uint8_t*>(view);
 

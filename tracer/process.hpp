@@ -52,6 +52,9 @@ std::optional<int> release_leftovers(std::vector<pid_t> tids, pid_t command, boo
 // fork + exec with the spec's redirections and CPU, untraced; an exec failure is reported
 // through a close-on-exec pipe and thrown here. The caller waits for the child.
 pid_t spawn(const LaunchSpec& spec);
+// spawn(), then wait for the child's end. A stop request (stop_requested()) kills it: the
+// caller looks at the flag.
+WaitStatus spawn_and_wait(const LaunchSpec& spec);
 
 // What an operation on a traced process came to: Done, or Gone when the thread it worked on or
 // the whole process went away under it (a SIGKILL, another thread's exit_group(): writes to

@@ -2,7 +2,6 @@
 // spawning an untraced one (fork + exec with an honest exec error).
 #include <dirent.h>
 #include <fcntl.h>
-#include <sched.h>
 #include <signal.h>
 #include <sys/ptrace.h>
 #include <sys/wait.h>
@@ -13,11 +12,13 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/cpu.hpp"
 #include "common/error.hpp"
 #include "tracer/guardian.hpp"
 #include "tracer/proc_files.hpp"
 #include "tracer/process.hpp"
 #include "tracer/syscalls.hpp"
+#include "tracer/ticker.hpp"
 
 namespace probecost {
 
@@ -41,12 +42,7 @@ constexpr long kOptions = PTRACE_O_TRACECLONE | PTRACE_O_TRACEFORK | PTRACE_O_TR
   if (spec.stdin_fd >= 0 && ::dup2(spec.stdin_fd, 0) < 0) fail(1);
   if (spec.stdout_fd >= 0 && ::dup2(spec.stdout_fd, 1) < 0) fail(1);
   if (spec.stderr_fd >= 0 && ::dup2(spec.stderr_fd, 2) < 0) fail(1);
-  if (spec.cpu >= 0) {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(spec.cpu, &set);
-    if (::sched_setaffinity(0, sizeof set, &set) < 0) fail(2);
-  }
+  if (spec.cpu >= 0 && !pin_to_cpu(spec.cpu)) fail(2);
   // Stop here so the parent can PTRACE_SEIZE us before the exec (strace does the same).
   if (stop_first) ::raise(SIGSTOP);
   // execv, not execvp: on ENOEXEC execvp runs the file as a /bin/sh script, which would
@@ -137,6 +133,18 @@ pid_t spawn(const LaunchSpec& spec) {
   pid_t pid = fork_child(spec, false, report);
   check_exec_report(report, pid, spec);
   return pid;
+}
+
+WaitStatus spawn_and_wait(const LaunchSpec& spec) {
+  pid_t pid = spawn(spec);
+  int status = 0;
+  // Woken by the tick and by stop requests: a stop request ends the child (SIGKILL), whose
+  // end is then reaped as any other.
+  while (sys::wait_for(pid, &status, 0, true) < 0) {
+    if (errno != EINTR) throw Error::from_errno("waitpid on '" + spec.argv[0] + "'");
+    if (stop_requested()) sys::kill(pid, SIGKILL);
+  }
+  return WaitStatus(status);
 }
 
 TracedProcess::TracedProcess(pid_t pid, bool launched, EventSource& events)

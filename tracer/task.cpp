@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "common/error.hpp"
+#include "tracer/proc_files.hpp"
 #include "tracer/syscalls.hpp"
 
 namespace probecost {
@@ -158,11 +159,8 @@ bool sigtrap_pending(pid_t tid) {
 }
 
 char task_state_letter(pid_t tid) {
-  std::ifstream in(proc_path(tid, "stat"));
-  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  auto paren = stat.rfind(')');
-  if (paren == std::string::npos || paren + 2 >= stat.size()) return 0;
-  return stat[paren + 2];
+  std::string state = stat_field(tid, 3);
+  return state.empty() ? 0 : state[0];
 }
 
 bool blocked_in_vfork(pid_t tid) {
