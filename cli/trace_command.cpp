@@ -58,7 +58,7 @@ int trace_command(const std::vector<std::string>& all_args) {
   if (dashdash != all_args.end()) command.assign(dashdash + 1, all_args.end());
 
   TraceOptions opts;
-  std::string format, output, list, duration, stack_depth, top_text, folded;
+  std::string format, output, list, duration, stack_depth, top_text, folded, via, step_over;
   po::options_description desc(
       "probecost trace (-p PID | -- COMMAND ARGS...) -b PROBE [-b PROBE ...] [options]\n\n"
       "Puts int3 probes into a running process or a command, counts every hit with an empty\n"
@@ -84,12 +84,12 @@ int trace_command(const std::vector<std::string>& all_args) {
       "duration,d", po::value(&duration), "trace for this many seconds")(
       "kill-on-exit", po::bool_switch(&opts.kill_on_exit),
       "kill a launched command when the trace ends (default: it runs on untraced)")(
-      "via", po::value(&opts.via)->default_value("auto"),
+      "via", po::value(&via)->default_value("auto"),
       "int3, jump (a jmp to a trampoline: no trap, no stop per hit), or auto (a jump where the "
       "site allows, int3 elsewhere)")("events", po::bool_switch(&opts.events),
                                       "jump probes write a {TSC, id, arg} record per hit into a "
                                       "ring shared with probecost")(
-      "step-over", po::value(&opts.step_over)->default_value("auto"),
+      "step-over", po::value(&step_over)->default_value("auto"),
       "int3 probes: singlestep, emulate, outline or auto")(
       "format,f", po::value(&format)->default_value("text"), "text, json or csv")(
       "output,o", po::value(&output),
@@ -121,8 +121,8 @@ int trace_command(const std::vector<std::string>& all_args) {
       throw UsageError("bad --duration '" + duration + "': want seconds > 0");
     }
   }
-  check_step_over_name(opts.step_over);
-  check_via(opts.via);
+  opts.step_over = parse_step_over(step_over);
+  opts.via = parse_via(via);
   opts.stack_depth = static_cast<unsigned>(parse_count("--stack-depth", stack_depth, 1, 4096));
   unsigned top = static_cast<unsigned>(parse_count("--top", top_text, 0));
   for (const auto& p : opts.probes) parse_probe(p);  // syntax errors before touching anything

@@ -217,9 +217,7 @@ std::uint64_t add_spare_sites(TracedProcess& p, StepOver& step_over, unsigned co
   std::uint64_t n = 0;
   for (std::uint64_t off = 0; n < count && off + kSpareSiteBytes <= base.size;
        off += kSpareSiteBytes, ++n) {
-    BreakpointSite& spare = p.sites().add(base.address + off, kSpareSitesSymbol);
-    spare.enable();
-    step_over.prepare(spare);
+    add_int3_probe(p, step_over, base.address + off, kSpareSitesSymbol);
   }
   return n;
 }
@@ -277,11 +275,9 @@ void run_traced(const Mechanism& m, const LaunchSpec& spec, const RunConfig& cfg
   } else {
     // Stopped at exec: the executable is mapped (at its ASLR base), main() has not run.
     Symbol sym = ProcessSymbols(p.pid()).resolve(m.probe_symbol);
-    step_over = make_step_over(strategy_for(m, cfg), p.memory(),
+    step_over = make_step_over(parse_step_over(strategy_for(m, cfg)), p.memory(),
                                [&p](RuntimeAddr near) { return p.map_scratch(near); });
-    BreakpointSite& site = p.sites().add(sym.address, sym.name);
-    site.enable();
-    step_over->prepare(site);
+    BreakpointSite& site = add_int3_probe(p, *step_over, sym.address, sym.name);
     s.step_over_plan = step_over->describe(site);
     if (cfg.spare_probes) s.spare_probes = add_spare_sites(p, *step_over, cfg.spare_probes);
   }

@@ -37,19 +37,8 @@ std::vector<ResolvedProbe> TraceRun::resolve(ProcessTrace& tr, bool first_image)
 }
 
 void TraceRun::enable_int3(ProcessTrace& tr, const ResolvedProbe& probe) {
-  TracedProcess& p = *tr.proc;
-  BreakpointSite& site = p.sites().add(probe.address, probe.spec);
-  if (site.enabled()) return;  // two specs naming one address
-  try {
-    site.enable();
-  } catch (const SiteOccupied&) {
-    throw Error("cannot probe " + probe.spec + " (" + probe.symbol + " at " + probe.address.hex() +
-                ") in process " + std::to_string(p.pid()) +
-                ": it holds an int3 already. If a probecost was killed while tracing it, "
-                "'probecost restore -p " +
-                std::to_string(p.pid()) + "' puts the bytes back");
-  }
-  tr.step_over->prepare(site);
+  add_int3_probe(*tr.proc, *tr.step_over, probe.address, probe.spec,
+                 probe.spec + " (" + probe.symbol + " at " + probe.address.hex() + ")");
 }
 
 ProbeInstall TraceRun::place(ProcessTrace& tr, const ResolvedProbe& probe,
@@ -63,7 +52,7 @@ ProbeInstall TraceRun::place(ProcessTrace& tr, const ResolvedProbe& probe,
     // over the first bytes would send such a branch into the middle of the jmp (SIGILL).
     pl.why_not_jump = "an IFUNC implementation (" + probe.implementation +
                       "): other functions branch into its first bytes";
-    if (opts_.via == "jump") {
+    if (opts_.via == Via::Jump) {
       throw UsageError("cannot patch a jump at " + probe.spec + " (" + probe.address.hex() +
                        ") in process " + std::to_string(pid) + ": " + pl.why_not_jump +
                        " (--via auto falls back to int3 there)");
@@ -78,7 +67,7 @@ ProbeInstall TraceRun::place(ProcessTrace& tr, const ResolvedProbe& probe,
                               pl.why_not_jump);
       if (pl.jump) jump_at[probe.address.value()] = *pl.jump;
     }
-    if (!pl.jump && opts_.via == "jump") {
+    if (!pl.jump && opts_.via == Via::Jump) {
       throw UsageError("cannot patch a jump at " + probe.spec + " (" + probe.address.hex() +
                        ") in process " + std::to_string(pid) + ": " + pl.why_not_jump +
                        " (--via auto falls back to int3 there)");
@@ -99,7 +88,7 @@ void TraceRun::install_image(ProcessTrace& tr) {
   tr.step_over = make_step_over(opts_.step_over, p.memory(),
                                 [&p](RuntimeAddr near) { return p.map_scratch(near); });
   tr.jumps.reset();
-  if (opts_.via != "int3" && !opts_.stacks) {
+  if (opts_.via != Via::Int3 && !opts_.stacks) {
     JumpOptions jo;
     jo.events = opts_.events;
     jo.event_sites = static_cast<std::uint32_t>(std::max<std::size_t>(tr.probes.size(), 1));

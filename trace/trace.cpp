@@ -243,14 +243,14 @@ void TraceRun::close_image(ProcessTrace& tr) {
     pr.image = image;
     pr.why_not_jump = tr.installs[i].why_not_jump;
     if (auto j = tr.installs[i].jump) {
-      pr.via = "jump";
+      pr.via = Via::Jump;
       if (tr.jumps->events()) tr.jumps->drain(*j, true);
       pr.hits = tr.jumps->hits(*j);
       pr.events_read = tr.jumps->records_read(*j);
       pr.events_lost = tr.jumps->records_lost(*j);
       pr.step_over = "jump over " + std::to_string(tr.jumps->patched_length(*j)) + " bytes";
     } else {
-      pr.via = "int3";
+      pr.via = Via::Int3;
       BreakpointSite* site = tr.proc->sites().find(tr.probes[i].address);
       pr.hits = site ? site->hits : 0;
       pr.step_over = site ? tr.step_over->describe(*site) : "";
@@ -433,10 +433,27 @@ TraceReport TraceRun::run() {
 
 using trace_run::TraceRun;
 
-void check_via(const std::string& via) {
-  if (via != "int3" && via != "jump" && via != "auto") {
-    throw UsageError("unknown --via '" + via + "' (int3, jump or auto)");
+const char* via_name(Via via) {
+  switch (via) {
+    case Via::Int3:
+      return "int3";
+    case Via::Jump:
+      return "jump";
+    case Via::Auto:
+      break;
   }
+  return "auto";
+}
+
+Via parse_via(const std::string& text) {
+  for (Via v : {Via::Int3, Via::Jump, Via::Auto}) {
+    if (text == via_name(v)) return v;
+  }
+  throw UsageError("unknown --via '" + text + "' (int3, jump or auto)");
+}
+
+void check_via(const std::string& via) {
+  parse_via(via);
 }
 
 std::vector<Symbol> list_target_symbols(const TraceOptions& opts, const std::string& pattern) {
@@ -445,13 +462,12 @@ std::vector<Symbol> list_target_symbols(const TraceOptions& opts, const std::str
 }
 
 TraceReport run_trace(const TraceOptions& opts, std::ostream& notes) {
-  check_via(opts.via);
-  if (opts.stacks && opts.via == "jump") {
+  if (opts.stacks && opts.via == Via::Jump) {
     throw UsageError(
         "--stacks needs int3 probes: a jump probe never stops the thread to unwind it "
         "(use --via int3, or auto, which uses int3 with --stacks)");
   }
-  if (opts.events && opts.via == "int3") {
+  if (opts.events && opts.via == Via::Int3) {
     throw UsageError("--events needs jump probes (--via jump or auto)");
   }
   return TraceRun(opts, notes).run();

@@ -91,6 +91,24 @@ class Stopped final : public StoppedThread {
 
 }  // namespace
 
+BreakpointSite& add_int3_probe(TracedProcess& proc, StepOver& step_over, RuntimeAddr at,
+                               const std::string& label, const std::string& what) {
+  BreakpointSite& site = proc.sites().add(at, label);
+  if (site.enabled()) return site;  // two probes naming one address
+  try {
+    site.enable();
+  } catch (const SiteOccupied&) {
+    std::string pid = std::to_string(proc.pid());
+    throw Error("cannot probe " + (what.empty() ? label + " at " + at.hex() : what) +
+                " in process " + pid +
+                ": it holds an int3 already. If a probecost was killed while tracing it, "
+                "'probecost restore -p " +
+                pid + "' puts the bytes back");
+  }
+  step_over.prepare(site);
+  return site;
+}
+
 void Session::start() {
   for (auto& [tid, t] : proc_.tasks()) t.resume_if_settled();
 }

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 
 #include "breakpoint/step_over.hpp"
 #include "tracer/process.hpp"
@@ -17,6 +18,14 @@ struct SessionStats {
   std::uint64_t stops = 0;           // ptrace-stops handled (a classic hit is two)
   std::uint64_t signals_passed = 0;  // signals delivered on to the tracee
 };
+
+// Puts an int3 probe at `at` (its site named `label`) and readies `step_over` for its hits: the
+// one way in for int3 probes (trace, and compare's traced runs). A second probe at the same
+// address is the same site. Error naming `what` (by default the label and address) and the
+// process when the address holds an int3 already: a probecost killed while tracing it left one
+// (`probecost restore` puts the byte back), or the program's own.
+BreakpointSite& add_int3_probe(TracedProcess& proc, StepOver& step_over, RuntimeAddr at,
+                               const std::string& label, const std::string& what = {});
 
 class Session {
  public:
