@@ -87,6 +87,7 @@ class TraceRun {
 
  private:
   TracedProcess& root() { return family_->root(); }
+  ProcessTrace& begin();
   ProcessTrace& add_process(TracedProcess& proc);
   ProcessTrace* find_process(const TracedProcess* proc);
   void install_image(ProcessTrace& tr);
@@ -106,6 +107,8 @@ class TraceRun {
   RunEnd loop();
   void close_image(ProcessTrace& tr);
   void split_sharers(ProcessTrace& tr, ProbeReport& pr);
+  void report_processes();
+  void report_figures(std::uint64_t syscalls);
   void let_go();
   std::vector<pid_t> leftovers() const;
   std::uint64_t jump_hits(const ProcessTrace& tr) const;

@@ -1,14 +1,9 @@
 #include "trace/trace.hpp"
 
-#include <signal.h>
-#include <sys/wait.h>
-
-#include <algorithm>
 #include <optional>
 
 #include "common/error.hpp"
 #include "trace/run.hpp"
-#include "tracer/proc_files.hpp"
 #include "tracer/syscalls.hpp"
 
 namespace probecost {
@@ -89,102 +84,6 @@ std::uint64_t TraceRun::hits_so_far() const {
   return n;
 }
 
-void TraceRun::start_session(ProcessTrace& tr) {
-  if (opts_.stacks && !tr.rec.collector) tr.rec.collector.emplace(opts_.stack_depth);
-  tr.session = std::make_unique<Session>(*tr.proc, *tr.step_over);
-  ProcessTrace* t = &tr;
-  tr.session->set_hit_observer([this, t](pid_t tid, StoppedThread& thread, BreakpointSite& site) {
-    if (++t->rec.thread_hits[tid] == 1) {
-      t->rec.thread_names[tid] = thread_name(t->proc->pid(), tid);
-      // A process that shares this one's memory (a vfork child before its exec, a
-      // clone(CLONE_VM) child) hits the same int3: its hits are its own process's.
-      pid_t tgid = tgid_of(tid);
-      if (tgid && tgid != t->proc->pid()) t->rec.sharer_of[tid] = tgid;
-    }
-    ++t->rec.threads_by_site[site.address().value()][tid];
-    if (t->rec.collector) {
-      if (!t->symbols) t->symbols = std::make_unique<ProcessSymbols>(t->proc->proc_tid());
-      t->rec.record_stack(*t->symbols, tid, thread, site);
-    }
-  });
-}
-
-// A fork child holds a copy of its parent's probes (TracedProcess::follow_fork made them all
-// int3 sites): it gets a step-over of its own, over its own memory.
-void TraceRun::take_fork_child(ProcessTrace& tr, ProcessTrace& parent) {
-  TracedProcess& p = *tr.proc;
-  tr.images.push_back(parent.images.empty() ? std::string() : parent.images.back());
-  tr.probes = parent.probes;
-  for (const auto& pl : parent.installs) {
-    ProbeInstall mine;
-    mine.why_not_jump =
-        pl.jump ? "a fork child: the parent's jump is an int3 in its copy" : pl.why_not_jump;
-    tr.installs.push_back(mine);
-  }
-  tr.step_over = make_step_over(opts_.step_over, p.memory(),
-                                [&p](RuntimeAddr near) { return p.map_scratch(near); });
-  for (const auto& site : p.sites()) {
-    if (site->enabled()) tr.step_over->prepare(*site);
-  }
-}
-
-// Processes that became members of the family since the last look: a fork child, or a vfork
-// child that exec'd. Each is stopped until it is set up here.
-void TraceRun::take_new_processes() {
-  for (TracedProcess* p : family_->take_new_members()) {
-    ProcessTrace& tr = add_process(*p);
-    ProcessTrace* parent = find_process(family_->parent_of(*p));
-    // Outcome::Gone when it was killed while we set it up: its end is reported by the wait,
-    // and its session, as that of a process with nothing probed, has no site to step over.
-    p->unless_gone([&] {
-      if (p->exec_ended()) {
-        follow_exec(tr);
-      } else if (p->alive()) {
-        take_fork_child(tr, *parent);
-      }
-    });
-    if (!tr.step_over) tr.step_over = std::make_unique<SingleStepOver>();
-    start_session(tr);
-    tr.session->start();
-  }
-}
-
-// A process of ours exec'd: its old image's probes went with its address space. Its new image
-// is probed, or, with --no-follow-exec, the trace ends (the root) or lets it go (a child).
-// False when the whole trace is to end.
-bool TraceRun::follow_execs() {
-  for (std::size_t i = 0; i < processes_.size(); ++i) {
-    ProcessTrace& tr = *processes_[i];
-    if (!tr.proc->exec_ended() || !tr.session) continue;
-    if (!opts_.follow_exec) {
-      if (i == 0) return false;
-      close_image(tr);
-      tr.proc->detach();
-      continue;
-    }
-    close_image(tr);
-    follow_exec(tr);
-    tr.session->set_step_over(*tr.step_over);
-    tr.session->start();
-  }
-  return true;
-}
-
-void TraceRun::follow_exec(ProcessTrace& tr) {
-  TracedProcess& p = *tr.proc;
-  p.resume_after_exec();
-  double held_from = now_s();  // the new image's probes going in, every thread stopped
-  install_image(tr);
-  report_.held_s += now_s() - held_from;
-  if (!opts_.announce) return;
-  notes_ << "probecost trace: process " << p.pid();
-  if (TracedProcess* parent = family_->parent_of(p)) {
-    notes_ << " (child of " << parent->pid() << ")";
-  }
-  notes_ << " exec'd " << tr.images.back() << ": " << tr.probes.size()
-         << (tr.probes.size() == 1 ? " probe" : " probes") << " in the new image" << std::endl;
-}
-
 void TraceRun::on_tick() {
   double t = now_s();
   for (auto& tr : processes_) {
@@ -227,74 +126,6 @@ RunEnd TraceRun::loop() {
   });
   loop.set_between_events([this] { return between_events(); });
   return loop.run();
-}
-
-// A process's current image's results, once its probes are out (or its address space is
-// gone): jump counts and rings are final then.
-void TraceRun::close_image(ProcessTrace& tr) {
-  std::string image = tr.images.empty() ? std::string() : tr.images.back();
-  if (std::find(report_.images.begin(), report_.images.end(), image) == report_.images.end()) {
-    report_.images.push_back(image);
-  }
-  for (std::size_t i = 0; i < std::min(tr.probes.size(), tr.installs.size()); ++i) {
-    ProbeReport pr;
-    pr.pid = tr.proc->pid();
-    pr.probe = tr.probes[i];
-    pr.image = image;
-    pr.why_not_jump = tr.installs[i].why_not_jump;
-    if (auto j = tr.installs[i].jump) {
-      pr.via = Via::Jump;
-      if (tr.jumps->events()) tr.jumps->drain(*j, true);
-      pr.hits = tr.jumps->hits(*j);
-      pr.events_read = tr.jumps->records_read(*j);
-      pr.events_lost = tr.jumps->records_lost(*j);
-      pr.step_over = "jump over " + std::to_string(tr.jumps->patched_length(*j)) + " bytes";
-    } else {
-      pr.via = Via::Int3;
-      BreakpointSite* site = tr.proc->sites().find(tr.probes[i].address);
-      pr.hits = site ? site->hits : 0;
-      pr.step_over = site ? tr.step_over->describe(*site) : "";
-      pr.threads = tr.rec.threads_by_site[tr.probes[i].address.value()];
-      pr.stacks = tr.rec.top_stacks(tr.probes[i].address.value());
-      split_sharers(tr, pr);
-    }
-    report_.probes.push_back(pr);
-  }
-  report_.hits += jump_hits(tr);  // int3 hits come from the sessions' counts, over every image
-  for (auto& [tid, n] : tr.rec.thread_hits) report_.thread_hits[tid] += n;
-  for (auto& [tid, name] : tr.rec.thread_names) report_.thread_names.emplace(tid, name);
-  tr.rec.forget_image();
-  tr.probes.clear();
-  tr.installs.clear();
-  if (tr.jumps) tr.jumps.reset();
-}
-
-// The hits of threads of other processes that share this one's memory go to rows of their
-// own: one per process, as if it had its own copy of the probe.
-void TraceRun::split_sharers(ProcessTrace& tr, ProbeReport& pr) {
-  std::map<pid_t, ProbeReport> theirs;
-  for (auto it = pr.threads.begin(); it != pr.threads.end();) {
-    auto sharer = tr.rec.sharer_of.find(it->first);
-    if (sharer == tr.rec.sharer_of.end()) {
-      ++it;
-      continue;
-    }
-    ProbeReport& row = theirs.try_emplace(sharer->second, pr).first->second;
-    if (row.pid != sharer->second) {
-      row.pid = sharer->second;
-      row.hits = 0;
-      row.threads.clear();
-      row.stacks.clear();
-    }
-    row.hits += it->second;
-    row.threads[it->first] = it->second;
-    pr.hits -= it->second;
-    it = pr.threads.erase(it);
-  }
-  for (auto& [pid, row] : theirs) {
-    report_.probes.push_back(row);
-    sharers_[pid] = tr.proc->pid();
-  }
 }
 
 std::vector<pid_t> TraceRun::leftovers() const {
@@ -347,7 +178,8 @@ void TraceRun::let_go() {
   }
 }
 
-TraceReport TraceRun::run() {
+// The root's probes in, its session ready, and the user told: every thread is still stopped.
+ProcessTrace& TraceRun::begin() {
   TracedProcess& p = root();
   ProcessTrace& top = add_process(p);
   report_.pid = p.pid();
@@ -370,11 +202,16 @@ TraceReport TraceRun::run() {
            << (top.probes.size() == 1 ? " probe" : " probes")
            << (opts_.follow_forks ? ", following forks" : "") << "; Ctrl-C to stop" << std::endl;
   }
+  return top;
+}
+
+TraceReport TraceRun::run() {
+  ProcessTrace& top = begin();
   family_->set_following(opts_.follow_forks);
   t0_ = now_s();
   report_.held_s = t0_ - held_from_;
   double cpu0 = thread_cpu_s();
-  top.cpu0 = top.cpu_last = p.cpu_seconds();
+  top.cpu0 = top.cpu_last = root().cpu_seconds();
   next_progress_ = t0_ + 1;
   std::uint64_t syscalls0 = sys::counters().total();
   top.session->start();
@@ -382,50 +219,11 @@ TraceReport TraceRun::run() {
   report_.tracer_cpu_s = thread_cpu_s() - cpu0;
   if (opts_.progress) notes_ << "\r\033[K" << std::flush;
   report_.duration_s = now_s() - t0_;
-  report_.ending = describe_end(end, p);
+  report_.ending = describe_end(end, root());
   std::uint64_t syscalls = sys::counters().total() - syscalls0;
   let_go();
-  double children_cpu = 0;
-  for (auto& tr : processes_) {
-    close_image(*tr);
-    report_.hits += tr->session ? tr->session->stats().hits : 0;
-    if (tr.get() != &top) children_cpu += std::max(0.0, tr->cpu_last - tr->cpu0);
-    ProcessReport pr;
-    pr.pid = tr->proc->pid();
-    if (TracedProcess* parent = family_->parent_of(*tr->proc)) pr.parent = parent->pid();
-    pr.images = tr->images;
-    pr.end = tr->proc->end() ? tr->proc->end()->describe() : "let go";
-    report_.processes.push_back(pr);
-  }
-  for (const auto& [pid, parent] : sharers_) {
-    bool member = std::any_of(report_.processes.begin(), report_.processes.end(),
-                              [pid = pid](const ProcessReport& pr) { return pr.pid == pid; });
-    if (member) continue;
-    ProcessReport pr;
-    pr.pid = pid;
-    pr.parent = parent;
-    pr.end = "shared the memory of process " + std::to_string(parent) + " (never exec'd)";
-    report_.processes.push_back(pr);
-  }
-  for (const auto& probe : report_.probes) {
-    for (auto& pr : report_.processes) {
-      if (pr.pid == probe.pid) pr.hits += probe.hits;
-    }
-  }
-  for (const auto& spec : opts_.probes) {
-    if (!probed_specs_.count(spec)) report_.never_probed.push_back(spec);
-  }
-  report_.syscalls_per_hit = report_.hits ? static_cast<double>(syscalls) / report_.hits : 0;
-  // A launched command's CPU (from our RUSAGE_CHILDREN once it is reaped) includes the
-  // children it waited for; an attached process's does not.
-  report_.tracee_cpu_s = std::max(0.0, top.cpu_last - top.cpu0) + (p.launched() ? 0 : children_cpu);
-  if (report_.hits) {
-    report_.tracer_cpu_ns_per_hit = report_.tracer_cpu_s * 1e9 / report_.hits;
-    report_.cpu_ns_per_hit = (report_.tracer_cpu_s + report_.tracee_cpu_s) * 1e9 / report_.hits;
-  }
-  double stack_s = 0;
-  for (auto& tr : processes_) stack_s += tr->rec.stack_seconds;
-  report_.stack_ns_per_hit = report_.hits ? stack_s * 1e9 / report_.hits : 0;
+  report_processes();
+  report_figures(syscalls);
   return report_;
 }
 
