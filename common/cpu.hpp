@@ -24,7 +24,8 @@ class PinThread {
   PinThread(int cpu, const std::string& who) {
     if (cpu < 0) return;
     ::sched_getaffinity(0, sizeof old_, &old_);
-    if (!pin_to_cpu(cpu)) throw Error::from_errno("pinning " + who + " to CPU " + std::to_string(cpu));
+    if (!pin_to_cpu(cpu))
+      throw Error::from_errno("pinning " + who + " to CPU " + std::to_string(cpu));
     pinned_ = true;
   }
   ~PinThread() {

@@ -258,9 +258,8 @@ void run_jump(const Mechanism& m, Family& family, Sample& s) {
 }
 
 void run_traced(const Mechanism& m, const LaunchSpec& spec, const RunConfig& cfg, Sample& s) {
-  std::optional<PinThread> pin(std::in_place,
-                               cfg.cpus.tracer_cpu == kFollowTracee ? -1 : cfg.cpus.tracer_cpu,
-                               "the tracer");
+  std::optional<PinThread> pin(
+      std::in_place, cfg.cpus.tracer_cpu == kFollowTracee ? -1 : cfg.cpus.tracer_cpu, "the tracer");
   auto family = Family::launch(spec);
   TracedProcess& p = family->root();
   if (cfg.cpus.tracer_cpu == kFollowTracee) pin.emplace(last_cpu_of(p.pid()), "the tracer");

@@ -8,8 +8,8 @@
 
 #include "common/error.hpp"
 #include "run_capture.hpp"
-#include "tracer/ifunc.hpp"
 #include "tracer/event_loop.hpp"
+#include "tracer/ifunc.hpp"
 #include "tracer/symbols.hpp"
 
 using namespace probecost;

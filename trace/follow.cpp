@@ -26,7 +26,7 @@ void TraceRun::start_session(ProcessTrace& tr) {
   });
 }
 
-// A fork child holds a copy of its parent's probes (TracedProcess::follow_fork made them all
+// A fork child holds a copy of its parent's probes (TracedProcess::take_over_fork made them all
 // int3 sites): it gets a step-over of its own, over its own memory.
 void TraceRun::take_fork_child(ProcessTrace& tr, ProcessTrace& parent) {
   TracedProcess& p = *tr.proc;

@@ -42,7 +42,7 @@ void TraceRun::enable_int3(ProcessTrace& tr, const ResolvedProbe& probe) {
 }
 
 ProbeInstall TraceRun::place(ProcessTrace& tr, const ResolvedProbe& probe,
-                          std::map<std::uint64_t, std::size_t>& jump_at) {
+                             std::map<std::uint64_t, std::size_t>& jump_at) {
   ProbeInstall pl;
   pid_t pid = tr.proc->pid();
   if (tr.jumps && !probe.implementation.empty()) {

@@ -155,9 +155,10 @@ void write_csv(std::ostream& out, const TraceReport& r) {
     const ProbeReport& p = *pp;
     out << p.pid << "," << csv_field(p.image) << "," << csv_field(p.probe.spec) << ","
         << p.probe.address.hex() << "," << csv_field(p.probe.module) << ","
-        << csv_field(p.probe.symbol) << "," << csv_field(p.probe.implementation) << "," << via_name(p.via)
-        << "," << p.hits << "," << fmt("%.1f", r.duration_s > 0 ? p.hits / r.duration_s : 0.0)
-        << "," << (p.via == Via::Jump ? std::string() : std::to_string(p.threads.size())) << "\n";
+        << csv_field(p.probe.symbol) << "," << csv_field(p.probe.implementation) << ","
+        << via_name(p.via) << "," << p.hits << ","
+        << fmt("%.1f", r.duration_s > 0 ? p.hits / r.duration_s : 0.0) << ","
+        << (p.via == Via::Jump ? std::string() : std::to_string(p.threads.size())) << "\n";
   }
 }
 

@@ -95,7 +95,7 @@ class TraceRun {
   std::vector<ResolvedProbe> resolve(ProcessTrace& tr, bool first_image);
   void enable_int3(ProcessTrace& tr, const ResolvedProbe& probe);
   ProbeInstall place(ProcessTrace& tr, const ResolvedProbe& probe,
-                  std::map<std::uint64_t, std::size_t>& jump_at);
+                     std::map<std::uint64_t, std::size_t>& jump_at);
   void start_session(ProcessTrace& tr);
   void take_fork_child(ProcessTrace& tr, ProcessTrace& parent);
   void take_new_processes();
@@ -120,7 +120,7 @@ class TraceRun {
   std::vector<std::unique_ptr<ProcessTrace>> processes_;  // the root first
   TraceReport report_;
   std::set<std::string> probed_specs_;  // specs that named something in some image
-  std::map<pid_t, pid_t> sharers_;  // a process that shared a traced one's memory -> that one
+  std::map<pid_t, pid_t> sharers_;      // a process that shared a traced one's memory -> that one
   double t0_ = 0, next_progress_ = 0;
   double held_from_;  // every thread is stopped from here until the session runs
 };

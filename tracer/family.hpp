@@ -83,7 +83,7 @@ class Family final : public EventSource {
   std::optional<WaitStatus> take_orphan(pid_t tid);
   TracedProcess& add_member(std::unique_ptr<TracedProcess> member, TracedProcess& parent);
 
-  Ticker ticker_;  // bounds every wait (see ticker.hpp)
+  Ticker ticker_;                                        // bounds every wait (see ticker.hpp)
   std::vector<std::unique_ptr<TracedProcess>> members_;  // the root first
   std::map<const TracedProcess*, TracedProcess*> parents_;
   // Where each task was last found: checked against the member's own tasks before use.

@@ -273,8 +273,7 @@ pid_t TracedProcess::add_new_task(const NewTask& child, Task& parent,
   // be dropped (the thread would go on one byte past the site, its first instruction skipped).
   // A first stop that came before any of us knew the task is held by the event owner.
   Task* known = task(child.tid);
-  bool reported =
-      first_stop || (known && known->stopped() && known->role() == Task::Role::Unknown);
+  bool reported = first_stop || (known && known->stopped() && known->role() == Task::Role::Unknown);
   Task& c = add_task(child.tid, child.role);
   c.set_role(child.role);
   if (first_stop) c.note_stop(*first_stop);

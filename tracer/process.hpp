@@ -135,7 +135,7 @@ class TracedProcess {
   // Runs the stopped process until its executable's entry point (AT_ENTRY), so that the
   // libraries it needs at start-up are mapped; all threads are stopped again afterwards.
   void run_to_entry();
-  // After the exec that ended a Session::run: the old image's sites, jumps and scratch pages
+  // After an exec (exec_ended()): the old image's sites, jumps and scratch pages
   // are dropped, and the new image is run to its entry point, ready to be probed.
   void resume_after_exec();
 

@@ -11,9 +11,9 @@
 #include "breakpoint/jump_area.hpp"
 #include "breakpoint/site.hpp"
 #include "common/error.hpp"
+#include "tracer/family.hpp"
 #include "tracer/jump_probes.hpp"
 #include "tracer/maps.hpp"
-#include "tracer/family.hpp"
 #include "tracer/symbols.hpp"
 
 namespace probecost {

@@ -154,8 +154,7 @@ std::unique_ptr<TracedProcess> TracedProcess::follower(pid_t pid, EventSource& e
   return std::unique_ptr<TracedProcess>(new TracedProcess(pid, false, events));
 }
 
-std::unique_ptr<TracedProcess> TracedProcess::launch(const LaunchSpec& spec,
-                                                     EventSource& events) {
+std::unique_ptr<TracedProcess> TracedProcess::launch(const LaunchSpec& spec, EventSource& events) {
   double children_cpu = children_cpu_seconds();
   int report;
   pid_t pid = fork_child(spec, true, report);
