@@ -18,6 +18,7 @@
 #include "cli/output.hpp"
 #include "cli/parse.hpp"
 #include "common/error.hpp"
+#include "common/paths.hpp"
 #include "trace/report.hpp"
 #include "trace/trace.hpp"
 #include "tracer/wait_status.hpp"
@@ -27,10 +28,6 @@ namespace po = boost::program_options;
 namespace probecost::cli {
 
 namespace {
-
-std::string base_name(const std::string& path) {
-  return path.substr(path.rfind('/') + 1);
-}
 
 // Whether the progress line may be drawn: standard error is a terminal, and the traced program
 // (`pid`, or, for a command we launch, our own streams, which it inherits) has neither its

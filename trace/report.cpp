@@ -8,15 +8,12 @@
 #include <sstream>
 #include <vector>
 
+#include "common/paths.hpp"
 #include "tracer/wait_status.hpp"
 
 namespace probecost {
 
 namespace {
-
-std::string base_name(const std::string& path) {
-  return path.substr(path.rfind('/') + 1);
-}
 
 std::string fmt(const char* f, double v) {
   char buf[64];
