@@ -5,6 +5,7 @@ set -euo pipefail
 packages=(
   build-essential cmake pkg-config
   libunwind-dev libelf-dev libdw-dev
+  libiberty-dev  # cplus_demangle: C++ probe names as c++filt and gdb demangle them
   libboost-program-options-dev
   googletest libgtest-dev
   libzydis-dev nlohmann-json3-dev
