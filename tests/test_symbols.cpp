@@ -112,9 +112,9 @@ TEST(Symbols, AModuleIsNamedByFileNameSonameOrPath) {
     FAIL() << "resolve should have thrown";
   } catch (const UnknownModule& e) {
     std::string what = e.what();
-    EXPECT_NE(
-        what.find("no module 'libprobecost_soname.so' in process " + std::to_string(proc->root().pid())),
-        std::string::npos)
+    EXPECT_NE(what.find("no module 'libprobecost_soname.so' in process " +
+                        std::to_string(proc->root().pid())),
+              std::string::npos)
         << what;
     EXPECT_NE(what.find("libprobecost_soname.so.1.2.3"), std::string::npos) << what;
     EXPECT_EQ(what.find("no function symbol"), std::string::npos) << what;
