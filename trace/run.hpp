@@ -94,8 +94,8 @@ class TraceRun {
   void refuse_leftovers(ProcessTrace& tr);
   std::vector<ResolvedProbe> resolve(ProcessTrace& tr, bool first_image);
   void enable_int3(ProcessTrace& tr, const ResolvedProbe& probe);
-  ProbeInstall place(ProcessTrace& tr, const ResolvedProbe& probe,
-                     std::map<std::uint64_t, std::size_t>& jump_at);
+  std::vector<ProbeInstall> place_jumps(ProcessTrace& tr);
+  ScratchMapper scratch_mapper(TracedProcess& p);
   void start_session(ProcessTrace& tr);
   void take_fork_child(ProcessTrace& tr, ProcessTrace& parent);
   void take_new_processes();
