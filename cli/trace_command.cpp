@@ -18,6 +18,7 @@
 #include "cli/output.hpp"
 #include "cli/parse.hpp"
 #include "common/error.hpp"
+#include "common/format.hpp"
 #include "common/paths.hpp"
 #include "trace/report.hpp"
 #include "trace/trace.hpp"
@@ -111,9 +112,7 @@ int trace_command(const std::vector<std::string>& all_args) {
                               : "nothing to trace: give -p PID or -- COMMAND ARGS...");
   }
   opts.command = command;
-  if (format != "text" && format != "json" && format != "csv") {
-    throw UsageError("bad format '" + format + "' (text, json or csv)");
-  }
+  Format report_format = parse_format(format);
   if (vm.count("duration")) opts.duration_s = parse_seconds("--duration", duration);
   opts.step_over = parse_step_over(step_over);
   opts.via = parse_via(via);
@@ -142,9 +141,9 @@ int trace_command(const std::vector<std::string>& all_args) {
   opts.follow_forks = vm.count("follow-forks") > 0;
   TraceReport report = run_trace(opts, std::cerr);
   std::ostringstream text;
-  if (format == "json") {
+  if (report_format == Format::Json) {
     text << trace_json(report).dump(2) << "\n";
-  } else if (format == "csv") {
+  } else if (report_format == Format::Csv) {
     write_trace_csv(text, report);
   } else {
     write_trace_text(text, report, top, vm.count("verbose") > 0);
