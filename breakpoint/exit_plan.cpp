@@ -147,8 +147,12 @@ void plan_exit(const Function& f, std::span<const std::uint8_t> code, std::size_
 
 }  // namespace
 
-bool is_exit(const Instruction& in, RuntimeAddr function, RuntimeAddr end) {
-  auto leaves = [&](RuntimeAddr to) { return to < function || to >= end || to == function; };
+bool is_exit(const Instruction& in, RuntimeAddr function, RuntimeAddr end,
+             const OwnPart& own_part) {
+  auto leaves = [&](RuntimeAddr to) {
+    if (to == function) return true;
+    return (to < function || to >= end) && !(own_part && own_part(to));
+  };
   switch (in.flow) {
     case Flow::Return:
       return in.mnemonic == ZYDIS_MNEMONIC_RET;
@@ -162,7 +166,8 @@ bool is_exit(const Instruction& in, RuntimeAddr function, RuntimeAddr end) {
   }
 }
 
-CallPlans plan_calls(RuntimeAddr function, std::span<const std::uint8_t> code) {
+CallPlans plan_calls(RuntimeAddr function, std::span<const std::uint8_t> code,
+                     const OwnPart& own_part) {
   CallPlans out;
   auto insns = decode_function(function, code, out.undecodable);
   if (!insns) return out;
@@ -174,7 +179,7 @@ CallPlans plan_calls(RuntimeAddr function, std::span<const std::uint8_t> code) {
     if (in.flow == Flow::IndirectJump && !in.rip_relative) out.unseen_exits.push_back(in);
   }
   auto first_exit = std::find_if(insns->begin(), insns->end(),
-                                 [&](const Instruction& in) { return is_exit(in, function, end); });
+                                 [&](const Instruction& in) { return is_exit(in, function, end, own_part); });
   if (!out.entry && indirect.empty() && first_exit != insns->end()) {
     // plan_jump refuses an entry patch with a ret in it: a short function may be patched whole.
     std::string no;
@@ -183,7 +188,7 @@ CallPlans plan_calls(RuntimeAddr function, std::span<const std::uint8_t> code) {
   }
   for (std::size_t k = 0; k < insns->size(); ++k) {
     const Instruction& in = (*insns)[k];
-    if (!is_exit(in, function, end)) continue;
+    if (!is_exit(in, function, end, own_part)) continue;
     if (!indirect.empty()) {
       add_int3_exit(out, in, indirect);
     } else {

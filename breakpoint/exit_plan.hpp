@@ -17,6 +17,7 @@
 // The module-wide checks (branches from other functions, landing pads, threads inside a range)
 // are the tracer's, as for any jump plan (tracer/jump_checks.cpp). Frames left by a C++
 // exception or longjmp run no exit: the recording closes them by their sp (record/pairing).
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -44,12 +45,20 @@ struct CallPlans {
   std::vector<Instruction> unseen_exits;
 };
 
+// Whether an address outside the function is still the function: GCC moves its unlikely paths
+// (a throw, an abort) into a symbol of their own, "f.cold", reached by a jmp in the same frame.
+// A jump there is no exit; the cold part's own ways out are not seen (a frame left through one
+// ends unmatched, closed by its sp, never guessed).
+using OwnPart = std::function<bool(RuntimeAddr)>;
+
 // Whether `in`, in the function [function, end), leaves it (see above); a conditional one only
 // when taken.
-bool is_exit(const Instruction& in, RuntimeAddr function, RuntimeAddr end);
+bool is_exit(const Instruction& in, RuntimeAddr function, RuntimeAddr end,
+             const OwnPart& own_part = nullptr);
 
 // `code`: the whole function at `function`, as its file holds it. Whatever cannot be patched
 // is an int3, with the reason.
-CallPlans plan_calls(RuntimeAddr function, std::span<const std::uint8_t> code);
+CallPlans plan_calls(RuntimeAddr function, std::span<const std::uint8_t> code,
+                     const OwnPart& own_part = nullptr);
 
 }  // namespace probecost

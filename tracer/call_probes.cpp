@@ -81,7 +81,11 @@ std::vector<JumpProbes::Candidate> JumpProbes::call_candidates(
       out[i].undecodable = "no function symbol with a size starts at " + r.function.hex();
       continue;
     }
-    CallPlans p = plan_calls(fn->address, original_code(*fn, maps));
+    auto own_part = [&symbols, &fn](RuntimeAddr to) {
+      auto part = symbols.sized_function_containing(to);
+      return part && part->module == fn->module && part->name.starts_with(fn->name + ".cold");
+    };
+    CallPlans p = plan_calls(fn->address, original_code(*fn, maps), own_part);
     from_plans(p, out[i]);
     if (!p.undecodable.empty()) continue;
     if (!p.entry) probes.emplace_back(r.function, r.label + "'s entry (an int3)");

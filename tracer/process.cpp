@@ -294,6 +294,7 @@ bool TracedProcess::on_first_stop(Task& t) {
       release_fork_child(t);
       return false;
     default:
+      if (new_thread_) new_thread_(t);
       return true;
   }
 }

@@ -16,6 +16,7 @@
 
 #include <array>
 #include <map>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -175,6 +176,9 @@ class TracedProcess {
   // The first stop of a task made by fork/clone: resumed, held, or released by its kind.
   // False when the task is held or gone (nothing for the caller to resume).
   bool on_first_stop(Task& task);
+  // Called with each new thread (or task sharing our memory) at its first stop, before it
+  // runs anything: `probecost record` reads its fs_base there.
+  void set_new_thread_observer(std::function<void(Task&)> f) { new_thread_ = std::move(f); }
 
   // This process is a fork child of `parent`: wait for its first stop unless it came
   // (`first_stop`), then take over the copy of the parent's probes its memory holds: the int3
@@ -256,6 +260,7 @@ class TracedProcess {
   bool launched_;
   EventSource& events_;
   ProcMemory memory_;
+  std::function<void(Task&)> new_thread_;
   SiteTable sites_;
   std::vector<std::unique_ptr<PatchSite>> patches_;
   std::map<pid_t, Task> tasks_;
