@@ -10,9 +10,8 @@ void TraceRun::start_session(ProcessTrace& tr) {
   if (opts_.stacks && !tr.rec.collector) tr.rec.collector.emplace(opts_.stack_depth);
   tr.session = std::make_unique<Session>(*tr.proc, *tr.step_over);
   ProcessTrace* t = &tr;
-  tr.proc->set_new_thread_observer([t](Task& task) {
-    const user_regs_struct* regs = t->feed ? task.regs() : nullptr;
-    if (regs) t->feed->thread_appeared(task.tid(), regs->fs_base);
+  tr.proc->set_new_thread_observer([t](pid_t tid, std::uint64_t fs_base) {
+    if (t->feed) t->feed->thread_appeared(tid, fs_base);
   });
   tr.session->set_hit_observer([this, t](pid_t tid, StoppedThread& thread, BreakpointSite& site) {
     if (t->feed) t->feed->on_int3(tid, site.address(), thread.regs());
