@@ -9,6 +9,7 @@
 //   threads N    4 threads, add3 N times each
 //   signal N     in_signal(i) N times; each raises SIGUSR1, whose handler calls leaf
 //   spin N       spin(ticks) N times: spins for `ticks` TSC ticks (argv[3])
+//   bench N      add3 N times in a loop, timed: prints the ns per iteration (probe costs)
 //   serve        reads "N\n" lines on stdin, calls add3 N times per line, answers the sum
 #include <pthread.h>
 #include <setjmp.h>
@@ -18,6 +19,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <stdexcept>
 #include <string>
 
@@ -138,6 +140,13 @@ int main(int argc, char** argv) {
   } else if (mode == "spin") {
     unsigned long ticks = argc > 3 ? std::strtoul(argv[3], nullptr, 10) : 100000;
     for (long i = 0; i < n; ++i) sum += spin(ticks);
+  } else if (mode == "bench") {
+    timespec t0{}, t1{};
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (long i = 0; i < n; ++i) sum += add3(i, 1, 2);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double ns = (t1.tv_sec - t0.tv_sec) * 1e9 + (t1.tv_nsec - t0.tv_nsec);
+    std::printf("%.2f ns per call\n", n ? ns / static_cast<double>(n) : 0.0);
   } else if (mode == "serve") {
     std::printf("ready\n");
     std::fflush(stdout);
