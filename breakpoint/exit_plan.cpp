@@ -178,8 +178,9 @@ CallPlans plan_calls(RuntimeAddr function, std::span<const std::uint8_t> code,
   for (const auto& in : *insns) {
     if (in.flow == Flow::IndirectJump && !in.rip_relative) out.unseen_exits.push_back(in);
   }
-  auto first_exit = std::find_if(insns->begin(), insns->end(),
-                                 [&](const Instruction& in) { return is_exit(in, function, end, own_part); });
+  auto first_exit = std::find_if(insns->begin(), insns->end(), [&](const Instruction& in) {
+    return is_exit(in, function, end, own_part);
+  });
   if (!out.entry && indirect.empty() && first_exit != insns->end()) {
     // plan_jump refuses an entry patch with a ret in it: a short function may be patched whole.
     std::string no;

@@ -87,8 +87,8 @@ int record_command(const std::vector<std::string>& all_args) {
       "duration,d", po::value(&duration), "record for this many seconds")(
       "all-matches", po::bool_switch(&opts.all_matches),
       "a symbol found in several modules: record all of them")(
-      "follow-forks,F", "also record the processes it forks, as strace -f does")(
-      "quiet,q", "no notes");
+      "follow-forks,F", "also record the processes it forks, as strace -f does")("quiet,q",
+                                                                                 "no notes");
   po::variables_map vm = parse_options(args, desc, "record");
   if (vm.count("help")) {
     std::cout << desc << "\n";

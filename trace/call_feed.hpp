@@ -61,7 +61,7 @@ class CallFeed {
   int args_;
   std::unordered_map<std::uint64_t, Int3Role> int3_;
   std::unordered_map<std::uint64_t, std::vector<Since>> threads_;  // by thread pointer
-  std::vector<record::Event> int3_events_;                          // not handed on yet
+  std::vector<record::Event> int3_events_;                         // not handed on yet
   std::vector<jump::CallRecord> records_;
   std::map<pid_t, std::string> names_;  // as each thread appeared
   std::set<pid_t> named_;               // threads whose name the recording has

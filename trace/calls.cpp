@@ -63,8 +63,8 @@ std::vector<std::uint32_t> TraceRun::recording_probes(const ProcessTrace& tr) {
 
 std::vector<ProbeInstall> TraceRun::place_calls(ProcessTrace& tr) {
   TracedProcess& p = *tr.proc;
-  tr.feed = std::make_unique<CallFeed>(*recording_, p.pid(), recording_probes(tr),
-                                       opts_.calls->args);
+  tr.feed =
+      std::make_unique<CallFeed>(*recording_, p.pid(), recording_probes(tr), opts_.calls->args);
   tr.feed->threads_of(p);
   recording_->process_name(p.pid(), base_name(tr.images.back()));
   std::vector<CallRequest> requests;
@@ -107,8 +107,8 @@ std::vector<ProbeInstall> TraceRun::place_calls(ProcessTrace& tr) {
     }
   }
   if (!tr.jumps->calls_refused().empty() && opts_.announce) {
-    notes_ << opts_.tool << ": " << tr.jumps->calls_refused()
-           << "; every entry and exit is an int3" << std::endl;
+    notes_ << opts_.tool << ": " << tr.jumps->calls_refused() << "; every entry and exit is an int3"
+           << std::endl;
   }
   return out;
 }

@@ -51,12 +51,12 @@ struct TraceOptions {
   bool kill_on_exit = false;
   StepOverChoice step_over = StepOverChoice::Auto;
   Via via = Via::Auto;
-  bool events = false;        // jump probes write a record per hit, drained while it runs
+  bool events = false;  // jump probes write a record per hit, drained while it runs
   const CallRecording* calls = nullptr;  // record calls (`probecost record`): see above
-  bool follow_exec = true;    // after an exec, probe the new image (else the trace ends)
-  bool follow_forks = false;  // probe the children of fork, vfork and clone too
-  bool progress = false;      // one line per second on stderr
-  bool announce = true;       // "tracing ..." on stderr once the probes are in
+  bool follow_exec = true;               // after an exec, probe the new image (else the trace ends)
+  bool follow_forks = false;             // probe the children of fork, vfork and clone too
+  bool progress = false;                 // one line per second on stderr
+  bool announce = true;                  // "tracing ..." on stderr once the probes are in
   std::string tool = "probecost trace";  // what the notes on stderr begin with
   // A launched command's standard streams (dup2'd onto 0, 1, 2 when >= 0) and the CPU it is
   // pinned to (when >= 0), as in LaunchSpec. `probecost overhead` runs commands this way.

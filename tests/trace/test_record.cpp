@@ -46,8 +46,8 @@ struct Recorded {
            std::vector<std::string> extra = {}) {
     std::vector<std::string> target = {CALLS_TARGET, mode, std::to_string(n)};
     plain = run_command(target);
-    std::vector<std::string> argv = {PROBECOST_BIN, "record", "-o", dir / "t.json",
-                                     "--summary-json", dir / "s.json"};
+    std::vector<std::string> argv = {PROBECOST_BIN,  "record",         "-o",
+                                     dir / "t.json", "--summary-json", dir / "s.json"};
     for (const auto& p : probes) argv.insert(argv.end(), {"-b", p});
     argv.insert(argv.end(), extra.begin(), extra.end());
     argv.push_back("--");
@@ -185,9 +185,9 @@ TEST(Record, LatencyOfAKnownSpin) {
   // spin(ticks) spins for `ticks` TSC ticks: about 200 us at any frequency above 1 GHz.
   const unsigned long ticks = 500000;
   TempDir dir;
-  Result r = run_command({PROBECOST_BIN, "record", "-b", "spin", "-o", dir / "t.json",
-                          "--summary-json", dir / "s.json", "--", CALLS_TARGET, "spin", "50",
-                          std::to_string(ticks)});
+  Result r =
+      run_command({PROBECOST_BIN, "record", "-b", "spin", "-o", dir / "t.json", "--summary-json",
+                   dir / "s.json", "--", CALLS_TARGET, "spin", "50", std::to_string(ticks)});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   Json trace = read_json(dir / "t.json"), p = read_json(dir / "s.json")["probes"][0];
   double hz = trace["otherData"]["tsc_hz"];

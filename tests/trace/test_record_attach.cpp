@@ -21,8 +21,8 @@ class RecordRun {
   RecordRun(pid_t target, std::vector<std::string> extra) {
     char tmpl[] = "/tmp/probecost-record-XXXXXX";
     dir = ::mkdtemp(tmpl);
-    std::vector<std::string> args = {PROBECOST_BIN, "record",         "-p",
-                                     std::to_string(target), "-o",     dir + "/t.json",
+    std::vector<std::string> args = {PROBECOST_BIN,          "record",       "-p",
+                                     std::to_string(target), "-o",           dir + "/t.json",
                                      "--summary-json",       dir + "/s.json"};
     args.insert(args.end(), extra.begin(), extra.end());
     int err[2];
@@ -131,11 +131,11 @@ TEST(RecordAttach, BadInputExits2Untouched) {
   Target target(std::vector<std::string>{CALLS_TARGET, "serve"});
   std::string pid = std::to_string(target.pid);
   std::vector<std::vector<std::string>> bad = {
-      {"-b", "add3"},                                               // no -o
-      {"-b", "add3", "-o", "/nonexistent/dir/t.json"},              // unwritable
-      {"-b", "add3", "-o", "/tmp/t.json", "--args", "7"},           // too many arguments
-      {"-b", "add3", "-o", "/tmp/t.json", "--format", "xml"},       // no such format
-      {"-o", "/tmp/t.json"},                                        // no probe
+      {"-b", "add3"},                                                // no -o
+      {"-b", "add3", "-o", "/nonexistent/dir/t.json"},               // unwritable
+      {"-b", "add3", "-o", "/tmp/t.json", "--args", "7"},            // too many arguments
+      {"-b", "add3", "-o", "/tmp/t.json", "--format", "xml"},        // no such format
+      {"-o", "/tmp/t.json"},                                         // no probe
       {"-b", "no_such_function", "-o", "/tmp/probecost-never.json"}  // names nothing
   };
   for (auto args : bad) {
