@@ -35,8 +35,8 @@ std::string int3_note(const CallInstall& in) {
 
 }  // namespace
 
-// Each of the image's probes as a probe of the recording, which the first image makes. A
-// function a later image (an exec) probes that the first did not is not recorded.
+// Each of the image's probes as a probe of the recording, which the first image with probes
+// makes. A function a later image (an exec) probes that the first did not is not recorded.
 std::vector<std::uint32_t> TraceRun::recording_probes(const ProcessTrace& tr) {
   if (!recording_) {
     for (const auto& p : tr.probes) recorded_.push_back(probe_info(p));
@@ -63,6 +63,8 @@ std::vector<std::uint32_t> TraceRun::recording_probes(const ProcessTrace& tr) {
 
 std::vector<ProbeInstall> TraceRun::place_calls(ProcessTrace& tr) {
   TracedProcess& p = *tr.proc;
+  // An image with nothing to probe (`-F -- sh -c ...`'s shell) makes no recording yet.
+  if (tr.probes.empty()) return {};
   tr.feed =
       std::make_unique<CallFeed>(*recording_, p.pid(), recording_probes(tr), opts_.calls->args);
   tr.feed->threads_of(p);
