@@ -99,7 +99,9 @@ std::vector<ProbeInstall> TraceRun::place_calls(ProcessTrace& tr) {
     }
     for (const auto& e : in.int3_exits) {
       add_int3_probe(p, *tr.step_over, e.exit.address, probe.spec + " (exit)");
-      tr.feed->int3_site(e.exit.address, id, true);
+      std::optional<std::uint8_t> taken_if;
+      if (e.exit.flow == Instruction::Flow::RelCondJump) taken_if = e.exit.condition;
+      tr.feed->int3_site(e.exit.address, id, true, taken_if);
     }
     if (!in.unseen_exits.empty() && opts_.announce) {
       notes_ << opts_.tool << ": " << probe.spec << " has " << in.unseen_exits.size()
