@@ -109,7 +109,7 @@ void CallFeed::lost(const jump::CallReader& reader) {
   lost_counted_ = true;
   for (std::uint32_t id = 0; id < probe_of_id_.size(); ++id) {
     std::uint64_t n = reader.lost(id);
-    if (n) rec_.lost({pid_, 0, probe_of_id_[id], n});
+    if (n) rec_.lost({pid_, 0, probe_of_id_[id], n, __rdtsc()});
   }
 }
 

@@ -68,7 +68,10 @@ std::vector<ProbeInstall> TraceRun::place_calls(ProcessTrace& tr) {
   tr.feed =
       std::make_unique<CallFeed>(*recording_, p.pid(), recording_probes(tr), opts_.calls->args);
   tr.feed->threads_of(p);
-  recording_->process_name(p.pid(), base_name(tr.images.back()));
+  // Its comm, as ps and perf name it: the name it was run by (redis-server, a symlink to
+  // redis-check-rdb), where the image's file name is the link's target.
+  std::string comm = thread_name(p.pid(), p.pid());
+  recording_->process_name(p.pid(), comm.empty() ? base_name(tr.images.back()) : comm);
   std::vector<CallRequest> requests;
   for (std::size_t i = 0; i < tr.probes.size(); ++i) {
     const ResolvedProbe& probe = tr.probes[i];

@@ -254,6 +254,21 @@ TEST(Record, ChromeJsonIsTraceEventFormat) {
   EXPECT_EQ(complete, 400u);
 }
 
+TEST(Record, ProcessNamedAsItWasRun) {
+  // Run through a symlink (as redis-server is to redis-check-rdb): named by the link, as ps does.
+  TempDir dir;
+  fs::create_symlink(CALLS_TARGET, dir / "calls-link");
+  Result r = run_command({PROBECOST_BIN, "record", "-q", "-b", "add3", "-o", dir / "t.json", "--",
+                          dir / "calls-link", "calls", "3"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::set<std::string> names;
+  Json trace = read_json(dir / "t.json");
+  for (const auto& e : trace["traceEvents"]) {
+    if (e["ph"] == "M" && e["name"] == "process_name") names.insert(e["args"]["name"]);
+  }
+  EXPECT_EQ(names, std::set<std::string>{"calls-link"});
+}
+
 TEST(Record, Babeltrace2ReadsTheCtf) {
   if (std::system("babeltrace2 --version >/dev/null 2>&1") != 0) GTEST_SKIP() << "no babeltrace2";
   TempDir dir;
