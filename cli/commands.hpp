@@ -21,8 +21,4 @@ std::vector<Experiment> run_experiments(const std::string& name, const Experimen
 nlohmann::json experiments_json(const std::vector<Experiment>& list);
 int restore_command(const std::vector<std::string>& args);
 
-// PATH when given and executable; else probecost-inferior next to probecost. UsageError when
-// it is missing.
-std::string find_inferior(std::string path);
-
 }  // namespace probecost::cli

@@ -84,7 +84,8 @@ nlohmann::json to_json(const CompareResult& r) {
             {"placement", placement_name(c.placement)},
             {"tracer_cpu", r.cpus.tracer_cpu},
             {"tracee_cpu", r.cpus.tracee_cpu},
-            {"rates_per_s", c.rates}}},
+            {"rates_per_s", c.rates},
+            {"inferior", c.inferior}}},
           {"mechanisms", mechs}};
 }
 
