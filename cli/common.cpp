@@ -5,9 +5,11 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <memory>
 #include <sstream>
 
 #include "cli/parse.hpp"
+#include "common/clock.hpp"
 #include "common/error.hpp"
 
 namespace probecost::cli {
@@ -68,6 +70,20 @@ void progress_line(int done, int total, const std::string& what) {
   std::fprintf(stderr, "\r\033[K[%d/%d] %s", done, total, what.c_str());
   if (done == total) std::fprintf(stderr, "\r\033[K");
   std::fflush(stderr);
+}
+
+std::function<void(int, int, const std::string&)> progress_for(const std::string& command) {
+  if (::isatty(STDERR_FILENO)) return progress_line;
+  constexpr double kEvery = 10;  // seconds between lines
+  double start = now_s();
+  auto last = std::make_shared<double>(-kEvery);
+  return [command, start, last](int done, int total, const std::string& what) {
+    double t = now_s() - start;
+    if (t - *last < kEvery && done != total) return;
+    *last = t;
+    std::fprintf(stderr, "probecost %s: [%d/%d] %s (%.0f s)\n", command.c_str(), done, total,
+                 what.c_str(), t);
+  };
 }
 
 }  // namespace probecost::cli
