@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <cmath>
 #include <ctime>
+#include <fstream>
+#include <map>
 #include <ostream>
 #include <set>
 
@@ -89,6 +91,49 @@ void where_jumps_fit(const OverheadConfig& cfg, Measurement& m) {
     throw UsageError("cannot patch a jump at " + m.no_jump.front().spec + " in process " +
                      std::to_string(cfg.pid) + ": " + m.no_jump.front().why +
                      " (--via auto falls back to int3 there)");
+  }
+}
+
+// A thread's time on a CPU so far (/proc/PID/task/TID/schedstat, ns), and its state letter
+// (field 3 of its stat); -1 and ' ' when it is gone or the kernel does not say.
+struct ThreadRun {
+  double ran_ns = -1;
+  char state = ' ';
+};
+
+ThreadRun thread_run(pid_t pid, pid_t tid) {
+  ThreadRun r;
+  std::string dir = "/proc/" + std::to_string(pid) + "/task/" + std::to_string(tid) + "/";
+  std::ifstream sched(dir + "schedstat");
+  sched >> r.ran_ns;
+  std::string state = stat_field(tid, 3);
+  r.state = state.empty() ? ' ' : state[0];
+  return r;
+}
+
+// Between two windows, every thread of the process must run before the next window's probes
+// go in. trace lets a thread go where it stopped, and that may be the out-of-line copy of an
+// int3 probe's instruction or a jump's trampoline, both of which jump back to the instruction
+// after the probed one; a jump patched over the site before the thread ran would send it into
+// the middle of its jmp (SIGILL or SIGSEGV: a python3 under load, whose thread had not run a
+// millisecond after the int3 window let it go at the copy's first byte). A thread that ran, or
+// that sleeps in the kernel, has left the copy. Bounded: a thread starved longer is left to its
+// luck.
+void let_threads_leave_copies(pid_t pid) {
+  constexpr double kMostSeconds = 2;
+  std::map<pid_t, double> waiting;
+  for (pid_t tid : task_ids(pid)) {
+    ThreadRun r = thread_run(pid, tid);
+    if (r.state == 'R' && r.ran_ns >= 0) waiting[tid] = r.ran_ns;
+  }
+  for (double until = now_s() + kMostSeconds; !waiting.empty() && now_s() < until;) {
+    std::erase_if(waiting, [pid](const auto& w) {
+      ThreadRun r = thread_run(pid, w.first);
+      return r.state != 'R' || r.ran_ns != w.second;
+    });
+    if (waiting.empty()) break;
+    timespec nap{0, 1'000'000};
+    ::nanosleep(&nap, nullptr);
   }
 }
 
@@ -178,6 +223,7 @@ void measure_attached(const OverheadConfig& cfg, Measurement& m,
                       const std::function<void(const std::string&)>& say) {
   say("where jumps fit");
   where_jumps_fit(cfg, m);
+  let_threads_leave_copies(cfg.pid);
   if (stop_requested()) return;
   bool jump_reference = !m.reference_probes.empty();
   m.reference = jump_reference ? Reference::Jump : Reference::Untraced;
@@ -185,8 +231,10 @@ void measure_attached(const OverheadConfig& cfg, Measurement& m,
     say(run_label(jump_reference ? "reference window (jumps)" : "untraced window", i, cfg.repeat));
     RunRecord first = jump_reference ? reference_window(cfg, m) : untraced_window(cfg);
     if (first.cut_short) break;
+    let_threads_leave_copies(cfg.pid);
     say(run_label("traced window", i, cfg.repeat));
     RunRecord second = tested_window(cfg, m);
+    let_threads_leave_copies(cfg.pid);
     if (!usable(second, cfg)) break;
     m.untraced.push_back(first);
     m.traced.push_back(second);

@@ -2,6 +2,7 @@
 // with jump probes (the reference) alternate with windows of the mechanism under test; where
 // no jump fits, the process's CPU alone is compared (issue 19 §1).
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -19,11 +20,13 @@ namespace {
 // A program started for a test, reading its first line (its "ready"); killed at the end.
 class Background {
  public:
-  explicit Background(std::vector<std::string> argv) {
+  // `setup` runs in the child before the exec (a CPU to pin it to, a scheduling class).
+  explicit Background(std::vector<std::string> argv, void (*setup)() = nullptr) {
     int out[2];
     EXPECT_EQ(::pipe2(out, O_CLOEXEC), 0);
     pid_ = ::fork();
     if (pid_ == 0) {
+      if (setup) setup();
       ::dup2(out[1], 1);
       std::vector<char*> args;
       for (auto& a : argv) args.push_back(a.data());
@@ -228,4 +231,42 @@ TEST(OverheadAttached, WhyLinesMatchTheMechanismUsed) {
       EXPECT_EQ(text.find(int3_only), std::string::npos) << key << ": " << text;
     }
   }
+}
+
+namespace {
+
+void on_cpu_0() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(0, &set);
+  ::sched_setaffinity(0, sizeof set, &set);
+}
+
+// On CPU 0 beside a busy loop, as SCHED_IDLE: it gets the CPU now and then.
+void starved() {
+  on_cpu_0();
+  sched_param none{};
+  ::sched_setscheduler(0, SCHED_IDLE, &none);
+}
+
+}  // namespace
+
+// trace lets a thread go where it stopped, which may be the out-of-line copy of an int3 probe's
+// instruction: the thread jumps back to the instruction after the probed one once it runs. A
+// process that rarely gets a CPU is let go there at the end of nearly every int3 window, and a
+// jump patched over the site before it runs would send it into the middle of the jmp (SIGILL,
+// SIGSEGV): overhead waits for every thread to run between windows.
+TEST(OverheadAttached, AStarvedProcessLivesThroughJumpWindowsAfterInt3Windows) {
+  Background hog({"/bin/sh", "-c", "echo busy; while :; do :; done"}, on_cpu_0);
+  ASSERT_EQ(hog.line(), "busy");
+  Background target({EVENTS_TARGET, "0", "--forever", "--spin", "2000", "--push"}, starved);
+  ASSERT_EQ(target.line(), "ready");
+  std::string cal = fixture_calibration();
+  Result r =
+      run_probecost(overhead_p(target.pid(), "probecost_push_event", "int3", cal, "0.2", "2"));
+  ::unlink(cal.c_str());
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(::kill(target.pid(), 0), 0) << "the target died: " << r.err;
+  int status = 0;
+  EXPECT_EQ(::waitpid(target.pid(), &status, WNOHANG), 0) << "status " << status;
 }
