@@ -69,13 +69,13 @@ std::uint64_t hits_at(const TraceReport& report, const std::vector<std::string>&
 // that any of its rows has as an int3 is left out of the reference, with the reason.
 void where_jumps_fit(const OverheadConfig& cfg, Measurement& m) {
   TraceOptions o = trace_options(cfg);
-  o.via = "auto";
+  o.via = Via::Auto;
   o.duration_s = kCheckSeconds;
   std::ostream no_notes(nullptr);
   TraceReport report = run_trace(o, no_notes);
   m.check_held_s = report.held_s;
   for (const auto& p : report.probes) {
-    if (p.via == "jump") continue;
+    if (p.via == Via::Jump) continue;
     for (const auto& spec : specs_of_row(p.probe.spec, cfg.probes)) {
       bool known = std::any_of(m.no_jump.begin(), m.no_jump.end(),
                                [&](const NoJump& n) { return n.spec == spec; });
@@ -197,7 +197,7 @@ RunRecord window(const OverheadConfig& cfg, TraceOptions o, TraceReport& report)
 RunRecord reference_window(const OverheadConfig& cfg, const Measurement& m) {
   TraceOptions o = trace_options(cfg);
   o.probes = m.reference_probes;
-  o.via = "jump";
+  o.via = Via::Jump;
   TraceReport report;
   RunRecord rec = window(cfg, o, report);
   rec.reference_hits = rec.hits;

@@ -7,8 +7,8 @@
 
 #include "breakpoint/jump_area.hpp"
 #include "compare/runner.hpp"
+#include "tracer/family.hpp"
 #include "tracer/jump_probes.hpp"
-#include "tracer/process.hpp"
 #include "tracer/symbols.hpp"
 
 using namespace probecost;
@@ -51,7 +51,8 @@ Resident jump_area_residency(pid_t pid) {
 TEST(JumpRings, PopulatedBeforeTheFirstHit) {
   LaunchSpec spec;
   spec.argv = {INFERIOR_BIN, "--site", "probe", "--iterations", "10"};
-  auto proc = TracedProcess::launch(spec);
+  auto family = Family::launch(spec);
+  TracedProcess* proc = &family->root();
   ProcessSymbols symbols(proc->pid());
   Symbol sym = symbols.resolve("probecost_site_probe");
   JumpOptions options;
