@@ -137,14 +137,12 @@ void let_threads_leave_copies(pid_t pid) {
   }
 }
 
-// The CPU time of a process's threads so far (fields 14 and 15 of /proc/PID/stat, in clock
-// ticks: 10 ms), as the tracer reads it for an attached process. Error once it is gone.
+// The CPU time of a process so far, from the same clock the tracer reads for an attached
+// process. Error once it is gone.
 double process_cpu_s(pid_t pid) {
-  std::string utime = stat_field(pid, 14), stime = stat_field(pid, 15);
-  if (utime.empty() || stime.empty()) {
-    throw Error("process " + std::to_string(pid) + " ended while probecost watched it");
-  }
-  return static_cast<double>(std::stoull(utime) + std::stoull(stime)) / sysconf(_SC_CLK_TCK);
+  double s = process_cpu_seconds(pid);
+  if (s < 0) throw Error("process " + std::to_string(pid) + " ended while probecost watched it");
+  return s;
 }
 
 // Sleeps until `until` (CLOCK_MONOTONIC), or a stop request.
