@@ -33,8 +33,11 @@ extern "C" __attribute__((noipa)) void probecost_event(std::uint64_t i) {
   g_events.fetch_add(1, std::memory_order_relaxed);
 }
 
-// A bare `ret`: no jump fits (a jump needs 5 bytes of instructions that can run elsewhere).
-extern "C" __attribute__((noipa)) void probecost_tiny(std::uint64_t) {}
+// A bare `ret`, at every optimisation level (a -O0 build would give an empty function a frame):
+// no jump fits (a jump needs 5 bytes of instructions that can run elsewhere).
+extern "C" __attribute__((naked, noipa)) void probecost_tiny(std::uint64_t) {
+  asm("ret\n");
+}
 
 extern "C" {
 std::uint64_t probecost_push_events = 0;  // counted by probecost_push_event
