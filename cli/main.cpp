@@ -49,6 +49,9 @@ void usage(std::ostream& out) {
          "commands:\n"
          "  trace      probes in a running process (-p PID) or a command, counted: jumps where\n"
          "             they fit, int3 elsewhere\n"
+         "  record     every call of some functions (entry, return, args, latency) to a trace\n"
+         "             file (Chrome JSON for Perfetto, or CTF), from a running process or a "
+         "command\n"
          "  compare    measure the cost per hit of each instrumentation mechanism\n"
          "  overhead   what probes cost a command (or a running process): measured, and\n"
          "             predicted for every mechanism; or the arithmetic alone (--cost)\n"
@@ -68,6 +71,7 @@ using Command = int (*)(const std::vector<std::string>&);
 Command find_command(const std::string& name) {
   static const std::pair<const char*, Command> commands[] = {
       {"trace", probecost::cli::trace_command},
+      {"record", probecost::cli::record_command},
       {"compare", probecost::cli::compare_command},
       {"overhead", probecost::cli::overhead_command},
       {"experiment", probecost::cli::experiment_command},

@@ -99,9 +99,11 @@ void TraceRun::on_tick() {
   double t = now_s();
   for (auto& tr : processes_) {
     if (tr->proc->alive()) tr->cpu_last = tr->proc->cpu_seconds();
-    if (!tr->jumps || !tr->jumps->events()) continue;
+    bool events = tr->jumps && tr->jumps->events();
+    if (!events && !tr->feed) continue;
     double drain0 = thread_cpu_s();
-    for (std::size_t i = 0; i < tr->jumps->size(); ++i) tr->jumps->drain(i);
+    drain_calls(*tr, false);
+    for (std::size_t i = 0; events && i < tr->jumps->size(); ++i) tr->jumps->drain(i);
     report_.events_cpu_s += thread_cpu_s() - drain0;
   }
   if (opts_.on_tick && root().alive()) opts_.on_tick(root().pid());
@@ -230,7 +232,7 @@ ProcessTrace& TraceRun::begin() {
   start_session(top);
   if (opts_.announce && opts_.stacks && !top.probes.empty()) announce_stacks(top);
   if (opts_.announce) {
-    notes_ << "probecost trace: tracing process " << p.pid() << " (" << p.thread_count()
+    notes_ << opts_.tool << ": tracing process " << p.pid() << " (" << p.thread_count()
            << (p.thread_count() == 1 ? " thread" : " threads") << ") at " << top.probes.size()
            << (top.probes.size() == 1 ? " probe" : " probes")
            << (opts_.follow_forks ? ", following forks" : "") << "; Ctrl-C to stop" << std::endl;
