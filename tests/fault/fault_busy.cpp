@@ -5,7 +5,10 @@
 //             1..200 calls, until "stop"
 //   --idle    N threads wait; "go K" makes each call probe_fn K times -> "done calls=TOTAL"
 //   --calls K each of N threads calls probe_fn K times, then the program ends by itself
+//   --rate R  the N threads call probe_fn R times a second in all (paced on CLOCK_MONOTONIC
+//             deadlines), until "stop"
 #include <condition_variable>
+#include <ctime>
 #include <iostream>
 #include <mutex>
 #include <string>
@@ -20,6 +23,21 @@ std::atomic<bool> g_stop{false};
 
 void hammer() {
   for (std::uint64_t i = 0; !g_stop.load(std::memory_order_relaxed); ++i) fault::call_probe(i);
+}
+
+// R calls a second in all from `threads` threads: each its share, on absolute deadlines (a
+// late call is not made up for by a burst).
+void paced(double rate, unsigned threads) {
+  const auto period = static_cast<long long>(1e9 * threads / rate);
+  timespec next;
+  clock_gettime(CLOCK_MONOTONIC, &next);
+  for (std::uint64_t i = 0; !g_stop.load(std::memory_order_relaxed); ++i) {
+    fault::call_probe(i);
+    long long ns = next.tv_nsec + period;
+    next.tv_sec += ns / 1000000000;
+    next.tv_nsec = ns % 1000000000;
+    clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &next, nullptr);
+  }
 }
 
 void churn() {
@@ -121,6 +139,9 @@ int main(int argc, char** argv) {
     std::vector<std::thread> ts;
     if (fault::flag(argc, argv, "--churn")) {
       ts.emplace_back(churn);
+    } else if (fault::flag(argc, argv, "--rate")) {
+      double rate = std::stod(fault::option(argc, argv, "--rate", "100"));
+      for (unsigned t = 0; t < threads; ++t) ts.emplace_back(paced, rate, threads);
     } else {
       for (unsigned t = 0; t < threads; ++t) ts.emplace_back(hammer);
     }
