@@ -74,6 +74,7 @@ std::string Verdict::describe() const {
     case Action::Trap:
       return s + " (a SIGSYS it did not ask for)";
     case Action::Errno: {
+      if (data == 0) return s + " (0: a success it fakes)";
       const char* name = strerrorname_np(data);
       return s + " (" + (name ? name : "errno " + std::to_string(data)) + ")";
     }
@@ -122,24 +123,29 @@ ThreadFilters ThreadFilters::with(std::vector<Program> filters) {
   return t;
 }
 
-std::optional<std::string> ThreadFilters::refusal(const CallData& call) const {
+ThreadFilters::Outcome ThreadFilters::outcome(const CallData& call) const {
+  using Kind = Outcome::Kind;
   std::string what = call_name(call.nr);
   switch (mode_) {
     case Mode::Disabled:
-      return std::nullopt;
+      return {};
     case Mode::Strict:
       // SECCOMP_MODE_STRICT: read, write, _exit and rt_sigreturn only; anything else SIGKILL.
       if (call.nr == SYS_read || call.nr == SYS_write || call.nr == SYS_exit ||
           call.nr == SYS_rt_sigreturn)
-        return std::nullopt;
-      return "seccomp strict mode would kill it for " + what;
+        return {};
+      return {Kind::Harms, 0, "seccomp strict mode would kill it for " + what};
     case Mode::Filter:
       break;
   }
-  if (!unreadable_.empty()) return unreadable_ + ": " + what + " might not be allowed";
+  if (!unreadable_.empty()) return {Kind::Harms, 0, unreadable_ + ": " + what + " might kill it"};
   Verdict v = evaluate(filters_, call);
-  if (v.runs()) return std::nullopt;
-  return "its seccomp filter answers " + what + " with " + v.describe();
+  if (v.runs()) return {};
+  std::string why = "its seccomp filter answers " + what + " with " + v.describe();
+  if (v.action == Action::Errno && v.data != 0) return {Kind::Answers, -long{v.data}, why};
+  // Without PTRACE_O_TRACESECCOMP (we never set it) the kernel fails the call with ENOSYS.
+  if (v.action == Action::Trace) return {Kind::Answers, -ENOSYS, why};
+  return {Kind::Harms, 0, why};
 }
 
 std::string call_name(long nr) {

@@ -20,6 +20,8 @@
 #include <string>
 #include <vector>
 
+#include "common/error.hpp"
+
 namespace probecost::seccomp {
 
 // struct seccomp_data: what a filter sees of a system call.
@@ -81,8 +83,20 @@ class ThreadFilters {
   std::size_t count() const { return filters_.size(); }
   const std::string& unreadable() const { return unreadable_; }
 
-  // Whether the thread may make `call`: nothing if it may, or why not.
-  std::optional<std::string> refusal(const CallData& call) const;
+  // What making `call` in this thread comes to.
+  struct Outcome {
+    enum class Kind {
+      Runs,     // allowed (or logged): inject it
+      Answers,  // not run, and harmless: the filter's errno, or ENOSYS for SECCOMP_RET_TRACE
+                // with no PTRACE_O_TRACESECCOMP; `result` is what the call returns
+      Harms,    // must not be injected: a kill, a SIGSYS, a supervisor's say, a faked
+                // success (SECCOMP_RET_ERRNO with 0), or a filter we cannot read
+    };
+    Kind kind = Kind::Runs;
+    long result = 0;
+    std::string why;  // the filter's verdict, said (empty for Runs)
+  };
+  Outcome outcome(const CallData& call) const;
 
  private:
   Mode mode_ = Mode::Disabled;
@@ -92,5 +106,12 @@ class ThreadFilters {
 
 // "mmap", "memfd_create", ... for a 64-bit system call number (or "system call N").
 std::string call_name(long nr);
+
+// A system call probecost would have made the tracee run, and did not: the thread's seccomp
+// filter would have harmed the process for it (ThreadFilters::Outcome::Kind::Harms).
+class Refused : public Error {
+ public:
+  explicit Refused(const std::string& what) : Error(what) {}
+};
 
 }  // namespace probecost::seccomp
