@@ -136,6 +136,14 @@ bool AreaWriter::add(const SiteRecord& r) {
   return true;
 }
 
+void AreaWriter::set_moved(RuntimeAddr site, std::size_t i, RuntimeAddr to) {
+  for (std::uint32_t r = 0; r < count_; ++r) {
+    if (sites_[r] == site)
+      put(layout_.records_offset + r * sizeof(TrapRecord) + offsetof(TrapRecord, moved) + 8 * i,
+          to.value());
+  }
+}
+
 bool AreaWriter::remove(RuntimeAddr site) {
   bool found = false;
   for (std::uint32_t i = 0; i < count_; ++i) {

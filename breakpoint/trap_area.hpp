@@ -143,6 +143,8 @@ class AreaWriter {
   std::optional<RuntimeAddr> place_copy(const Instruction& in, std::string& why);
   // Appends a record; false when the area is full.
   bool add(const SiteRecord& record);
+  // Sets moved[`i`] of the record of `site`.
+  void set_moved(RuntimeAddr site, std::size_t i, RuntimeAddr to);
   // Marks the record of `site` removed (its int3 is gone); false if there is none.
   bool remove(RuntimeAddr site);
   // Every record removed: nothing of ours is left in the text.
