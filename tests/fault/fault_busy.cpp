@@ -7,6 +7,13 @@
 //   --calls K each of N threads calls probe_fn K times, then the program ends by itself
 //   --rate R  the N threads call probe_fn R times a second in all (paced on CLOCK_MONOTONIC
 //             deadlines), until "stop"
+//   --seccomp CALL:ACTION  with --idle: a seccomp filter, loaded on every thread once they run
+//             (SECCOMP_FILTER_FLAG_TSYNC), that answers
+//             CALL (memfd_create, mmap-exec: mmap or mprotect with PROT_EXEC, mmap, rt_sigaction)
+//             with ACTION (kill, trap, eperm, enosys); every other call allowed
+#include <seccomp.h>
+#include <sys/mman.h>
+
 #include <condition_variable>
 #include <ctime>
 #include <iostream>
@@ -99,8 +106,37 @@ class Rounds {
   bool quit_ = false;
 };
 
-int run_idle(unsigned threads) {
+// --seccomp CALL:ACTION (see the top); exits 2 on a bad spec.
+void load_seccomp(const std::string& spec) {
+  auto colon = spec.find(':');
+  std::string call = spec.substr(0, colon),
+              action = colon == std::string::npos ? "" : spec.substr(colon + 1);
+  std::uint32_t act = action == "kill"     ? SCMP_ACT_KILL_PROCESS
+                      : action == "trap"   ? SCMP_ACT_TRAP
+                      : action == "eperm"  ? SCMP_ACT_ERRNO(EPERM)
+                      : action == "enosys" ? SCMP_ACT_ERRNO(ENOSYS)
+                                           : 0;
+  scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
+  seccomp_attr_set(ctx, SCMP_FLTATR_CTL_TSYNC, 1);
+  int rc = -1;
+  if (act && call == "mmap-exec") {
+    rc = seccomp_rule_add(ctx, act, SCMP_SYS(mmap), 1,
+                          SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, PROT_EXEC));
+    rc |= seccomp_rule_add(ctx, act, SCMP_SYS(mprotect), 1,
+                           SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, PROT_EXEC));
+  } else if (act && (call == "mmap" || call == "memfd_create" || call == "rt_sigaction")) {
+    rc = seccomp_rule_add(ctx, act, seccomp_syscall_resolve_name(call.c_str()), 0);
+  }
+  if (rc != 0 || seccomp_load(ctx) != 0) {
+    std::cerr << "fault_busy: bad --seccomp " << spec << "\n";
+    std::exit(2);
+  }
+  seccomp_release(ctx);
+}
+
+int run_idle(unsigned threads, const std::string& seccomp) {
   Rounds rounds(threads);
+  if (!seccomp.empty()) load_seccomp(seccomp);
   fault::say("ready " + std::to_string(getpid()));
   for (std::string line; std::getline(std::cin, line);) {
     if (line.rfind("go ", 0) == 0) {
@@ -132,7 +168,7 @@ int main(int argc, char** argv) {
   unsigned threads = std::stoul(fault::option(argc, argv, "--threads", "2"));
   int code = 0;
   if (fault::flag(argc, argv, "--idle")) {
-    code = run_idle(threads);
+    code = run_idle(threads, fault::option(argc, argv, "--seccomp", ""));
   } else if (fault::flag(argc, argv, "--calls")) {
     code = run_bounded(threads, std::stoull(fault::option(argc, argv, "--calls", "1")));
   } else {
