@@ -8,8 +8,9 @@
 //   --rate R  the N threads call probe_fn R times a second in all (paced on CLOCK_MONOTONIC
 //             deadlines), until "stop"
 //   --seccomp CALL:ACTION  with --idle: a seccomp filter, loaded on every thread once they run
-//             (SECCOMP_FILTER_FLAG_TSYNC), that answers
-//             CALL (memfd_create, mmap-exec: mmap or mprotect with PROT_EXEC, mmap, rt_sigaction)
+//             (SECCOMP_FILTER_FLAG_TSYNC), that answers CALL (memfd_create; mmap-exec: mmap or
+//             mprotect with PROT_EXEC; mmap-fixed: mmap with MAP_FIXED_NOREPLACE, which every
+//             mmap probecost injects has and the program's own do not; rt_sigaction)
 //             with ACTION (kill, trap, eperm, enosys); every other call allowed
 #include <seccomp.h>
 #include <sys/mman.h>
@@ -124,7 +125,10 @@ void load_seccomp(const std::string& spec) {
                           SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, PROT_EXEC));
     rc |= seccomp_rule_add(ctx, act, SCMP_SYS(mprotect), 1,
                            SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, PROT_EXEC));
-  } else if (act && (call == "mmap" || call == "memfd_create" || call == "rt_sigaction")) {
+  } else if (act && call == "mmap-fixed") {
+    rc = seccomp_rule_add(ctx, act, SCMP_SYS(mmap), 1,
+                          SCMP_A3(SCMP_CMP_MASKED_EQ, MAP_FIXED_NOREPLACE, MAP_FIXED_NOREPLACE));
+  } else if (act && (call == "memfd_create" || call == "rt_sigaction")) {
     rc = seccomp_rule_add(ctx, act, seccomp_syscall_resolve_name(call.c_str()), 0);
   }
   if (rc != 0 || seccomp_load(ctx) != 0) {

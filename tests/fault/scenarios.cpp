@@ -408,7 +408,7 @@ const std::vector<Scenario>& scenarios() {
       {"seccomp", "a seccomp filter kills, traps, EPERMs or ENOSYSes each injected call", 16, 64,
        true, false,
        [](const Config& cfg, const Cycle& c) {
-         static const char* calls[] = {"memfd_create", "mmap-exec", "mmap", "rt_sigaction"};
+         static const char* calls[] = {"memfd_create", "mmap-exec", "mmap-fixed", "rt_sigaction"};
          static const char* actions[] = {"kill", "trap", "eperm", "enosys"};
          return seccomp_cycle(cfg, c,
                               std::string(calls[c.index % 4]) + ":" + actions[(c.index / 4) % 4]);
