@@ -234,6 +234,7 @@ std::optional<ParsedArea> parse_area(std::span<const std::uint8_t> bytes, Runtim
   ParsedArea area;
   area.address = mapped_at;
   area.size = h.area_size;
+  area.records_offset = h.records_offset;
   area.tracer_pid = h.tracer_pid;
   area.handler = RuntimeAddr(h.handler);
   area.state = static_cast<HandlerState>(h.handler_state);
@@ -244,8 +245,15 @@ std::optional<ParsedArea> parse_area(std::span<const std::uint8_t> bytes, Runtim
     std::memcpy(&t, bytes.data() + h.records_offset + i * sizeof(TrapRecord), sizeof t);
     if (why = check_record(t, i); !why.empty()) return std::nullopt;
     area.records.push_back(parsed(t));
+    area.records.back().index = i;
   }
   return area;
+}
+
+RuntimeAddr state_byte(const ParsedArea& area, const SiteRecord& r) {
+  return area.address +
+         static_cast<std::int64_t>(area.records_offset + r.index * sizeof(TrapRecord) +
+                                   offsetof(TrapRecord, state));
 }
 
 }  // namespace probecost::trap

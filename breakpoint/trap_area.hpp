@@ -112,6 +112,7 @@ struct SiteRecord {
   std::uint8_t patched = 0xCC;
   std::uint8_t length = 0;
   bool installed = true;
+  std::uint32_t index = 0;  // in its area's table (parse_area)
 };
 
 inline constexpr std::uint64_t kCopySlot = 32;  // as the outline step-over's slots
@@ -137,6 +138,13 @@ class AreaWriter {
   // Writes the header of a fresh (zero) area at `at`, and the handler's code if the layout
   // has room for it.
   AreaWriter(TraceeMemory& memory, RuntimeAddr at, const Layout& layout, pid_t tracer_pid);
+  // The same area as seen in another address space that holds a copy of it (a fork child's),
+  // written through `memory`.
+  AreaWriter copy_for(TraceeMemory& memory) const {
+    AreaWriter w(*this);
+    w.memory_ = &memory;
+    return w;
+  }
   // Writes the handler's copy of `in` (resume_copy()) into a free slot of the area; nothing,
   // with `why`, when the slots are full, the site is out of the area's reach, or the
   // instruction has no copy.
@@ -184,6 +192,7 @@ class AreaWriter {
 struct ParsedArea {
   RuntimeAddr address;
   std::uint64_t size = 0;
+  std::uint64_t records_offset = 0;
   pid_t tracer_pid = 0;
   RuntimeAddr handler;
   HandlerState state = HandlerState::None;
@@ -196,5 +205,7 @@ struct ParsedArea {
 // trusting it; nothing, with `why`, if anything is off.
 std::optional<ParsedArea> parse_area(std::span<const std::uint8_t> bytes, RuntimeAddr mapped_at,
                                      std::string& why);
+// Where the state byte of record `r` of `area` is in the tracee (to mark it removed).
+RuntimeAddr state_byte(const ParsedArea& area, const SiteRecord& r);
 
 }  // namespace probecost::trap

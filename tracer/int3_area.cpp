@@ -85,6 +85,14 @@ std::unique_ptr<Int3Area> Int3Area::map(TracedProcess& proc, RuntimeAddr near) {
   return area;
 }
 
+std::unique_ptr<Int3Area> Int3Area::inherit(TracedProcess& child, const Int3Area& parent) {
+  auto writer = std::make_unique<trap::AreaWriter>(parent.writer_->copy_for(child.memory()));
+  std::unique_ptr<Int3Area> area(new Int3Area(child, std::move(writer)));
+  area->installed_ = parent.installed_;
+  area->how_ = parent.how_;
+  return area;
+}
+
 Int3Area::~Int3Area() = default;
 
 std::optional<std::string> Int3Area::why_no_handler() {

@@ -33,6 +33,9 @@ class Int3Area {
   // executable memory or make the handler's calls (how() says why). Nothing when no thread
   // can map anything now, or the process refuses even that.
   static std::unique_ptr<Int3Area> map(TracedProcess& proc, RuntimeAddr near);
+  // The area of `parent` in a fork child `child`, whose memory holds a copy of it, records and
+  // handler (installed in the child too: it inherited the disposition).
+  static std::unique_ptr<Int3Area> inherit(TracedProcess& child, const Int3Area& parent);
   ~Int3Area();
   Int3Area(const Int3Area&) = delete;
   Int3Area& operator=(const Int3Area&) = delete;

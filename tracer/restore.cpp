@@ -81,7 +81,6 @@ std::optional<std::string> why_not_restore(TracedProcess& proc, const std::vecto
     return "the mapping there is not the one probecost wrote into (now " +
            (m->path.empty() ? std::string("anonymous memory") : m->path) + ")";
   std::uint8_t now = proc.memory().read_byte(r.site);
-  if (now == r.original) return "it holds its original byte again";
   if (now != r.patched) {
     char what[96];
     std::snprintf(what, sizeof what,
@@ -92,12 +91,32 @@ std::optional<std::string> why_not_restore(TracedProcess& proc, const std::vecto
   return std::nullopt;
 }
 
+// Whether the int3 of `r` is gone already: its original byte back (a guardian's doing, or a
+// thread that was single-stepping it when probecost died), in the mapping it was written into.
+bool already_back(TracedProcess& proc, const std::vector<Mapping>& maps,
+                  const trap::SiteRecord& r) {
+  auto m =
+      std::find_if(maps.begin(), maps.end(), [&](const Mapping& m) { return m.contains(r.site); });
+  return m != maps.end() && file_identity(*m, r.site) == r.file &&
+         proc.memory().read_byte(r.site) == r.original;
+}
+
+void mark_removed(TracedProcess& proc, const trap::ParsedArea& area, const trap::SiteRecord& r) {
+  proc.memory().write_byte(trap::state_byte(area, r), trap::kRemoved);
+}
+
 void restore_int3s(TracedProcess& proc, const ProcessSymbols& symbols,
                    const std::vector<Mapping>& maps, const std::vector<trap::ParsedArea>& areas,
                    bool dry_run, RestoreReport& report) {
+  std::size_t back = 0;
   for (const auto& area : areas) {
     for (const auto& r : area.records) {
       if (!r.installed) continue;
+      if (already_back(proc, maps, r)) {
+        ++back;
+        if (!dry_run) mark_removed(proc, area, r);
+        continue;
+      }
       RestoredByte b;
       b.address = r.site;
       b.ours = true;
@@ -111,11 +130,16 @@ void restore_int3s(TracedProcess& proc, const ProcessSymbols& symbols,
         // The site owns the byte from now on; detach() puts it back, after rewinding a thread
         // stopped one past it with its int3's SIGTRAP still queued.
         proc.sites().add(b.address, b.where).adopt(b.original);
+        mark_removed(proc, area, r);
         b.restored = true;
       }
       report.bytes.push_back(b);
     }
   }
+  if (back)
+    report.notes.push_back(std::to_string(back) +
+                           " int3 byte(s) probecost recorded hold their original byte again (its "
+                           "guardian put them back): nothing to do there");
 }
 
 const char* state_name(PatchState s) {
