@@ -53,6 +53,7 @@ void install_own_hook() {
   sa.sa_flags = SA_SIGINFO;
   sigemptyset(&sa.sa_mask);
   sigaction(SIGTRAP, &sa, &g_common);
+  fault::expect_sigtrap_handler(on_sigtrap);
   int mem = ::open("/proc/self/mem", O_RDWR | O_CLOEXEC);
   const unsigned char int3 = 0xCC;
   if (mem < 0 || ::pwrite(mem, &int3, 1,

@@ -32,6 +32,7 @@ std::atomic<int> g_site_count{0};
 std::atomic<std::uint64_t> g_traps{0};
 std::atomic<long> g_trap_code{0};
 std::atomic<std::uintptr_t> g_trap_rip{0};
+std::atomic<void (*)(int, siginfo_t*, void*)> g_own_handler{nullptr};
 
 void write_all(int fd, const char* p, std::size_t n) {
   while (n > 0) {
@@ -93,6 +94,11 @@ void init(int argc, char** argv) {
   sa.sa_flags = SA_SIGINFO;
   sigemptyset(&sa.sa_mask);
   sigaction(SIGTRAP, &sa, nullptr);
+  expect_sigtrap_handler(on_sigtrap);
+}
+
+void expect_sigtrap_handler(void (*handler)(int, siginfo_t*, void*)) {
+  g_own_handler = handler;
 }
 
 void register_site(const void* site) {
@@ -139,9 +145,16 @@ void say_end(const std::string& extra) {
                   at);
   }
   std::string text = !check ? "traced" : diffs.empty() ? "ok" : diffs.front();
+  // A tracer's SIGTRAP handler (probecost's stands in for it if it dies) must have given the
+  // disposition back to the program when it let go.
+  struct sigaction now = {};
+  sigaction(SIGTRAP, nullptr, &now);
+  const char* sigtrap = !check                                     ? "traced"
+                        : now.sa_sigaction == g_own_handler.load() ? "own"
+                                                                   : "other";
   for (auto& c : text) c = c == ' ' ? '_' : c;
   say("end calls=" + std::to_string(g_calls.load()) + " bad=" + std::to_string(g_bad.load()) +
-      " traps=" + std::to_string(g_traps.load()) + trap + " text=" + text +
+      " traps=" + std::to_string(g_traps.load()) + trap + " text=" + text + " sigtrap=" + sigtrap +
       (extra.empty() ? "" : " " + extra));
 }
 
