@@ -48,6 +48,21 @@ std::optional<RuntimeAddr> map_in(TracedProcess& proc, RuntimeAddr near, std::ui
   return RuntimeAddr(static_cast<std::uint64_t>(*r));
 }
 
+// The arguments the handler passes to system call `nr` in thread `tid`, as a filter sees
+// them: pointers are somewhere non-null (into the area, or a stack: a filter cannot know).
+std::array<long, 6> handler_args(long nr, pid_t pid, pid_t tid, RuntimeAddr area) {
+  long p = static_cast<long>(area.value());
+  switch (nr) {
+    case SYS_rt_sigaction:  // SIG_DFL (reset, default action)
+      return {SIGTRAP, p + static_cast<long>(offsetof(trap::TrapHeader, dfl)), 0, 8, 0, 0};
+    case SYS_rt_sigprocmask:
+      return {SIG_SETMASK, p, 0, 8, 0, 0};
+    case SYS_rt_tgsigqueueinfo:
+      return {pid, tid, SIGTRAP, p, 0, 0};
+  }
+  return {};
+}
+
 // Threads of `proc` that block SIGTRAP now (SigBlk of /proc/TID/status).
 std::vector<pid_t> threads_blocking_sigtrap(TracedProcess& proc) {
   std::vector<pid_t> out;
@@ -79,6 +94,7 @@ std::unique_ptr<Int3Area> Int3Area::map(TracedProcess& proc, RuntimeAddr near) {
   if (!layout.code_size) {
     area->how_ = "no in-process SIGTRAP handler (an executable mapping for it: " + why_exec +
                  "); the guardian puts the bytes back";
+    area->caveat_ = true;
     return area;
   }
   area->install_handler();
@@ -101,8 +117,8 @@ std::optional<std::string> Int3Area::why_no_handler() {
     if (!task.stopped()) continue;
     auto filters = seccomp::ThreadFilters::of(tid);
     for (const auto& c : writer_->calls()) {
-      const long args[6] = {SIGTRAP, 0, 0, 8, 0, 0};
-      auto o = filters.outcome(seccomp::x86_64_call(c.nr, args, c.at.value()));
+      auto o = filters.outcome(seccomp::x86_64_call(
+          c.nr, handler_args(c.nr, proc_.pid(), tid, address()), c.at.value()));
       if (o.kind != seccomp::ThreadFilters::Outcome::Kind::Runs)
         return "in thread " + std::to_string(tid) + ", " + o.why;
     }
@@ -111,10 +127,20 @@ std::optional<std::string> Int3Area::why_no_handler() {
 }
 
 void Int3Area::install_handler() {
+  caveat_ = true;  // until the handler is in, and covers every thread
   if (auto why = why_no_handler()) {
     how_ = "no in-process SIGTRAP handler (" + *why + "); the guardian puts the bytes back";
     return;
   }
+  try {
+    set_handler();
+  } catch (const seccomp::Refused& e) {
+    how_ = std::string("no in-process SIGTRAP handler (") + e.what() +
+           "); the guardian puts the bytes back";
+  }
+}
+
+void Int3Area::set_handler() {
   auto program = sigtrap_disposition(proc_);
   if (!program) {
     how_ = "no in-process SIGTRAP handler (the SIGTRAP disposition could not be read now)";
@@ -132,6 +158,7 @@ void Int3Area::install_handler() {
   how_ = "an in-process SIGTRAP handler at " + writer_->handler().hex() +
          " takes a hit if probecost dies";
   auto blocking = threads_blocking_sigtrap(proc_);
+  caveat_ = !blocking.empty();
   if (!blocking.empty()) {
     how_ += "; but thread " + std::to_string(blocking.front()) +
             " blocks SIGTRAP, and a hit there with no tracer is killed whatever the handler "
@@ -173,6 +200,12 @@ bool Int3Area::record(RuntimeAddr site, std::uint8_t original) {
       std::find_if(maps.begin(), maps.end(), [&](const Mapping& m) { return m.contains(site); });
   if (m != maps.end()) r.file = file_identity(*m, site);
   return writer_->add(r);
+}
+
+std::string Int3Area::caveat() {
+  if (caveat_said_ || !caveat_) return {};
+  caveat_said_ = true;
+  return "if probecost is killed: " + how_;
 }
 
 void Int3Area::tracer_copy(RuntimeAddr site, RuntimeAddr copy) {

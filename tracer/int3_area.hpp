@@ -59,11 +59,15 @@ class Int3Area {
   bool has_handler() const { return installed_; }
   // How a hit is taken care of if probecost dies, for the report.
   const std::string& how() const { return how_; }
+  // What the user should hear, once: why there is no handler, or what it cannot cover (empty
+  // when the handler covers everything, and after the first call).
+  std::string caveat();
 
  private:
   Int3Area(TracedProcess& proc, std::unique_ptr<trap::AreaWriter> writer)
       : proc_(proc), writer_(std::move(writer)) {}
   void install_handler();
+  void set_handler();
   std::optional<std::string> why_no_handler();
   std::optional<Instruction> decode_at(RuntimeAddr site);
 
@@ -71,6 +75,8 @@ class Int3Area {
   std::unique_ptr<trap::AreaWriter> writer_;
   bool installed_ = false;
   bool gone_ = false;
+  bool caveat_said_ = false;
+  bool caveat_ = false;  // how_ is worth saying
   std::string how_;
 };
 

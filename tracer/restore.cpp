@@ -14,6 +14,7 @@
 #include "tracer/jump_probes.hpp"
 #include "tracer/maps.hpp"
 #include "tracer/process.hpp"
+#include "tracer/seccomp.hpp"
 #include "tracer/symbols.hpp"
 #include "tracer/trap_handler_state.hpp"
 #include "tracer/trap_records.hpp"
@@ -184,7 +185,13 @@ void restore_handler(TracedProcess& proc, const trap::ParsedArea& area, bool dry
   if (area.state != trap::HandlerState::Installed) return;
   std::string who = "the SIGTRAP handler probecost (process " + std::to_string(area.tracer_pid) +
                     ") installed at " + area.handler.hex();
-  auto now = sigtrap_disposition(proc);
+  std::optional<trap::KernelSigaction> now;
+  try {
+    now = sigtrap_disposition(proc);
+  } catch (const seccomp::Refused& e) {
+    report.handlers.push_back(who + ": left alone, " + e.what());
+    return;
+  }
   if (!now) {
     report.handlers.push_back(who + ": left alone, its disposition could not be read now");
     return;
@@ -197,7 +204,13 @@ void restore_handler(TracedProcess& proc, const trap::ParsedArea& area, bool dry
     report.handlers.push_back(who + ": would be taken out, the program's own put back");
     return;
   }
-  bool ok = put_back_disposition(proc, area.address);
+  bool ok = false;
+  try {
+    ok = put_back_disposition(proc, area.address);
+  } catch (const seccomp::Refused& e) {
+    report.handlers.push_back(who + ": left alone, " + e.what());
+    return;
+  }
   report.handlers.push_back(who + (ok ? ": taken out, the program's own disposition put back"
                                       : ": could not be taken out now"));
 }

@@ -10,7 +10,8 @@
 //   --seccomp CALL:ACTION  with --idle: a seccomp filter, loaded on every thread once they run
 //             (SECCOMP_FILTER_FLAG_TSYNC), that answers CALL (memfd_create; mmap-exec: mmap or
 //             mprotect with PROT_EXEC; mmap-fixed: mmap with MAP_FIXED_NOREPLACE, which every
-//             mmap probecost injects has and the program's own do not; rt_sigaction)
+//             mmap probecost injects has and the program's own do not; rt_sigaction: setting
+//             SIGTRAP's disposition, which the program does before, reading it stays allowed)
 //             with ACTION (kill, trap, eperm, enosys); every other call allowed
 #include <seccomp.h>
 #include <sys/mman.h>
@@ -128,7 +129,10 @@ void load_seccomp(const std::string& spec) {
   } else if (act && call == "mmap-fixed") {
     rc = seccomp_rule_add(ctx, act, SCMP_SYS(mmap), 1,
                           SCMP_A3(SCMP_CMP_MASKED_EQ, MAP_FIXED_NOREPLACE, MAP_FIXED_NOREPLACE));
-  } else if (act && (call == "memfd_create" || call == "rt_sigaction")) {
+  } else if (act && call == "rt_sigaction") {
+    rc = seccomp_rule_add(ctx, act, SCMP_SYS(rt_sigaction), 2, SCMP_A0(SCMP_CMP_EQ, SIGTRAP),
+                          SCMP_A1(SCMP_CMP_NE, 0));
+  } else if (act && call == "memfd_create") {
     rc = seccomp_rule_add(ctx, act, seccomp_syscall_resolve_name(call.c_str()), 0);
   }
   if (rc != 0 || seccomp_load(ctx) != 0) {

@@ -1,5 +1,6 @@
 #include "target_common.hpp"
 
+#include <dirent.h>
 #include <signal.h>
 #include <sys/ucontext.h>
 #include <unistd.h>
@@ -124,12 +125,38 @@ namespace {
 
 // A tracer that still holds us has its int3 bytes in our text, rightly: compare the text with
 // the files only when nobody traces us (an attached target after detach).
-bool traced() {
-  std::ifstream in("/proc/self/status");
+bool traced(const std::string& status) {
+  std::ifstream in(status);
   for (std::string line; std::getline(in, line);) {
     if (line.rfind("TracerPid:", 0) == 0) return std::stol(line.substr(10)) != 0;
   }
   return false;
+}
+
+bool traced() {
+  return traced("/proc/self/status");
+}
+
+// Whether a tracer holds any of our threads (one attaching seizes them one by one).
+bool any_thread_traced() {
+  DIR* d = ::opendir("/proc/self/task");
+  bool any = false;
+  while (dirent* e = d ? ::readdir(d) : nullptr) {
+    if (e->d_name[0] != '.')
+      any = any || traced("/proc/self/task/" + std::string(e->d_name) + "/status");
+  }
+  if (d) ::closedir(d);
+  return any;
+}
+
+// "own" when our SIGTRAP handler is the disposition, "other" when not; "traced" when a tracer
+// held a thread of ours just before or just after we looked (its handler may be in meanwhile).
+const char* sigtrap_state() {
+  bool before = any_thread_traced();
+  struct sigaction now = {};
+  sigaction(SIGTRAP, nullptr, &now);
+  if (before || any_thread_traced()) return "traced";
+  return now.sa_sigaction == g_own_handler.load() ? "own" : "other";
 }
 
 }  // namespace
