@@ -174,11 +174,7 @@ void say_end(const std::string& extra) {
   std::string text = !check ? "traced" : diffs.empty() ? "ok" : diffs.front();
   // A tracer's SIGTRAP handler (probecost's stands in for it if it dies) must have given the
   // disposition back to the program when it let go.
-  struct sigaction now = {};
-  sigaction(SIGTRAP, nullptr, &now);
-  const char* sigtrap = !check                                     ? "traced"
-                        : now.sa_sigaction == g_own_handler.load() ? "own"
-                                                                   : "other";
+  const char* sigtrap = sigtrap_state();
   for (auto& c : text) c = c == ' ' ? '_' : c;
   say("end calls=" + std::to_string(g_calls.load()) + " bad=" + std::to_string(g_bad.load()) +
       " traps=" + std::to_string(g_traps.load()) + trap + " text=" + text + " sigtrap=" + sigtrap +
