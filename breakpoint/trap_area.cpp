@@ -131,6 +131,7 @@ bool AreaWriter::add(const SiteRecord& r) {
   t.length = r.length;
   memory_->write(record_at(count_), {reinterpret_cast<const std::uint8_t*>(&t), sizeof t});
   sites_.push_back(r.site);
+  resumes_.push_back(r.resume.value() != 0);
   ++count_;
   put(offsetof(TrapHeader, record_count), count_);
   return true;
@@ -141,6 +142,14 @@ void AreaWriter::set_moved(RuntimeAddr site, std::size_t i, RuntimeAddr to) {
     if (sites_[r] == site)
       put(layout_.records_offset + r * sizeof(TrapRecord) + offsetof(TrapRecord, moved) + 8 * i,
           to.value());
+  }
+}
+
+void AreaWriter::set_resume_if_none(RuntimeAddr site, RuntimeAddr to) {
+  for (std::uint32_t r = 0; r < count_; ++r) {
+    if (sites_[r] != site || resumes_[r]) continue;
+    put(layout_.records_offset + r * sizeof(TrapRecord) + offsetof(TrapRecord, resume), to.value());
+    resumes_[r] = true;
   }
 }
 

@@ -153,6 +153,8 @@ class AreaWriter {
   bool add(const SiteRecord& record);
   // Sets moved[`i`] of the record of `site`.
   void set_moved(RuntimeAddr site, std::size_t i, RuntimeAddr to);
+  // Sets the resume address of the record of `site`, if it has none.
+  void set_resume_if_none(RuntimeAddr site, RuntimeAddr to);
   // Marks the record of `site` removed (its int3 is gone); false if there is none.
   bool remove(RuntimeAddr site);
   // Every record removed: nothing of ours is left in the text.
@@ -187,6 +189,7 @@ class AreaWriter {
   std::uint64_t handler_offset_ = 0, restorer_offset_ = 0;
   std::vector<CodeCall> calls_;
   std::vector<RuntimeAddr> sites_;  // by record index
+  std::vector<bool> resumes_;       // by record index: it has a resume address
 };
 
 struct ParsedArea {

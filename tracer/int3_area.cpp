@@ -209,7 +209,11 @@ std::string Int3Area::caveat() {
 }
 
 void Int3Area::tracer_copy(RuntimeAddr site, RuntimeAddr copy) {
-  if (!gone_) writer_->set_moved(site, 0, copy);
+  if (gone_) return;
+  writer_->set_moved(site, 0, copy);
+  // The tracer's copy is near the site: the handler resumes there too when the area is too far
+  // from the site for a copy of its own (a RIP-relative operand out of reach).
+  writer_->set_resume_if_none(site, copy);
 }
 
 void Int3Area::removed(RuntimeAddr site) {

@@ -45,7 +45,8 @@ class Int3Area {
   // said in how()).
   bool record(RuntimeAddr site, std::uint8_t original);
   // The tracer's own copy of the instruction at `site` (its outline step-over), where a
-  // thread it moved there may be found with its trap pending if probecost dies.
+  // thread it moved there may be found with its trap pending if probecost dies; the handler
+  // resumes there too when the area is out of the site's reach.
   void tracer_copy(RuntimeAddr site, RuntimeAddr copy);
   // The int3 at `site` is out.
   void removed(RuntimeAddr site);

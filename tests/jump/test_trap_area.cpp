@@ -83,6 +83,26 @@ TEST(TrapArea, RecordsReadBackAsWritten) {
   EXPECT_FALSE(area->records[0].installed);
 }
 
+TEST(TrapArea, TheTracersCopyIsTheResumeOnlyWhereThereIsNone) {
+  Layout layout = Layout::of(4, false);
+  FakeMemory memory(layout.size);
+  AreaWriter w(memory, RuntimeAddr(kAt), layout, 1);
+  SiteRecord none = record(0x401000, 0x55);
+  none.resume = RuntimeAddr();
+  w.add(none);
+  w.add(record(0x402000, 0x48));
+  w.set_resume_if_none(RuntimeAddr(0x401000), RuntimeAddr(0x5000));
+  w.set_resume_if_none(RuntimeAddr(0x401000), RuntimeAddr(0x6000));  // has one now
+  w.set_resume_if_none(RuntimeAddr(0x402000), RuntimeAddr(0x7000));
+  w.set_moved(RuntimeAddr(0x402000), 0, RuntimeAddr(0x7000));
+  std::string why;
+  auto area = parse_area(memory.bytes(), RuntimeAddr(kAt), why);
+  ASSERT_TRUE(area) << why;
+  EXPECT_EQ(area->records[0].resume, RuntimeAddr(0x5000));
+  EXPECT_EQ(area->records[1].resume, RuntimeAddr(kAt + 0x3000));
+  EXPECT_EQ(area->records[1].moved[0], 0x7000u);
+}
+
 TEST(TrapArea, WithoutCodeThereIsNoHandler) {
   Layout layout = Layout::of(4, false);
   EXPECT_EQ(layout.code_size, 0u);
