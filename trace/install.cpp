@@ -4,6 +4,9 @@
 
 #include "common/error.hpp"
 #include "trace/run.hpp"
+#include "tracer/int3_area.hpp"
+#include "tracer/maps.hpp"
+#include "tracer/trap_records.hpp"
 
 namespace probecost::trace_run {
 
@@ -38,18 +41,22 @@ std::vector<ResolvedProbe> TraceRun::resolve(Traced& tr, bool first_image) {
 
 void TraceRun::enable_int3(Traced& tr, const ResolvedProbe& probe) {
   TracedProcess& p = *tr.proc;
+  // The trap area first: the record of each int3, and the handler that stands in for us.
+  Int3Area* area = p.ensure_int3_area(probe.address);
   BreakpointSite& site = p.sites().add(probe.address, probe.spec);
   if (site.enabled()) return;  // two specs naming one address
   try {
     site.enable();
   } catch (const SiteOccupied&) {
     throw Error("cannot probe " + probe.spec + " (" + probe.symbol + " at " + probe.address.hex() +
-                ") in process " + std::to_string(p.pid()) +
-                ": it holds an int3 already. If a probecost was killed while tracing it, "
-                "'probecost restore -p " +
-                std::to_string(p.pid()) + "' puts the bytes back");
+                ") in process " + std::to_string(p.pid()) + ": " +
+                whose_int3(p.memory(), read_maps(p.proc_tid()), probe.address, p.pid()));
   }
   tr.step_over->prepare(site);
+  if (!area) return;
+  if (auto copy = tr.step_over->copy_of(site)) area->tracer_copy(site.address(), *copy);
+  if (std::string caveat = area->caveat(); !caveat.empty() && opts_.announce)
+    notes_ << "probecost trace: process " << p.pid() << ": " << caveat << std::endl;
 }
 
 namespace {

@@ -15,6 +15,7 @@
 #include "common/error.hpp"
 #include "tracer/family.hpp"
 #include "tracer/guardian.hpp"
+#include "tracer/int3_area.hpp"
 #include "tracer/maps.hpp"
 #include "tracer/proc_files.hpp"
 #include "tracer/syscalls.hpp"
@@ -132,6 +133,7 @@ void TracedProcess::task_gone(pid_t tid, WaitStatus ws) {
   if (launched_) end_cpu_seconds_ = children_cpu_seconds() - children_cpu_at_launch_;
   sites_.forget_all();
   for (auto& p : patches_) p->forget();
+  if (int3_area_) int3_area_->forget();
   std::erase_if(tasks_, [](const auto& kv) { return kv.second.role() == Task::Role::Thread; });
   // Nothing is left to restore: the guardian (one process per traced process, with
   // --follow-forks a shell's every child) goes now, not at the end of the trace.
@@ -370,6 +372,8 @@ void TracedProcess::follow_fork(TracedProcess& parent, std::optional<WaitStatus>
   for (const auto& site : parent.sites_) {
     if (site->enabled()) sites_.add(site->address(), site->label()).adopt(site->saved_byte());
   }
+  // Its copy of the trap area records those int3 bytes, and its SIGTRAP disposition is ours.
+  if (parent.int3_area_) adopt_int3_area(Int3Area::inherit(*this, *parent.int3_area_));
   try {
     for (const auto& p : parent.patches_) {
       if (!p->installed()) continue;
@@ -431,8 +435,10 @@ void TracedProcess::on_exec(Task& t) {
   });
   sites_.forget_all();  // the old address space, and our int3 bytes with it, are gone
   for (auto& p : patches_) p->forget();
+  if (int3_area_) int3_area_->forget();
   exec_ended_ = true;
   memory_.reopen();
+  syscall_insn_tried_ = false;  // a new vDSO
 }
 
 // ---- scratch pages -------------------------------------------------------------------------

@@ -34,6 +34,7 @@ namespace probecost {
 
 class Family;
 class Guardian;
+class Int3Area;
 
 struct LaunchSpec {
   std::vector<std::string> argv;  // argv[0] is looked up in PATH
@@ -166,6 +167,13 @@ class TracedProcess {
   Family* family() const { return family_; }
   bool has_guardian() const { return guardian_ != nullptr; }
 
+  // The trap area of this process's int3 probes (tracer/int3_area.hpp), mapped near `near`
+  // the first time, every thread stopped: from then on every int3 written is recorded there
+  // first, and its SIGTRAP handler stands in for us should we die. Nothing when it cannot be
+  // mapped now (the probes go in unrecorded, the guardian their only backstop).
+  Int3Area* ensure_int3_area(RuntimeAddr near);
+  Int3Area* int3_area() { return int3_area_.get(); }
+
   // Watches over our int3 bytes from a separate process that puts them back if probecost
   // dies (SIGKILL, OOM) before it could. For processes we attached to.
   void start_guardian();
@@ -215,6 +223,8 @@ class TracedProcess {
   bool is_our_trap_at(RuntimeAddr site);
   void detach_vfork_waiters();
   void remove_patches();
+  void let_go_of_int3_area();
+  void adopt_int3_area(std::unique_ptr<Int3Area> area);
   void settle_new_tasks();
   // One single-step of injected code in `task`; the registers after it, nullptr when it is
   // gone.
@@ -239,6 +249,11 @@ class TracedProcess {
   Ticker ticker_;
   std::unique_ptr<Guardian> guardian_;
   Family* family_ = nullptr;
+  std::unique_ptr<Int3Area> int3_area_;
+  // The vDSO's syscall instruction, where injected system calls run (inject.cpp).
+  std::optional<RuntimeAddr> syscall_insn_;
+  bool syscall_insn_tried_ = false;
+  bool int3_area_tried_ = false;
   std::vector<pid_t> leftovers_;
 };
 

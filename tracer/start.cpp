@@ -15,6 +15,7 @@
 
 #include "common/error.hpp"
 #include "tracer/guardian.hpp"
+#include "tracer/int3_area.hpp"
 #include "tracer/proc_files.hpp"
 #include "tracer/process.hpp"
 #include "tracer/syscalls.hpp"
@@ -244,8 +245,11 @@ void TracedProcess::resume_after_exec() {
   for (auto& [tid, t] : tasks_) t.deferred.reset();
   deferred_.clear();
   sites_.clear();
+  sites_.set_recorder({});
   patches_.clear();
   scratch_pages_.clear();
+  int3_area_.reset();  // the new image gets its own, with its first int3 probe
+  int3_area_tried_ = false;
   exec_ended_ = false;
   // The guardian holds the old address space's /proc/PID/mem: a new one watches the new.
   if (guardian_) {

@@ -67,6 +67,23 @@ trap::FileIdentity file_identity(const Mapping& m, RuntimeAddr at) {
   return {makedev(major, minor), inode, m.offset + static_cast<std::uint64_t>(at - m.start)};
 }
 
+std::string whose_int3(TraceeMemory& memory, const std::vector<Mapping>& maps, RuntimeAddr at,
+                       pid_t pid) {
+  std::vector<std::string> notes;
+  auto areas = read_trap_areas(memory, maps, notes);
+  for (const auto& area : areas) {
+    for (const auto& r : area.records) {
+      if (r.installed && r.site == at)
+        return "it holds an int3 that probecost (process " + std::to_string(area.tracer_pid) +
+               ") wrote and left there when it was killed; 'probecost restore -p " +
+               std::to_string(pid) + "' puts the byte back";
+    }
+  }
+  return "it holds someone else's breakpoint, an int3 that probecost did not write (the "
+         "program's own, a debugger's, or a kernel uprobe's: bpftrace, perf probe); probecost "
+         "leaves it alone";
+}
+
 const trap::SiteRecord* record_of(const std::vector<trap::ParsedArea>& areas, RuntimeAddr site) {
   for (const auto& area : areas) {
     for (const auto& r : area.records) {

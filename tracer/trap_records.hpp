@@ -22,6 +22,12 @@ std::vector<trap::ParsedArea> read_trap_areas(TraceeMemory& memory,
 // anonymous mapping).
 trap::FileIdentity file_identity(const Mapping& m, RuntimeAddr at);
 
+// Whose the int3 already at `at` in process `pid` is, for the refusal of a probe there: a
+// probecost's that was killed (a trap area records it: then `probecost restore`), or someone
+// else's breakpoint, which is not ours to touch.
+std::string whose_int3(TraceeMemory& memory, const std::vector<Mapping>& maps, RuntimeAddr at,
+                       pid_t pid);
+
 // The installed record of `site` in `areas`, if there is one.
 const trap::SiteRecord* record_of(const std::vector<trap::ParsedArea>& areas, RuntimeAddr site);
 
