@@ -26,8 +26,10 @@ namespace {
 void check_seccomp(pid_t pid, pid_t tid, long nr, const std::array<long, 6>& args, RuntimeAddr at) {
   auto o = seccomp::ThreadFilters::of(tid).outcome(seccomp::x86_64_call(nr, args, at.value()));
   if (o.kind == seccomp::ThreadFilters::Outcome::Kind::Runs) return;
+  bool exec = (nr == SYS_mmap || nr == SYS_mprotect) && (args[2] & PROT_EXEC);
   throw seccomp::Refused("process " + std::to_string(pid) + " (thread " + std::to_string(tid) +
-                         "): " + o.why + ", so probecost does not make it run one");
+                         "): " + o.why + ", so probecost does not make it run one" +
+                         (exec ? ": the process refuses executable mappings" : ""));
 }
 
 // The system call of a `syscall` instruction at the thread's PC, as its registers give it.

@@ -76,7 +76,8 @@ std::string Verdict::describe() const {
     case Action::Errno: {
       if (data == 0) return s + " (0: a success it fakes)";
       const char* name = strerrorname_np(data);
-      return s + " (" + (name ? name : "errno " + std::to_string(data)) + ")";
+      return s + " (" + (name ? name : "errno " + std::to_string(data)) + ": " +
+             std::strerror(data) + ")";
     }
     case Action::Trace:
       return s + " (ENOSYS, or a PTRACE_EVENT_SECCOMP stop)";

@@ -71,7 +71,7 @@ TEST(Seccomp, ErrnoCarriesItsValue) {
   EXPECT_EQ(v.action, Action::Errno);
   EXPECT_EQ(v.data, EPERM);
   EXPECT_FALSE(v.runs());
-  EXPECT_EQ(v.describe(), "SECCOMP_RET_ERRNO (EPERM)");
+  EXPECT_EQ(v.describe(), "SECCOMP_RET_ERRNO (EPERM: Operation not permitted)");
   const long none[6] = {};
   EXPECT_EQ(evaluate(filters, x86_64_call(SYS_memfd_create, none, 0)).data, ENOSYS);
 }
@@ -174,7 +174,9 @@ TEST(Seccomp, OutcomeSaysWhatAndWhy) {
   auto enosys = t.outcome(x86_64_call(SYS_memfd_create, none, 0));
   EXPECT_EQ(enosys.kind, Kind::Answers);
   EXPECT_EQ(enosys.result, -ENOSYS);
-  EXPECT_EQ(enosys.why, "its seccomp filter answers memfd_create with SECCOMP_RET_ERRNO (ENOSYS)");
+  EXPECT_EQ(enosys.why,
+            "its seccomp filter answers memfd_create with SECCOMP_RET_ERRNO (ENOSYS: Function not "
+            "implemented)");
   EXPECT_EQ(ThreadFilters{}.outcome(mmap_call(PROT_EXEC)).kind, Kind::Runs);
   // A faked success (errno 0) and a trap are never injected; RET_TRACE fails with ENOSYS.
   Program fake = {BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | 0)};
