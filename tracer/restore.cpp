@@ -11,9 +11,9 @@
 #include "breakpoint/jump_area.hpp"
 #include "breakpoint/site.hpp"
 #include "common/error.hpp"
+#include "tracer/family.hpp"
 #include "tracer/jump_probes.hpp"
 #include "tracer/maps.hpp"
-#include "tracer/process.hpp"
 #include "tracer/seccomp.hpp"
 #include "tracer/symbols.hpp"
 #include "tracer/trap_handler_state.hpp"
@@ -215,17 +215,19 @@ void restore_handler(TracedProcess& proc, const trap::ParsedArea& area, bool dry
 RestoreReport restore_process(pid_t pid, bool dry_run) {
   RestoreReport report;
   report.pid = pid;
-  auto proc = TracedProcess::attach(pid);
-  ProcessSymbols symbols(proc->proc_tid());
-  auto maps = read_maps(proc->proc_tid());
-  for (const auto& area : read_jump_areas(*proc, report.notes))
-    restore_jumps(*proc, symbols, area, dry_run, report);
-  auto areas = read_trap_areas(proc->memory(), maps, report.notes);
-  restore_int3s(*proc, symbols, maps, areas, dry_run, report);
-  for (const auto& area : areas) restore_handler(*proc, area, dry_run, report);
+  auto family = Family::attach(pid);
+  TracedProcess& proc = family->root();
+  ProcessSymbols symbols(proc.proc_tid());
+  auto maps = read_maps(proc.proc_tid());
+  // Jumps first: their original bytes may hold what looks like an int3 to the file comparison.
+  for (const auto& area : read_jump_areas(proc, report.notes))
+    restore_jumps(proc, symbols, area, dry_run, report);
+  auto areas = read_trap_areas(proc.memory(), maps, report.notes);
+  restore_int3s(proc, symbols, maps, areas, dry_run, report);
+  for (const auto& area : areas) restore_handler(proc, area, dry_run, report);
   for (const Mapping& m : maps) {
     if (m.exec && !m.path.empty() && m.path[0] == '/' && m.path.rfind("/memfd:", 0) != 0)
-      foreign_int3s(*proc, symbols, m, areas, report);
+      foreign_int3s(proc, symbols, m, areas, report);
   }
   // A jump's padding is int3 too, and is the jump's (restored, or left with it).
   std::erase_if(report.bytes, [&](const RestoredByte& b) {
@@ -235,7 +237,7 @@ RestoreReport restore_process(pid_t pid, bool dry_run) {
                     b.address < j.address + static_cast<std::int64_t>(j.length);
            });
   });
-  proc->detach();
+  proc.detach();
   return report;
 }
 
