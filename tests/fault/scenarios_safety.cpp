@@ -96,7 +96,11 @@ Outcome sigkill_rate_cycle(const Config& cfg, const Cycle& c, int rate) {
   // restored bytes, or the jumps).
   pause_for(0.2);
   if (!alive(t.pid())) {
-    o.harm("the target died after probecost's SIGKILL at " + std::to_string(rate) + " hits/s");
+    auto status = t.attached().child.wait(after(cfg.bound));
+    auto end = t.pipes().wait_line("fatal", after(0.1));
+    o.harm("the target " + (status ? describe_status(*status) : std::string("died")) +
+           " after probecost's SIGKILL at " + std::to_string(rate) + " hits/s" +
+           (end ? " (" + *end + ")" : ""));
     return o;
   }
   run_restore(cfg, t.pid(), o);

@@ -65,6 +65,18 @@ void on_sigtrap(int, siginfo_t* info, void* context) {
   }
 }
 
+// A fatal signal says where it came from on the control fd, then kills as it would have
+// (SA_RESETHAND: the faulting instruction runs again under the default action).
+void on_fatal(int sig, siginfo_t* info, void* context) {
+  auto* uc = static_cast<ucontext_t*>(context);
+  char line[200];
+  int n = std::snprintf(line, sizeof line, "fatal sig=%d code=%d addr=%p rip=probe_fn%+lld\n", sig,
+                        info->si_code, info->si_addr,
+                        static_cast<long long>(uc->uc_mcontext.gregs[REG_RIP] -
+                                               reinterpret_cast<std::intptr_t>(&probe_fn)));
+  if (n > 0) write_all(g_ctl_fd, line, static_cast<std::size_t>(n));
+}
+
 std::mt19937_64& rng() {
   static std::mt19937_64 r;
   return r;
@@ -96,6 +108,10 @@ void init(int argc, char** argv) {
   sigemptyset(&sa.sa_mask);
   sigaction(SIGTRAP, &sa, nullptr);
   expect_sigtrap_handler(on_sigtrap);
+  struct sigaction fatal = {};
+  fatal.sa_sigaction = on_fatal;
+  fatal.sa_flags = SA_SIGINFO | SA_RESETHAND;
+  for (int sig : {SIGSEGV, SIGBUS, SIGILL, SIGFPE}) sigaction(sig, &fatal, nullptr);
 }
 
 void expect_sigtrap_handler(void (*handler)(int, siginfo_t*, void*)) {
