@@ -129,6 +129,15 @@ void TracedProcess::task_gone(pid_t tid, WaitStatus ws) {
   }
 }
 
+WaitStatus TracedProcess::park_trap(Task& t, WaitStatus ws) {
+  if (!ws.signal_stop() || ws.stop_signal() != SIGTRAP) return ws;
+  auto rip = t.rip();
+  BreakpointSite* site = rip ? sites_.find(*rip - 1) : nullptr;
+  if (!site || !site->enabled() || t.trap_cause() != TrapCause::Breakpoint) return ws;
+  if (!t.set_rip(site->address())) return ws;  // gone: its end comes next
+  return WaitStatus(0x7f | ((SIGTRAP | (PTRACE_EVENT_STOP << 8)) << 8));
+}
+
 Task* TracedProcess::update_from(const TaskEvent& ev) {
   pid_t tid = ev.tid;
   WaitStatus ws = ev.status;

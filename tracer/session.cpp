@@ -200,7 +200,12 @@ void Session::on_hit(Task& t, StoppedThread& thread, BreakpointSite& site) {
   step_over_->ready(site);
   TaskRef ref = t.ref();
   std::optional<OthersStopped> others;
-  if (proc_.tasks().size() > 1 && step_over_->needs_all_stop(site)) others.emplace(proc_, ref.tid);
+  if (proc_.tasks().size() > 1 && step_over_->needs_all_stop(site)) {
+    // Stopping the others takes as long as each takes to report: the thread waits on the site
+    // meanwhile, not one past it (see TracedProcess::park_trap).
+    thread.set_pc(site.address());
+    others.emplace(proc_, ref.tid);
+  }
   // Another thread's exec while we stopped everyone ends this one (and destroys its Task).
   if (!proc_.task(ref)) throw TaskGone{ref.tid};
   step_over_->step(thread, site);

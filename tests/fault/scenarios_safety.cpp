@@ -105,7 +105,13 @@ Outcome sigkill_rate_cycle(const Config& cfg, const Cycle& c, int rate) {
   }
   run_restore(cfg, t.pid(), o);
   t.check_attached(cfg, o);
-  if (!o.clean()) o.why += " [" + std::to_string(rate) + " hits/s]";
+  if (!o.clean()) {
+    // What the target said of it (target_common.cpp: a wrong result, a fatal signal).
+    const std::string& said = t.pipes().lines.seen();
+    if (auto at = said.find("fatal "); at != std::string::npos)
+      o.why += " (" + said.substr(at + 6, said.find('\n', at) - at - 6) + ")";
+    o.why += " [" + std::to_string(rate) + " hits/s]";
+  }
   return o;
 }
 
