@@ -400,7 +400,7 @@ const std::vector<Scenario>& scenarios() {
       {"sigkill-idle", "probecost killed by SIGKILL while idle; then probecost restore", 4, 20,
        false, false, [](const Config& cfg, const Cycle& c) { return sigkill_cycle(cfg, c, true); }},
       {"sigkill", "probecost SIGKILLed at 100, 500, 1000 hits/s; then probecost restore", 9, 60,
-       false, false,
+       false, true,
        [](const Config& cfg, const Cycle& c) {
          static const int rates[] = {100, 500, 1000};
          return sigkill_rate_cycle(cfg, c, rates[c.index % 3]);
