@@ -136,10 +136,11 @@ void call_probe(std::uint64_t x) {
   if (got != expected_result(x)) {
     if (g_bad.fetch_add(1, std::memory_order_relaxed) == 0) {
       char line[160];
-      int n = std::snprintf(line, sizeof line, "fatal wrong result for x=%#llx: %s\n",
-                            static_cast<unsigned long long>(x),
-                            got == expected_result(x & 0xffffffffu) ? "its low half's (mov %edi,%eax)"
-                                                                    : "something else");
+      int n =
+          std::snprintf(line, sizeof line, "fatal wrong result for x=%#llx: %s\n",
+                        static_cast<unsigned long long>(x),
+                        got == expected_result(x & 0xffffffffu) ? "its low half's (mov %edi,%eax)"
+                                                                : "something else");
       if (n > 0) write_all(g_ctl_fd, line, static_cast<std::size_t>(n));
     }
   }
