@@ -67,6 +67,33 @@ std::optional<RuntimeAddr> vdso_syscall(TraceeMemory& memory, pid_t pid) {
   return std::nullopt;
 }
 
+// SIGTRAP unblocked in `t` while we inject code into it. Each single-step's trap is forced on
+// the thread, and the kernel's force_sig resets a blocked signal's disposition to SIG_DFL, for
+// the whole process: injecting into a thread that blocks SIGTRAP (pthread_create blocks every
+// signal in a new thread until its start routine runs) took the program's SIGTRAP handler away
+// (seen with fault_busy --churn). The mask is set with ptrace, not an injected call.
+class SigtrapUnblocked {
+ public:
+  explicit SigtrapUnblocked(Task& t) : t_(t), saved_(t.blocked_signals()) {
+    constexpr std::uint64_t bit = 1ull << (SIGTRAP - 1);
+    if (saved_ && (*saved_ & bit) && t_.set_blocked_signals(*saved_ & ~bit)) return;
+    saved_.reset();  // nothing to put back
+  }
+  ~SigtrapUnblocked() {
+    try {
+      if (saved_) t_.set_blocked_signals(*saved_);
+    } catch (const Error&) {
+      // The thread is going away with its process.
+    }
+  }
+  SigtrapUnblocked(const SigtrapUnblocked&) = delete;
+  SigtrapUnblocked& operator=(const SigtrapUnblocked&) = delete;
+
+ private:
+  Task& t_;
+  std::optional<std::uint64_t> saved_;
+};
+
 // Where a system call is injected: the vDSO's syscall instruction, or without a vDSO (vdso=0)
 // two bytes at the thread's PC, borrowed for the call and put back.
 class SyscallSite {
@@ -156,6 +183,7 @@ auto TracedProcess::with_others_stopped(Task* via, Inject inject)
   OthersStopped others(*this, ref.tid);
   t = task(ref);  // another thread's exec may have ended it meanwhile
   if (!t) return std::nullopt;
+  SigtrapUnblocked unblocked(*t);
   return inject(*t);
 }
 

@@ -235,10 +235,11 @@ void Int3Area::let_go() {
   if (!installed_) return;
   installed_ = false;
   auto now = sigtrap_disposition(proc_);
-  if (now && now->handler == writer_->handler().value()) {
+  if (!now) return;  // not known now: ours stays (it passes everything on), restore can look
+  if (now->handler == writer_->handler().value()) {
     put_back_disposition(proc_, address());
   } else {
-    // The program has set its own since (or it cannot be read now): it stays as it is.
+    // The program has set its own since: it stays as it is.
     writer_->set_state(trap::HandlerState::PutBack);
   }
 }
