@@ -15,6 +15,7 @@
 #include "common/cpu.hpp"
 #include "common/error.hpp"
 #include "tracer/guardian.hpp"
+#include "tracer/int3_area.hpp"
 #include "tracer/proc_files.hpp"
 #include "tracer/process.hpp"
 #include "tracer/syscalls.hpp"
@@ -271,8 +272,11 @@ void TracedProcess::resume_after_exec() {
   // something else): it is settled here, by running to the new entry point.
   for (auto& [tid, t] : tasks_) t.deferred.reset();
   sites_.clear();
+  sites_.set_recorder({});
   patches_.clear();
   scratch_pages_.clear();
+  int3_area_.reset();  // the new image gets its own, with its first int3 probe
+  int3_area_tried_ = false;
   exec_ended_ = false;
   // The guardian holds the old address space's /proc/PID/mem: a new one watches the new.
   if (guardian_) {
