@@ -101,6 +101,10 @@ class Task {
   // Why the thread's SIGTRAP stop happened, from its siginfo (PTRACE_GETSIGINFO). Nothing when
   // the thread is gone.
   std::optional<TrapCause> trap_cause();
+  // The thread's blocked-signal mask (PTRACE_GETSIGMASK / PTRACE_SETSIGMASK: no code of the
+  // thread runs). Nothing, or false, when the thread is gone.
+  std::optional<std::uint64_t> blocked_signals();
+  bool set_blocked_signals(std::uint64_t mask);
 
   // Signals meant for the program, oldest first. One slot would lose a second signal that
   // arrives while the thread is single-stepped over a site.
