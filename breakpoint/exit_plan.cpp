@@ -147,8 +147,8 @@ void plan_exit(const Function& f, std::span<const std::uint8_t> code, std::size_
 
 }  // namespace
 
-bool is_exit(const Instruction& in, RuntimeAddr function, RuntimeAddr end,
-             const OwnPart& own_part, const FrameKept& frame_kept) {
+bool is_exit(const Instruction& in, RuntimeAddr function, RuntimeAddr end, const OwnPart& own_part,
+             const FrameKept& frame_kept) {
   auto leaves = [&](RuntimeAddr to) {
     if (frame_kept && frame_kept(in.address)) return false;
     if (to == function) return true;

@@ -4,10 +4,9 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
+#include <sys/sysinfo.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <sys/sysinfo.h>
 #include <x86intrin.h>
 
 #include <algorithm>
@@ -299,12 +298,12 @@ void run_record(const Mechanism& m, Family& family, Sample& s) {
     return;
   }
   if (!in.undecodable.empty() || !in.entry_jump || !in.int3_exits.empty())
-    throw Error("cannot record " + sym.name + " with jumps alone: " +
-                (in.undecodable.empty() ? in.why_entry : in.undecodable) +
+    throw Error("cannot record " + sym.name +
+                " with jumps alone: " + (in.undecodable.empty() ? in.why_entry : in.undecodable) +
                 (in.int3_exits.empty() ? "" : in.int3_exits.front().why_not_jump));
-  s.step_over_plan = in.whole ? "entry and ret under one jump"
-                              : "a jump at the entry, " + std::to_string(in.exit_jumps) +
-                                    " at its exits";
+  s.step_over_plan =
+      in.whole ? "entry and ret under one jump"
+               : "a jump at the entry, " + std::to_string(in.exit_jumps) + " at its exits";
   populate_jump_areas(p);
   RunEnd end = run_without_traps(family, s);
   jump::CallReader& reader = *jumps.call_reader();

@@ -1,7 +1,6 @@
 #include "record/ctf.hpp"
 
 #include <algorithm>
-
 #include <cstring>
 #include <fstream>
 #include <random>
@@ -177,8 +176,8 @@ void CtfWriter::flush(Stream& s) {
   std::uint64_t end = empty ? std::max(s.last_tsc, s.lost_tsc) : s.last_tsc;
   put(packet, empty ? end : s.first_tsc);  // timestamp_begin
   put(packet, end);                        // timestamp_end
-  put(packet, bits);                              // content_size
-  put(packet, bits);                              // packet_size: no padding
+  put(packet, bits);                       // content_size
+  put(packet, bits);                       // packet_size: no padding
   put(packet, s.seq++);
   put(packet, s.discarded);  // events_discarded: a running count, as LTTng's
   packet += s.content;

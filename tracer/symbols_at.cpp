@@ -1,10 +1,10 @@
 // ProcessSymbols: what is at an address; and the symbols of one ELF image in memory.
+#include <dwarf.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
-
-#include <dwarf.h>
 
 #include "common/error.hpp"
 #include "tracer/cxx_names.hpp"

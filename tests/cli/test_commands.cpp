@@ -135,9 +135,10 @@ TEST(Compare, JsonReportHasEveryMechanismWithExactHits) {
     double cost = m["cpu_ns_per_hit"]["median"];
     EXPECT_NEAR(m["extrapolation"][0]["cpu_percent"].get<double>(), 750000 * cost / 1e7, 1e-6);
   }
-  EXPECT_EQ(names, (std::vector<std::string>{"baseline", "marker-off", "marker", "int3-signal",
-                                             "int3-ptrace", "int3-ptrace-fast", "jump", "record", "uprobe",
-                                             "uprobe-nop5", "uprobe-push", "ptrace-floor"}));
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"baseline", "marker-off", "marker", "int3-signal",
+                                      "int3-ptrace", "int3-ptrace-fast", "jump", "record", "uprobe",
+                                      "uprobe-nop5", "uprobe-push", "ptrace-floor"}));
 }
 
 TEST(Compare, PtraceCountsEveryHitOfFourThreads) {
