@@ -211,16 +211,13 @@ void check_step_over_name(const std::string& name) {
 }
 
 std::unique_ptr<StepOver> make_step_over(const std::string& name, TraceeMemory& memory,
-                                         ScratchMapper mapper) {
+                                         ScratchMapper mapper, CopyMap* copies) {
   check_step_over_name(name);
   if (name == "singlestep") return std::make_unique<SingleStepOver>(&memory);
-  if (name == "emulate") {
-    return std::make_unique<FastStepOver>(FastStepOver::Mode::Emulate, memory, std::move(mapper));
-  }
-  if (name == "outline") {
-    return std::make_unique<FastStepOver>(FastStepOver::Mode::Outline, memory, std::move(mapper));
-  }
-  return std::make_unique<FastStepOver>(FastStepOver::Mode::Auto, memory, std::move(mapper));
+  auto mode = name == "emulate"   ? FastStepOver::Mode::Emulate
+              : name == "outline" ? FastStepOver::Mode::Outline
+                                  : FastStepOver::Mode::Auto;
+  return std::make_unique<FastStepOver>(mode, memory, std::move(mapper), copies);
 }
 
 }  // namespace probecost

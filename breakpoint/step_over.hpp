@@ -97,8 +97,8 @@ class FastStepOver final : public StepOver {
   enum class Mode { Emulate, Outline, Auto };
   enum class Method { Emulate, Outline, SingleStep };
 
-  FastStepOver(Mode mode, TraceeMemory& memory, ScratchMapper mapper)
-      : mode_(mode), memory_(&memory), outliner_(memory, std::move(mapper)) {}
+  FastStepOver(Mode mode, TraceeMemory& memory, ScratchMapper mapper, CopyMap* copies = nullptr)
+      : mode_(mode), memory_(&memory), outliner_(memory, std::move(mapper), copies) {}
   std::string name() const override;
   void prepare(BreakpointSite& site) override;
   void ready(BreakpointSite& site) override;
@@ -132,8 +132,9 @@ class FastStepOver final : public StepOver {
 
 // UsageError unless `name` is "singlestep", "emulate", "outline" or "auto".
 void check_step_over_name(const std::string& name);
-// "singlestep", "emulate", "outline" or "auto" (UsageError otherwise).
+// "singlestep", "emulate", "outline" or "auto" (UsageError otherwise). `copies`, when given,
+// learns where the out-of-line copies run.
 std::unique_ptr<StepOver> make_step_over(const std::string& name, TraceeMemory& memory,
-                                         ScratchMapper mapper);
+                                         ScratchMapper mapper, CopyMap* copies = nullptr);
 
 }  // namespace probecost

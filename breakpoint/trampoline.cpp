@@ -215,7 +215,7 @@ std::optional<Trampoline> generate(const JumpPlan& plan, const TrampolineSpec& s
   if (!block) return std::nullopt;
   a.raw(block->bytes);
   if (spec.per_cpu && !spec.events) emit_per_cpu_cold(a, spec, in, out);
-  Trampoline t{spec.address, a.bytes(), {}};
+  Trampoline t{spec.address, a.bytes(), {}, block->at};
   for (std::size_t i = 1; i < plan.covered.size(); ++i) {
     t.copies.emplace_back(plan.covered[i].address, block->at + block->offsets[i]);
   }

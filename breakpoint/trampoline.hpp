@@ -63,6 +63,8 @@ struct Trampoline {
   std::vector<std::uint8_t> code;
   // Each displaced instruction after the first, and its copy in the trampoline.
   std::vector<std::pair<RuntimeAddr, RuntimeAddr>> copies;
+  // Where the copies start: the first displaced instruction's.
+  RuntimeAddr block;
 
   RuntimeAddr end() const { return address + static_cast<std::int64_t>(code.size()); }
   // Where a thread whose RIP is `pc`, between two displaced instructions when the patch goes in,

@@ -96,8 +96,9 @@ void TraceRun::install_image(Traced& tr) {
   tr.symbols = std::make_unique<ProcessSymbols>(p.proc_tid());
   tr.images.push_back(tr.symbols->executable());
   tr.probes = resolve(tr, first);
-  tr.step_over = make_step_over(opts_.step_over, p.memory(),
-                                [&p](RuntimeAddr near) { return p.map_scratch(near); });
+  tr.step_over = make_step_over(
+      opts_.step_over, p.memory(), [&p](RuntimeAddr near) { return p.map_scratch(near); },
+      &p.relocated());
   tr.jumps.reset();
   if (opts_.via != "int3" && !opts_.stacks) {
     JumpOptions jo;

@@ -216,6 +216,9 @@ std::optional<std::size_t> JumpProbes::add(RuntimeAddr site, const ProcessSymbol
   auto placed = place(*p, id, area, why);
   if (!placed) return std::nullopt;
   proc_.add_patch(placed->patch, std::move(label)).install();
+  proc_.relocated().add(placed->trampoline.block, p->site);
+  for (const auto& [original, copy] : placed->trampoline.copies)
+    proc_.relocated().add(copy, original);
   probes_.push_back(Probe{site, p->length, area, placed->index});
   return probes_.size() - 1;
 }

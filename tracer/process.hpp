@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "breakpoint/copy_map.hpp"
 #include "breakpoint/patch_site.hpp"
 #include "breakpoint/site_table.hpp"
 #include "tracer/memory.hpp"
@@ -82,6 +83,9 @@ class TracedProcess {
   // Jump-patched sites: owned here so that every way out removes them, as it does int3 bytes.
   PatchSite& add_patch(const JumpPatch& patch, std::string label);
   const std::vector<std::unique_ptr<PatchSite>>& patches() const { return patches_; }
+  // Where relocated copies of its instructions run (out-of-line copies, jump trampolines): a
+  // fault raised in one is given to the program as the original's (tracer/fault_fixup.hpp).
+  CopyMap& relocated() { return relocated_; }
   std::map<pid_t, Task>& tasks() { return tasks_; }
   Task* task(pid_t tid);
   // The Task `t` was, if it still exists: after anything that waits (stop_all), a thread may
@@ -227,6 +231,7 @@ class TracedProcess {
   ProcMemory memory_;
   SiteTable sites_;
   std::vector<std::unique_ptr<PatchSite>> patches_;
+  CopyMap relocated_;
   std::map<pid_t, Task> tasks_;
   std::deque<pid_t> deferred_;           // tasks given a deferred event, oldest first
   std::map<pid_t, pid_t> vfork_parent_;  // vfork child -> the thread waiting in vfork()

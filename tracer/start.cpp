@@ -245,6 +245,7 @@ void TracedProcess::resume_after_exec() {
   deferred_.clear();
   sites_.clear();
   patches_.clear();
+  relocated_.clear();
   scratch_pages_.clear();
   exec_ended_ = false;
   // The guardian holds the old address space's /proc/PID/mem: a new one watches the new.

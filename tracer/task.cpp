@@ -106,7 +106,7 @@ bool Task::resume_with_signals(__ptrace_request request) {
 }
 
 bool Task::resume() {
-  return resume_with_signals(PTRACE_CONT);
+  return resume_with_signals(handlers_watched > 0 ? PTRACE_SYSCALL : PTRACE_CONT);
 }
 
 bool Task::detach() {

@@ -77,6 +77,7 @@ class Task {
   // signal-delivery-stop (the only stop in which the kernel injects the resume's signal; in
   // any other stop it may silently drop it, see ptrace(2) "Signal injection"). Other pending
   // signals are sent again with tgkill, so none is lost: each comes back as a stop of its own.
+  // While handlers_watched, PTRACE_SYSCALL instead.
   bool resume();
   bool resume_listening();  // PTRACE_LISTEN: stays in group-stop, reports the SIGCONT
   bool single_step();       // PTRACE_SINGLESTEP, never with a signal
@@ -93,6 +94,11 @@ class Task {
   // so nobody waits for it (PTRACE_INTERRUPT stays pending until it returns to user space).
   bool in_vfork = false;
   std::uint64_t hits = 0;
+  // Signal handlers the thread entered since it was given a fault of a relocated copy
+  // (tracer/fault_fixup.hpp): while there are any, resume() uses PTRACE_SYSCALL, so that each
+  // rt_sigreturn is seen (`in_sigreturn`: between its entry and exit stops).
+  int handlers_watched = 0;
+  bool in_sigreturn = false;
 
  private:
   // Delivers the head of pending_signals through `request`'s data and re-sends the rest.
