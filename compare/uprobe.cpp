@@ -1,10 +1,16 @@
 // The uprobe PMU, and how the kernel treats the probed instruction.
 #include "compare/uprobe.hpp"
 
+#include <dirent.h>
+#include <linux/perf_event.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <cstring>
 #include <fstream>
 
 #include "breakpoint/decoder.hpp"
+#include "common/error.hpp"
 
 namespace probecost {
 
@@ -18,6 +24,40 @@ UprobePmu uprobe_pmu() {
                       " is missing: CONFIG_UPROBE_EVENTS off, or not Linux 4.17+)";
   }
   return pmu;
+}
+
+Counters::~Counters() {
+  for (int fd : fds_) ::close(fd);
+}
+
+int Counters::open(int type, const std::string& path, std::uint64_t offset, pid_t tid, int cpu) {
+  perf_event_attr attr{};
+  attr.size = sizeof attr;
+  attr.type = static_cast<std::uint32_t>(type);
+  attr.config1 = reinterpret_cast<std::uint64_t>(path.c_str());  // uprobe_path
+  attr.config2 = offset;                                         // probe_offset
+  long fd = ::syscall(SYS_perf_event_open, &attr, tid, cpu, -1, PERF_FLAG_FD_CLOEXEC);
+  if (fd < 0) return -errno;
+  fds_.push_back(static_cast<int>(fd));
+  return static_cast<int>(fd);
+}
+
+std::uint64_t Counters::read(int fd) {
+  std::uint64_t count = 0;
+  if (::read(fd, &count, sizeof count) != sizeof count) throw Error::from_errno("perf read");
+  return count;
+}
+
+std::vector<pid_t> threads_of(pid_t pid) {
+  std::vector<pid_t> tids;
+  std::string dir = "/proc/" + std::to_string(pid) + "/task";
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) throw Error::from_errno("cannot list " + dir);
+  while (dirent* e = ::readdir(d)) {
+    if (e->d_name[0] != '.') tids.push_back(std::stoi(e->d_name));
+  }
+  ::closedir(d);
+  return tids;
 }
 
 namespace {
@@ -39,6 +79,18 @@ bool kernel_nop(std::span<const std::uint8_t> b, std::size_t len) {
   return len >= 1 && len <= 8 && b.size() >= len && std::memcmp(b.data(), nops[len], len) == 0;
 }
 
+// is_prefix_bad() of arch/x86/kernel/uprobes.c: a segment override other than FS and GS.
+bool bad_prefix(std::span<const std::uint8_t> b, std::size_t len) {
+  for (std::size_t i = 0; i < len && i < b.size(); ++i) {
+    std::uint8_t p = b[i];
+    if (p == 0x26 || p == 0x2e || p == 0x36 || p == 0x3e) return true;
+    bool prefix = p == 0x64 || p == 0x65 || p == 0x66 || p == 0x67 || p == 0xf0 || p == 0xf2 ||
+                  p == 0xf3 || (p >= 0x40 && p <= 0x4f);
+    if (!prefix) return false;
+  }
+  return false;
+}
+
 // push_setup_xol_ops: push r64, with or without REX.B (0x41).
 bool push_reg(std::span<const std::uint8_t> b) {
   std::size_t i = (b.size() > 1 && b[0] == 0x41) ? 1 : 0;
@@ -58,7 +110,13 @@ UprobeHandling uprobe_handling(std::span<const std::uint8_t> bytes, RuntimeAddr 
   }
   h.instruction = insn->text;
   std::uint64_t page_offset = at.value() & 0xfff;
+  if (bad_prefix(bytes, insn->length)) {
+    h.count_differs = "the kernel refuses a uprobe on an instruction with a segment prefix";
+  } else if (insn->rep) {
+    h.count_differs = "the kernel's uprobe counts every iteration of a rep string instruction";
+  }
   if (insn->length == 5 && kernel_nop(bytes, 5) && page_offset <= 4096 - 5) {
+    h.rewritten = true;
     h.how =
         "5-byte NOP: emulated on the first hit, then rewritten into a call to the uprobe "
         "trampoline (uprobe syscall, no trap) where the kernel optimises uprobes (x86-64, "

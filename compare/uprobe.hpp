@@ -35,6 +35,14 @@ struct UprobeHandling {
   std::string instruction;  // as decoded
   std::string how;          // one line for the report
   bool single_stepped = false;
+  // The 5-byte NOP's rewrite: the site becomes a `call`, which writes its return address at
+  // RSP-8, into the red zone, where a leaf function may keep live data.
+  bool rewritten = false;
+  // Why the kernel's count is not one per execution of the instruction, if it is not: it
+  // refuses the instruction (is_prefix_bad: an ES, CS, SS or DS prefix, e.g. CET's `notrack`),
+  // or a rep string instruction, single-stepped one iteration at a time from the [uprobes] page,
+  // hits again at every iteration.
+  std::string count_differs;
 };
 UprobeHandling uprobe_handling(std::span<const std::uint8_t> bytes, RuntimeAddr at);
 
@@ -53,7 +61,25 @@ struct UprobeTarget {
 };
 UprobeTarget locate_uprobe_target(pid_t pid, const std::string& symbol);
 
-class Counters;
+// Counting perf events on the uprobe PMU, closed together. Also the relocation torture suite's
+// reference count (tests/torture): what the kernel's own uprobe counts at a site.
+class Counters {
+ public:
+  Counters() = default;
+  ~Counters();
+  Counters(const Counters&) = delete;
+  Counters& operator=(const Counters&) = delete;
+  // A counting event for the uprobe at `offset` in the file `path`, bound to thread `tid` (or,
+  // with tid -1, to `cpu`): its fd, or -errno of the refusal.
+  int open(int type, const std::string& path, std::uint64_t offset, pid_t tid, int cpu = -1);
+  static std::uint64_t read(int fd);
+
+ private:
+  std::vector<int> fds_;
+};
+
+// The threads of a process, now (/proc/PID/task).
+std::vector<pid_t> threads_of(pid_t pid);
 
 // `count` uprobes on the inferior's spare sites (never called), system-wide, for as long as
 // this lives: "many probes installed elsewhere" for every inferior started meanwhile.

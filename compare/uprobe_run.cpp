@@ -10,14 +10,8 @@
 // the kernel does all the work on the hit path, and the process runs as any user's would.
 // Each event is a uprobe consumer of its own, so a hit runs every event's handler; those of
 // other threads find no active event of theirs on this CPU and return at once.
-#include <dirent.h>
-#include <fcntl.h>
-#include <linux/perf_event.h>
 #include <signal.h>
 #include <sys/resource.h>
-#include <sys/syscall.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <array>
 #include <cstring>
@@ -32,47 +26,7 @@
 
 namespace probecost {
 
-// Counting perf events, closed together.
-class Counters {
- public:
-  ~Counters() {
-    for (int fd : fds_) ::close(fd);
-  }
-  // An fd, or the errno of the refusal.
-  int open(int type, const std::string& path, std::uint64_t offset, pid_t tid, int cpu = -1) {
-    perf_event_attr attr{};
-    attr.size = sizeof attr;
-    attr.type = static_cast<std::uint32_t>(type);
-    attr.config1 = reinterpret_cast<std::uint64_t>(path.c_str());  // uprobe_path
-    attr.config2 = offset;                                         // probe_offset
-    long fd = ::syscall(SYS_perf_event_open, &attr, tid, cpu, -1, PERF_FLAG_FD_CLOEXEC);
-    if (fd < 0) return -errno;
-    fds_.push_back(static_cast<int>(fd));
-    return static_cast<int>(fd);
-  }
-  static std::uint64_t read(int fd) {
-    std::uint64_t count = 0;
-    if (::read(fd, &count, sizeof count) != sizeof count) throw Error::from_errno("perf read");
-    return count;
-  }
-
- private:
-  std::vector<int> fds_;
-};
-
 namespace {
-
-std::vector<pid_t> threads_of(pid_t pid) {
-  std::vector<pid_t> tids;
-  std::string dir = "/proc/" + std::to_string(pid) + "/task";
-  DIR* d = ::opendir(dir.c_str());
-  if (!d) throw Error::from_errno("cannot list " + dir);
-  while (dirent* e = ::readdir(d)) {
-    if (e->d_name[0] != '.') tids.push_back(std::stoi(e->d_name));
-  }
-  ::closedir(d);
-  return tids;
-}
 
 std::string refusal(int err) {
   std::string why = std::strerror(err);
