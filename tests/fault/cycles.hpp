@@ -31,5 +31,10 @@ Outcome rep_cycle(const Config& cfg, const Cycle& c, const std::string& kind);
 Outcome attach_exact(const Config& cfg, const Cycle& c);
 // SIGKILL of probecost mid-trace, on a busy target or an idle one; then `probecost restore`.
 Outcome sigkill_cycle(const Config& cfg, const Cycle& c, bool idle);
+// fault_handler --kind segv|fpe|ill|bus: a handler that knows the faulting instruction by its
+// address, the instruction probed (issue 15 item 4); launched with exact counts, or attached.
+Outcome handler_cycle(const Config& cfg, const Cycle& c, const std::string& kind, bool launched);
+// fault_handler --kind park: attached while a handler is parked over the probed range (item 3).
+Outcome parked_cycle(const Config& cfg, const Cycle& c);
 
 }  // namespace fault

@@ -7,6 +7,7 @@
 #include "cycles.hpp"
 #include "harness.hpp"
 #include "text_check.hpp"
+#include "traced.hpp"
 
 namespace fault {
 
@@ -14,83 +15,6 @@ namespace fault {
 const std::vector<std::string> kStrategies = {"auto", "singlestep", "emulate", "outline", "jump"};
 
 namespace {
-
-const char* kProbe = "probe_fn";
-
-std::string after_text(const Config& cfg, const std::string& event) {
-  return fmt_seconds(cfg.bound) + " s after " + event;
-}
-
-// One trace of a target: attached by PID (the target is our child) or launched by probecost
-// (the target is its child; commands go through probecost's stdin, lines come on its fd 3).
-class Traced {
- public:
-  static Traced attach(const Config& cfg, const Cycle& c, std::vector<std::string> target,
-                       std::vector<std::string> more = {}) {
-    Traced t;
-    t.attached_ = start_target(cfg, std::move(target));
-    std::vector<std::string> args = {"-p", std::to_string(t.attached_->pid), "-b", kProbe};
-    args.insert(args.end(), more.begin(), more.end());
-    t.run_ = std::make_unique<TraceRun>(cfg, trace_args(c.strategy, args));
-    return t;
-  }
-  static Traced launch(const Config& cfg, const Cycle& c, std::vector<std::string> target,
-                       std::vector<std::string> more = {}, const std::string& probe = kProbe) {
-    Traced t;
-    t.launched_ = std::make_unique<TargetPipes>();
-    target[0] = cfg.bin_dir + "/" + target[0];
-    target.insert(target.end(), {"--ctl-fd", "3"});
-    std::vector<std::string> args = {"-b", probe};
-    args.insert(args.end(), more.begin(), more.end());
-    args.push_back("--");
-    args.insert(args.end(), target.begin(), target.end());
-    t.run_ = std::make_unique<TraceRun>(cfg, trace_args(c.strategy, args), t.launched_->in.read,
-                                        t.launched_->ctl.write);
-    t.launched_->in.close_read();
-    t.launched_->ctl.close_write();
-    return t;
-  }
-  Traced(Traced&&) = default;
-  ~Traced() {
-    // A launched target is probecost's child, or ours once orphaned: never left running.
-    if (launched_ && launched_->pid > 0) {
-      ::kill(launched_->pid, SIGKILL);
-      ::waitpid(launched_->pid, nullptr, __WALL);
-    }
-  }
-
-  bool is_launched() const { return launched_ != nullptr; }
-  TraceRun& run() { return *run_; }
-  TargetPipes& pipes() { return launched_ ? *launched_ : *attached_; }
-  AttachedTarget& attached() { return *attached_; }
-  pid_t pid() { return pipes().pid; }
-  // The probes are in and the target runs.
-  bool wait_traced(Deadline deadline) {
-    return launched_ ? launched_->wait_ready(deadline) : run_->wait_tracing(deadline);
-  }
-  // The target's end line (a launched one says it before it exits), checked.
-  std::optional<EndLine> check_launched_end(const Config& cfg, Outcome& o) {
-    if (pipes().pid <= 0 && !pipes().wait_ready(after(cfg.bound))) return std::nullopt;
-    auto end = read_end(pipes(), after(cfg.bound), o);
-    if (end) {
-      check_end(*end, o);
-    } else {
-      o.harm("the launched target ended without its end line");
-    }
-    return end;
-  }
-  // After probecost has ended: an attached target must be as it was, and end well.
-  void check_attached(const Config& cfg, Outcome& o) {
-    check_text(attached_->pid, o, "after detach");
-    stop_and_check(*attached_, cfg, o);
-  }
-
- private:
-  Traced() = default;
-  std::unique_ptr<AttachedTarget> attached_;
-  std::unique_ptr<TargetPipes> launched_;
-  std::unique_ptr<TraceRun> run_;
-};
 
 // --duration of an attach/detach cycle: 0.05, 0.01, or random in [0.001, 0.2).
 double cycle_duration(const Cycle& c) {
@@ -476,6 +400,14 @@ const std::vector<Scenario>& scenarios() {
        [](const Config& cfg, const Cycle& c) { return rep_site(cfg, c, "stosb"); }},
       {"attach-exact", "attach, a known round of calls, SIGINT: hits equal calls", 12, 100, true,
        false, attach_exact},
+      {"fault-handler", "SafeFetch-style handlers (SEGV, FPE, ILL, BUS) on a probed fault", 8, 80,
+       true, false,
+       [](const Config& cfg, const Cycle& c) {
+         static const char* kinds[] = {"segv", "fpe", "ill", "bus"};
+         return handler_cycle(cfg, c, kinds[(c.index / 2) % 4], c.index % 2 == 0);
+       }},
+      {"parked-handler", "attached while a handler is parked over the probed range", 5, 40, true,
+       false, parked_cycle},
       {"sigkill", "probecost killed by SIGKILL mid-trace; then probecost restore", 8, 60, false,
        true, sigkill},
   };
