@@ -9,8 +9,8 @@ namespace torture {
 
 const std::vector<Way>& ways() {
   static const std::vector<Way> all = {
-      {"int3/singlestep", {"--via", "int3", "--step-over", "singlestep"}, true},
-      {"int3/emulate", {"--via", "int3", "--step-over", "emulate"}, true},
+      {"int3/singlestep", {"--via", "int3", "--step-over", "singlestep"}, true, false},
+      {"int3/emulate", {"--via", "int3", "--step-over", "emulate"}, true, false},
       {"int3/outline", {"--via", "int3", "--step-over", "outline"}, true},
       {"int3/auto", {"--via", "int3", "--step-over", "auto"}, true},
       {"jump", {"--via", "jump"}, true},

@@ -17,6 +17,8 @@ struct Way {
   std::string name;
   std::vector<std::string> args;
   bool singles = true;  // a run per instruction boundary; else only the all-at-once run
+  // The all-at-once run in the short form too (singlestep and emulate, slow, only in the long).
+  bool all_in_short = true;
 };
 const std::vector<Way>& ways();
 

@@ -31,7 +31,7 @@ struct Options {
   std::set<std::string> only, only_ways;
   std::string function;
   std::set<std::string> offsets;  // with --function: only these boundaries (offsets)
-  std::size_t stride = 0;         // 0: the form's (1 long, 4 short)
+  std::size_t stride = 0;         // 0: the form's (1 long, 12 short)
   torture::Config cfg;
 };
 
@@ -114,7 +114,7 @@ Options parse(int argc, char** argv) {
     else
       usage(2);
   }
-  if (o.stride == 0) o.stride = o.long_form ? 1 : 8;
+  if (o.stride == 0) o.stride = o.long_form ? 1 : 12;
   return o;
 }
 
@@ -242,6 +242,7 @@ struct Suite {
           record(c, torture::run_case(o.cfg, c));
         }
       }
+      if (!o.long_form && !way.all_in_short) continue;
       c.all_at_once = true;
       c.boundaries.clear();
       for (std::size_t b = 0; b < f.boundaries.size(); ++b) c.boundaries.push_back(b);
