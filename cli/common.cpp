@@ -6,14 +6,14 @@
 #include <cstdio>
 #include <sstream>
 
+#include "cli/parse.hpp"
 #include "common/error.hpp"
-#include "compare/model.hpp"
 
 namespace probecost::cli {
 
 std::vector<double> parse_rates(const std::vector<std::string>& texts) {
   std::vector<double> rates;
-  for (const auto& t : texts) rates.push_back(parse_rate(t));
+  for (const auto& t : texts) rates.push_back(parse_event_rate(t));
   return rates;
 }
 

@@ -1,7 +1,9 @@
 #include "cli/output.hpp"
 
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -11,6 +13,41 @@
 #include "common/error.hpp"
 
 namespace probecost::cli {
+
+namespace {
+
+// The kernel's own file systems, whose files are interfaces, not storage: /proc/version takes
+// an open for writing from root and then refuses every write (the report lost after the whole
+// trace), and a writable one (/proc/sys/..., /sys/...) would take the report as a setting.
+const char* kernel_file_system(int fd) {
+  struct statfs fs;
+  if (::fstatfs(fd, &fs) != 0) return nullptr;
+  switch (static_cast<unsigned long>(fs.f_type)) {
+    case PROC_SUPER_MAGIC:
+      return "proc";
+    case SYSFS_MAGIC:
+      return "sysfs";
+    case CGROUP_SUPER_MAGIC:
+    case CGROUP2_SUPER_MAGIC:
+      return "cgroup";
+    case DEBUGFS_MAGIC:
+      return "debugfs";
+    case TRACEFS_MAGIC:
+      return "tracefs";
+    case SECURITYFS_MAGIC:
+      return "securityfs";
+    case BPF_FS_MAGIC:
+      return "bpf";
+    case PSTOREFS_MAGIC:
+      return "pstore";
+    case EFIVARFS_MAGIC:
+      return "efivarfs";
+    default:
+      return nullptr;
+  }
+}
+
+}  // namespace
 
 Output::Output(const std::string& path, int default_fd) : path_(path), fd_(default_fd) {
   if (path.empty() || path == "-") return;
@@ -23,6 +60,12 @@ Output::Output(const std::string& path, int default_fd) : path_(path), fd_(defau
   }
   if (fd_ < 0) {
     throw UsageError("cannot write the report to '" + path + "': " + std::strerror(errno));
+  }
+  if (const char* fs = kernel_file_system(fd_)) {
+    ::close(fd_);
+    if (created_) ::unlink(path.c_str());
+    throw UsageError("cannot write the report to '" + path + "': it is a file of the kernel's " +
+                     fs + " file system (give a regular file, a pipe or a terminal)");
   }
   own_fd_ = true;
 }

@@ -86,8 +86,8 @@ po::options_description describe_options(Args& a) {
 
 int cost_arithmetic(const Args& a) {
   std::vector<double> costs, rates;
-  for (const auto& c : a.costs) costs.push_back(parse_duration_ns(c));
-  for (const auto& r : split_commas(a.rates)) rates.push_back(parse_rate(r));
+  for (const auto& c : a.costs) costs.push_back(parse_cost_ns(c));
+  for (const auto& r : split_commas(a.rates)) rates.push_back(parse_event_rate(r));
   if (rates.empty()) rates.push_back(750'000);
   Format f = parse_format(a.format);
   Output out(a.output);
@@ -149,13 +149,7 @@ OverheadConfig measurement_config(const Args& a, const std::vector<std::string>&
   if (!cfg.pid && !a.duration.empty()) {
     throw UsageError("--duration is for -p PID: a command is timed from start to end");
   }
-  if (cfg.pid) {
-    char* end = nullptr;
-    cfg.duration_s = std::strtod(a.duration.c_str(), &end);
-    if (*end || !(cfg.duration_s > 0) || !std::isfinite(cfg.duration_s)) {
-      throw UsageError("bad --duration '" + a.duration + "': want seconds > 0");
-    }
-  }
+  if (cfg.pid) cfg.duration_s = parse_seconds("--duration", a.duration);
   cfg.probes = a.probes;
   for (const auto& p : cfg.probes) parse_probe(p);  // syntax errors before anything runs
   cfg.all_matches = a.all_matches;

@@ -1,9 +1,12 @@
 #include "cli/parse.hpp"
 
 #include <cerrno>
+#include <cmath>
+#include <cstdio>
 #include <cstdlib>
 
 #include "common/error.hpp"
+#include "compare/model.hpp"
 
 namespace po = boost::program_options;
 
@@ -47,6 +50,44 @@ std::uint64_t parse_count(const std::string& option, const std::string& text, st
   unsigned long long v = std::strtoull(text.c_str(), nullptr, 10);
   if (errno == ERANGE || v < min || v > max) throw bad();
   return v;
+}
+
+namespace {
+
+std::string number(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.10g", v);
+  return buf;
+}
+
+}  // namespace
+
+double parse_seconds(const std::string& option, const std::string& text) {
+  char* end = nullptr;
+  double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end || !std::isfinite(v) || v < kMinSeconds || v > kMaxSeconds) {
+    throw UsageError("bad " + option + " '" + text + "': want seconds from " + number(kMinSeconds) +
+                     " to " + number(kMaxSeconds) + " (30 days)");
+  }
+  return v;
+}
+
+double parse_cost_ns(const std::string& text) {
+  double ns = parse_duration_ns(text);
+  if (ns < kMinCostNs || ns > kMaxCostNs) {
+    throw UsageError("bad cost '" + text + "': want a time per event from " + number(kMinCostNs) +
+                     "ns to 1s");
+  }
+  return ns;
+}
+
+double parse_event_rate(const std::string& text) {
+  double rate = parse_rate(text);
+  if (rate < kMinRate || rate > kMaxRate) {
+    throw UsageError("bad rate '" + text + "': want events per second from " + number(kMinRate) +
+                     " to 10G");
+  }
+  return rate;
 }
 
 }  // namespace probecost::cli

@@ -18,4 +18,21 @@ boost::program_options::variables_map parse_options(
 std::uint64_t parse_count(const std::string& option, const std::string& text, std::uint64_t min,
                           std::uint64_t max = UINT32_MAX);
 
+// Bounds that keep figures meaningful and timers finite ("--duration 1e20" would overflow the
+// deadline and run for ever; "--cost 1e30us" print 40-digit shares of a CPU).
+constexpr double kMinSeconds = 0.001;
+constexpr double kMaxSeconds = 30 * 24 * 3600.0;  // 30 days
+constexpr double kMinCostNs = 0.001;
+constexpr double kMaxCostNs = 1e9;  // 1 s per event
+constexpr double kMinRate = 0.001;
+constexpr double kMaxRate = 1e10;  // 10G events per second
+
+// Seconds, a decimal number from kMinSeconds to kMaxSeconds: "0.5", "2", "1e3". Else a UsageError
+// naming `option` and the bounds.
+double parse_seconds(const std::string& option, const std::string& text);
+// A cost per event with its unit (parse_duration_ns: "2.01us"), from kMinCostNs to kMaxCostNs.
+double parse_cost_ns(const std::string& text);
+// Events per second (parse_rate: "750k"), from kMinRate to kMaxRate.
+double parse_event_rate(const std::string& text);
+
 }  // namespace probecost::cli

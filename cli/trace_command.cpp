@@ -20,6 +20,7 @@
 #include "common/error.hpp"
 #include "trace/report.hpp"
 #include "trace/trace.hpp"
+#include "tracer/cxx_names.hpp"
 #include "tracer/wait_status.hpp"
 
 namespace po = boost::program_options;
@@ -64,7 +65,9 @@ int trace_command(const std::vector<std::string>& all_args) {
       "Puts int3 probes into a running process or a command, counts every hit with an empty\n"
       "handler, and leaves the process as it was. PROBE: SYMBOL, MODULE:SYMBOL "
       "(libc.so.6:malloc),\n"
-      "SYMBOL+OFFSET, or 0xADDRESS. An IFUNC (strlen, memcpy) is probed at the implementation\n"
+      "SYMBOL+OFFSET, or 0xADDRESS; MODULE by file name or SONAME; C++ functions by demangled\n"
+      "name (middle: every overload; 'middle(long)'; ns::Klass::method); SYMBOL@VERSION.\n"
+      "An IFUNC (strlen, memcpy) is probed at the implementation\n"
       "the process uses. Ends after --duration, on SIGINT/SIGTERM/SIGHUP, or when the process\n"
       "ends (or execs, with --no-follow-exec).\n\n"
       "exit status: with -- COMMAND, the command's own (128 + N when signal N killed it), as\n"
@@ -114,13 +117,7 @@ int trace_command(const std::vector<std::string>& all_args) {
   if (format != "text" && format != "json" && format != "csv") {
     throw UsageError("bad format '" + format + "' (text, json or csv)");
   }
-  if (vm.count("duration")) {
-    char* end = nullptr;
-    opts.duration_s = std::strtod(duration.c_str(), &end);
-    if (duration.empty() || *end || !(opts.duration_s > 0) || !std::isfinite(opts.duration_s)) {
-      throw UsageError("bad --duration '" + duration + "': want seconds > 0");
-    }
-  }
+  if (vm.count("duration")) opts.duration_s = parse_seconds("--duration", duration);
   check_step_over_name(opts.step_over);
   check_via(opts.via);
   opts.stack_depth = static_cast<unsigned>(parse_count("--stack-depth", stack_depth, 1, 4096));
@@ -129,7 +126,7 @@ int trace_command(const std::vector<std::string>& all_args) {
   if (!list.empty()) {
     auto syms = list_target_symbols(opts, list);
     for (const auto& s : syms) {
-      std::cout << s.address.hex() << " " << s.name << " " << base_name(s.module) << "\n";
+      std::cout << s.address.hex() << " " << demangle(s.name) << " " << base_name(s.module) << "\n";
     }
     return 0;
   }

@@ -3,11 +3,12 @@
 #include <sys/resource.h>
 #include <sys/utsname.h>
 #include <unistd.h>
-#include <x86intrin.h>
 
 #include <algorithm>
 #include <ctime>
 #include <fstream>
+
+#include "common/tsc.hpp"
 
 namespace probecost {
 
@@ -30,17 +31,6 @@ double monotonic_ns() {
   return ts.tv_sec * 1e9 + ts.tv_nsec;
 }
 
-// TSC ticks over 50 ms of CLOCK_MONOTONIC.
-double calibrate_tsc_hz() {
-  double t0 = monotonic_ns();
-  std::uint64_t c0 = __rdtsc();
-  timespec nap{0, 50'000'000};
-  nanosleep(&nap, nullptr);
-  std::uint64_t c1 = __rdtsc();
-  double t1 = monotonic_ns();
-  return static_cast<double>(c1 - c0) * 1e9 / (t1 - t0);
-}
-
 }  // namespace
 
 Machine describe_machine() {
@@ -48,7 +38,7 @@ Machine describe_machine() {
   m.cpu_model = cpu_model();
   utsname u;
   if (uname(&u) == 0) m.kernel = std::string(u.sysname) + " " + u.release;
-  m.tsc_hz = calibrate_tsc_hz();
+  m.tsc_hz = tsc::calibrate_hz();
   m.cpus = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
   return m;
 }

@@ -5,12 +5,14 @@ set -euo pipefail
 packages=(
   build-essential cmake pkg-config
   libunwind-dev libelf-dev libdw-dev
+  libiberty-dev  # cplus_demangle: C++ probe names as c++filt and gdb demangle them
   libboost-program-options-dev
   googletest libgtest-dev
   libzydis-dev nlohmann-json3-dev
   clang-format
   chromium  # tests/report_render_test.sh renders `probecost report` headless
   bpftrace  # scripts/uprobe-vs-bpftrace.sh: the kernel uprobe measured by bpftrace too
+  babeltrace2  # record_ctf_tests: probecost record's CTF traces read back
   clang libclang-rt-14-dev  # scripts/fuzz.sh: clang and its libFuzzer runtime
 )
 missing=()

@@ -70,7 +70,7 @@ std::vector<std::string> with_output(std::vector<std::string> args, const std::s
 
 TEST(CliChecks, AnUnwritableOutputFailsBeforeAnythingRuns) {
   for (const auto& args : commands_with_output()) {
-    for (const char* bad : {"/nonexistent/x", "/tmp"}) {
+    for (const char* bad : {"/nonexistent/x", "/tmp", "/proc/version"}) {
       expect_exit(with_output(args, bad), 2,
                   "cannot write the report to '" + std::string(bad) + "'");
     }
@@ -84,6 +84,48 @@ TEST(CliChecks, TraceWithAnUnwritableOutputLaunchesNothing) {
               "cannot write the report to '/tmp'");
   EXPECT_FALSE(exists(touched)) << "the command ran although the report could not be written";
   ::unlink(touched.c_str());
+}
+
+// Issue 15 item 8: a file of the kernel's (root may open /proc/version for writing; every write
+// then fails) is refused before anything runs, not found out after the whole trace.
+TEST(CliChecks, AReportIntoAKernelFileIsRefusedBeforeAnythingRuns) {
+  TempPath t;
+  std::string touched = t.dir + "/launched";
+  expect_exit({"trace", "-o", "/proc/version", "-b", "main", "--", "/usr/bin/touch", touched}, 2,
+              "cannot write the report to '/proc/version': it is a file of the kernel's proc");
+  EXPECT_FALSE(exists(touched)) << "the command ran although the report could not be written";
+  // A writable one would take the report as a setting.
+  const char* setting = "/sys/kernel/mm/transparent_hugepage/enabled";
+  if (exists(setting)) {
+    expect_exit({"overhead", "--cost", "1us", "-o", setting}, 2,
+                "file of the kernel's sysfs file system");
+  }
+  ::unlink(touched.c_str());
+}
+
+// Issue 15 item 8: numbers beyond any meaning are refused with the bounds, exit 2, before
+// anything runs (--duration 1e20 ran for ever; --cost 1e30us printed 40-digit shares).
+TEST(CliChecks, OutOfBoundsNumbersAreRefusedWithTheirBounds) {
+  TempPath t;
+  std::string touched = t.dir + "/launched";
+  for (const char* d : {"1e20", "inf", "nan", "0", "-1", "0.0001", "2592001"}) {
+    expect_exit({"trace", "-q", "--duration", d, "-b", "main", "--", "/usr/bin/touch", touched}, 2,
+                "bad --duration '" + std::string(d) + "': want seconds from 0.001 to 2592000");
+    EXPECT_FALSE(exists(touched)) << d;
+    expect_exit({"overhead", "-p", "1", "-b", "main", "--duration", d}, 2,
+                "bad --duration '" + std::string(d) + "'");
+  }
+  expect_exit({"overhead", "--cost", "1e30us", "--rate", "1e30"}, 2,
+              "bad cost '1e30us': want a time per event from 0.001ns to 1s");
+  expect_exit({"overhead", "--cost", "0.0001ns"}, 2, "bad cost '0.0001ns'");
+  expect_exit({"overhead", "--cost", "2us", "--rate", "1e30"}, 2,
+              "bad rate '1e30': want events per second from 0.001 to 10G");
+  expect_exit({"overhead", "--cost", "2us", "--rate", "11G"}, 2, "bad rate '11G'");
+  expect_exit({"compare", "-m", "marker", "--rate", "1e30"}, 2, "bad rate '1e30'");
+  // The bounds themselves are fine.
+  Result r = run_probecost({"overhead", "--cost", "1s", "--rate", "10G"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("10,000,000,000 events/s x 1.00 s/event"), std::string::npos) << r.out;
 }
 
 TEST(CliChecks, AFailedWriteIsAnError) {

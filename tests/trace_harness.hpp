@@ -45,11 +45,14 @@ inline pid_t spawn(const std::vector<std::string>& argv, int in, int out, int er
 // serve_target, talked to line by line.
 class Target {
  public:
-  Target(const std::string& path, int threads) {
+  Target(const std::string& path, int threads)
+      : Target(std::vector<std::string>{path, std::to_string(threads)}) {}
+  // serve_target as `argv` starts it (argv[0] may be a program that execs it).
+  explicit Target(const std::vector<std::string>& argv) {
     int in[2], out[2];
     EXPECT_EQ(::pipe2(in, O_CLOEXEC), 0);
     EXPECT_EQ(::pipe2(out, O_CLOEXEC), 0);
-    pid = spawn({path, std::to_string(threads)}, in[0], out[1], -1);
+    pid = spawn(argv, in[0], out[1], -1);
     ::close(in[0]);
     ::close(out[1]);
     in_ = in[1];

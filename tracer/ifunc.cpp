@@ -5,18 +5,11 @@
 #include <cstring>
 
 #include "common/error.hpp"
+#include "tracer/dwfl_modules.hpp"
 
 namespace probecost {
 
 namespace {
-
-std::string base_name(const std::string& path) {
-  return path.substr(path.rfind('/') + 1);
-}
-
-std::string unversioned(const std::string& name) {
-  return name.substr(0, name.find('@'));
-}
 
 // A value read from a slot is the implementation when it is in the defining module, outside
 // the referencing module's PLT (a lazy JUMP_SLOT not bound yet points back there), not the
@@ -30,7 +23,7 @@ bool plausible(std::uint64_t value, const IfuncSlot& slot, const Symbol& ifunc,
     if (v >= start && v < end) return false;
   }
   auto names = symbols.names_at(v);
-  return std::find(names.begin(), names.end(), unversioned(ifunc.name)) == names.end();
+  return std::find(names.begin(), names.end(), without_version(ifunc.name)) == names.end();
 }
 
 // The implementation's name: one that contains the symbol's (memcpy ->
@@ -40,7 +33,7 @@ std::string implementation_name(RuntimeAddr at, const Symbol& ifunc,
   auto names = symbols.names_at(at);
   if (names.empty()) return "";
   auto it = std::find_if(names.begin(), names.end(), [&](const std::string& n) {
-    return n.find(unversioned(ifunc.name)) != std::string::npos;
+    return n.find(without_version(ifunc.name)) != std::string::npos;
   });
   return it != names.end() ? *it : names.front();
 }
@@ -65,8 +58,9 @@ IfuncTarget resolve_ifunc(const Symbol& ifunc, const ProcessSymbols& symbols, Tr
     t.name = implementation_name(t.address, ifunc, symbols);
     return t;
   }
-  std::string what = "IFUNC " + unversioned(ifunc.name) + " (resolver at " + ifunc.address.hex() +
-                     " in " + base_name(ifunc.module) + ") of process " + std::to_string(pid);
+  std::string what = "IFUNC " + without_version(ifunc.name) + " (resolver at " +
+                     ifunc.address.hex() + " in " + base_name(ifunc.module) + ") of process " +
+                     std::to_string(pid);
   if (!call) throw Error("cannot resolve " + what + ": no relocated slot holds it");
   auto value = call(ifunc.address);
   if (!value) throw Error("cannot resolve " + what + ": no thread can run its resolver now");

@@ -5,6 +5,8 @@
 
 #include "breakpoint/decoder.hpp"
 #include "common/error.hpp"
+#include "tracer/cxx_names.hpp"
+#include "tracer/dwfl_modules.hpp"
 #include "tracer/maps.hpp"
 
 namespace probecost {
@@ -23,6 +25,23 @@ std::string perms(const Mapping& m) {
   return std::string(m.read ? "r" : "-") + (m.write ? "w" : "-") + (m.exec ? "x" : "-");
 }
 
+// The ':' after MODULE: a single one ("libc.so.6:malloc"), not one of a C++ scope's "::"
+// ("ns::Klass::method", "libfoo.so:ns::f"), and before any '(', '<' or '[' (the ':' of
+// "f[abi:cxx11]()" is the name's own).
+std::size_t module_separator(const std::string& text) {
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (c == '(' || c == '<' || c == '[') break;
+    if (c != ':') continue;
+    if (i + 1 < text.size() && text[i + 1] == ':') {
+      ++i;  // a scope
+      continue;
+    }
+    return i;
+  }
+  return std::string::npos;
+}
+
 }  // namespace
 
 ProbeSpec parse_probe(const std::string& text) {
@@ -39,14 +58,18 @@ ProbeSpec parse_probe(const std::string& text) {
     return p;
   }
   std::string rest = text;
-  if (auto colon = rest.find(':'); colon != std::string::npos) {
+  if (auto colon = module_separator(rest); colon != std::string::npos) {
     p.module = rest.substr(0, colon);
     rest = rest.substr(colon + 1);
     if (p.module.empty()) throw bad("empty module");
   }
   if (auto plus = rest.rfind('+'); plus != std::string::npos) {
-    if (!parse_number(rest.substr(plus + 1), p.offset)) throw bad("bad offset");
-    rest = rest.substr(0, plus);
+    // C++ operators have '+' of their own: "A::operator+(A const&)", "operator++".
+    if (parse_number(rest.substr(plus + 1), p.offset)) {
+      rest = rest.substr(0, plus);
+    } else if (rest.find("operator") == std::string::npos) {
+      throw bad("bad offset");
+    }
   }
   if (rest.empty()) throw bad("no symbol");
   p.symbol = rest;
@@ -136,9 +159,9 @@ std::vector<Target> targets_of(const ProbeSpec& spec, const ProcessSymbols& symb
   std::vector<Symbol> found;
   if (all_matches) {
     found = symbols.find(spec.symbol, spec.module);
-    if (found.empty()) symbols.resolve(spec.symbol, spec.module);  // throws the clear error
+    if (found.empty()) symbols.resolve_all(spec.symbol, spec.module);  // throws the clear error
   } else {
-    found.push_back(symbols.resolve(spec.symbol, spec.module));
+    found = symbols.resolve_all(spec.symbol, spec.module);  // a C++ name: every overload
   }
   std::vector<Target> out;
   for (const auto& s : found)
@@ -157,12 +180,16 @@ ResolvedProbe describe_target(const Target& t, const ProbeSpec& spec, const Proc
         (t.ifunc->name.empty() ? t.ifunc->address.hex() : t.ifunc->name) + plus_offset(spec.offset);
     p.resolved_by = t.ifunc->resolved_by;
   } else if (sym && !spec.symbol.empty() && !all_matches) {
-    // The name the user gave, not whichever alias (__libc_malloc) the table lists first.
+    // The name the user gave, not whichever alias (__libc_malloc) the table lists first; a C++
+    // function by its whole demangled name, which tells its overloads apart.
+    std::string demangled = demangle(without_version(t.symbol->name));
     p.module = sym->module;
-    p.symbol = spec.symbol + plus_offset(spec.offset);
+    p.symbol = (demangled != without_version(t.symbol->name) ? demangled : spec.symbol) +
+               plus_offset(spec.offset);
   } else if (sym) {
     p.module = sym->module;
-    p.symbol = sym->name + plus_offset(static_cast<std::uint64_t>(t.address - sym->address));
+    p.symbol =
+        demangle(sym->name) + plus_offset(static_cast<std::uint64_t>(t.address - sym->address));
   }
   bool at_start = t.ifunc ? !spec.offset : (sym && sym->address == t.address);
   if (at_start) p.names = symbols.names_at(t.address);

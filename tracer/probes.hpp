@@ -1,6 +1,9 @@
 #pragma once
 // Probe specifications as a user writes them, and their resolution in a live process:
 //   SYMBOL   MODULE:SYMBOL   SYMBOL+OFFSET   MODULE:SYMBOL+OFFSET   0xADDRESS
+// SYMBOL is a C or mangled name, with an optional version (memcpy@GLIBC_2.2.5), or a demangled
+// C++ name (middle, 'middle(long)', ns::Klass::method: tracer/cxx_names.hpp). MODULE is a
+// file name or SONAME (libsqlite3.so.0.8.6 or libsqlite3.so.0) or a path.
 #include <cstdint>
 #include <optional>
 #include <string>

@@ -1,10 +1,12 @@
 // libFuzzer: probe specs as a user types them (-b SPEC). A malformed one is a UsageError;
 // anything else (a crash, another exception, a spec that does not say what it parsed) is a bug.
+// The name a spec gives is then matched, as a C++ name, against the input as a symbol's.
 #include <cstddef>
 #include <cstdint>
 #include <string>
 
 #include "common/error.hpp"
+#include "tracer/cxx_names.hpp"
 #include "tracer/probes.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -16,6 +18,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (!p.address && p.symbol.empty()) __builtin_trap();
     if (p.address && !p.symbol.empty()) __builtin_trap();
     if (!p.module.empty() && text.find(p.module + ":") != 0) __builtin_trap();
+    if (!p.symbol.empty() &&
+        probecost::NameQuery(p.symbol).match(p.symbol) != probecost::NameQuery::Match::Exact)
+      __builtin_trap();
+    probecost::NameQuery(p.symbol).match(text);
+    probecost::demangle(text);
   } catch (const probecost::UsageError&) {
   }
   return 0;

@@ -1,0 +1,203 @@
+#include "record/chrome.hpp"
+
+#include <charconv>
+#include <nlohmann/json.hpp>
+
+#include "common/error.hpp"
+
+namespace probecost::record {
+
+namespace {
+
+constexpr std::int64_t kExactInDouble = std::int64_t{1} << 53;
+
+// A JSON string; bytes that are not UTF-8 (a comm can hold any) become U+FFFD.
+std::string json_string(const std::string& s) {
+  return nlohmann::json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+void append_int(std::string& out, std::int64_t v) {
+  char buf[24];
+  auto res = std::to_chars(buf, buf + sizeof buf, v);
+  out.append(buf, res.ptr);
+}
+
+const char* unmatched_reason(Unmatched why) {
+  switch (why) {
+    case Unmatched::skipped:
+      return "an outer frame returned first (unwound past)";
+    case Unmatched::evicted:
+      return "stack too deep (returns lost)";
+    case Unmatched::thread_gone:
+      return "its thread exited";
+    case Unmatched::open_at_end:
+      return "still running when the recording ended";
+  }
+  return "unknown";
+}
+
+// µs with ns decimals, appended without a formatted-output call (millions of events).
+void append_us(std::string& out, std::int64_t ns) {
+  if (ns < 0) out += '-';
+  std::uint64_t abs = ns < 0 ? 0 - static_cast<std::uint64_t>(ns) : static_cast<std::uint64_t>(ns);
+  char buf[24];
+  auto res = std::to_chars(buf, buf + sizeof buf, abs / 1000);
+  out.append(buf, res.ptr);
+  unsigned frac = static_cast<unsigned>(abs % 1000);
+  char decimals[4] = {'.', static_cast<char>('0' + frac / 100),
+                      static_cast<char>('0' + frac / 10 % 10), static_cast<char>('0' + frac % 10)};
+  out.append(decimals, 4);
+}
+
+void append_value(std::string& out, std::uint64_t v) {
+  auto s = static_cast<std::int64_t>(v);
+  if (s >= -kExactInDouble && s <= kExactInDouble) return append_int(out, s);
+  char buf[24];
+  auto res = std::to_chars(buf, buf + sizeof buf, v, 16);
+  out += "\"0x";
+  out.append(buf, res.ptr);
+  out += '"';
+}
+
+}  // namespace
+
+std::string chrome_us(std::int64_t ns) {
+  std::string out;
+  append_us(out, ns);
+  return out;
+}
+
+std::string chrome_value(std::uint64_t v) {
+  std::string out;
+  append_value(out, v);
+  return out;
+}
+
+ChromeWriter::ChromeWriter(const std::string& path, const RunInfo& run)
+    : path_(path), out_(path, std::ios::binary | std::ios::trunc), run_(run), clock_(run.clock) {
+  if (!out_) throw Error::from_errno("cannot create " + path);
+  for (const ProbeInfo& p : run_.probes)
+    names_.push_back(json_string(p.function.empty() ? p.spec : p.function));
+  out_ << "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[";
+}
+
+ChromeWriter::~ChromeWriter() {
+  try {
+    close_file();
+  } catch (...) {
+    // A destructor cannot report it; finish() does.
+  }
+}
+
+// One event a line, comma-separated.
+void ChromeWriter::start_line() {
+  line_ = events_++ ? ",\n{" : "\n{";
+}
+
+// {"ph":ph,"name":..,"pid":..,"tid":..,"ts":e's time
+void ChromeWriter::open_event(const char* ph, const Event& e) {
+  start_line();
+  line_ += "\"ph\":\"";
+  line_ += ph;
+  line_ += "\",\"name\":";
+  line_ += names_.at(e.probe);
+  line_ += ",\"pid\":";
+  append_int(line_, e.pid);
+  line_ += ",\"tid\":";
+  append_int(line_, e.tid);
+  line_ += ",\"ts\":";
+  append_us(line_, clock_.monotonic_ns(e.tsc));
+}
+
+// "args":{"arg0":..,"argN-1":.., then `extra` (already JSON members, or empty)
+void ChromeWriter::put_args(const Event& entry, const char* extra) {
+  line_ += ",\"args\":{";
+  for (int i = 0; i < run_.arg_count; ++i) {
+    if (i) line_ += ',';
+    line_ += "\"arg";
+    append_int(line_, i);
+    line_ += "\":";
+    append_value(line_, entry.args[static_cast<std::size_t>(i)]);
+  }
+  if (*extra && run_.arg_count > 0) line_ += ',';
+  line_ += extra;
+}
+
+void ChromeWriter::close_event() {
+  line_ += "}}";
+  out_ << line_;
+}
+
+void ChromeWriter::call(const Event& entry, const Event& end) {
+  open_event("X", entry);
+  std::int64_t dur = clock_.monotonic_ns(end.tsc) - clock_.monotonic_ns(entry.tsc);
+  line_ += ",\"dur\":";
+  append_us(line_, dur < 0 ? 0 : dur);
+  if (end.kind == EventKind::unwound) {
+    put_args(entry, "\"unwound\":true");
+  } else {
+    put_args(entry, "\"ret\":");
+    append_value(line_, end.ret);
+  }
+  close_event();
+}
+
+void ChromeWriter::unmatched(const Event& entry, Unmatched why) {
+  open_event("B", entry);
+  put_args(entry, "\"unmatched\":");
+  line_ += json_string(unmatched_reason(why));
+  close_event();
+}
+
+void ChromeWriter::orphan(const Event& end) {
+  open_event("i", end);
+  line_ += ",\"s\":\"t\",\"args\":{";
+  if (end.kind == EventKind::exit) {
+    line_ += "\"ret\":";
+    append_value(line_, end.ret);
+    line_ += ',';
+  }
+  line_ += "\"entry\":\"not recorded (before the recording, or lost)\"";
+  close_event();
+}
+
+void ChromeWriter::thread_name(std::int32_t pid, std::int32_t tid, const std::string& name,
+                               std::uint64_t) {
+  start_line();
+  line_ += "\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":";
+  append_int(line_, pid);
+  line_ += ",\"tid\":";
+  append_int(line_, tid);
+  line_ += ",\"args\":{\"name\":" + json_string(name);
+  close_event();
+}
+
+void ChromeWriter::process_name(std::int32_t pid, const std::string& name) {
+  start_line();
+  line_ += "\"ph\":\"M\",\"name\":\"process_name\",\"pid\":";
+  append_int(line_, pid);
+  line_ += ",\"args\":{\"name\":" + json_string(name);
+  close_event();
+}
+
+void ChromeWriter::lost(const Lost& l) {
+  lost_ += l.count;
+}
+
+void ChromeWriter::close_file() {
+  if (closed_) return;
+  closed_ = true;
+  nlohmann::json other = {{"recorder", "probecost record"},
+                          {"clock", "CLOCK_MONOTONIC (TSC converted)"},
+                          {"tsc_hz", run_.clock.hz},
+                          {"records_lost", lost_}};
+  out_ << "\n],\"otherData\":" << other.dump() << "}\n";
+  out_.close();
+  if (!out_) throw Error::from_errno("cannot write " + path_);
+}
+
+void ChromeWriter::finish() {
+  close_file();
+}
+
+}  // namespace probecost::record

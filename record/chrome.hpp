@@ -1,0 +1,74 @@
+#pragma once
+// --format chrome: Chrome's trace-event JSON, which Perfetto UI, chrome://tracing and
+// trace_processor open.
+//
+//   {"displayTimeUnit":"ns","traceEvents":[
+//   {"ph":"X","name":"middle(long)","pid":7,"tid":8,"ts":1234.567,"dur":0.051,
+//    "args":{"arg0":3,"ret":9}},
+//   ...],"otherData":{...}}
+//
+// One complete ("X") event per call, written when the call returns (so the file is not in ts
+// order, which the format allows). ts and dur are µs with ns decimals, from CLOCK_MONOTONIC (the
+// TSC converted), exact to the ns. A call that never returned is a "B" event with no end and
+// args.unmatched saying why; one closed by an unwound event is an X with args.unwound = true and
+// no ret; a return without its entry is a thread-scoped instant ("i") with its ret. Thread and
+// process names are "M" events, written as they are learnt (the last one wins in the viewers).
+//
+// Argument and return values are registers: written as signed 64-bit integers (so -1 and -ENOMEM
+// read right; user-space pointers are below 2^47 and are unaffected), as JSON numbers when the
+// magnitude is at most 2^53, which every JSON reader holds exactly in a double. Beyond that a
+// JavaScript viewer would silently show a rounded number, so those are written as hex strings
+// ("0xfedcba9876543210") instead.
+//
+// The file is valid JSON whenever the writer is closed: by finish(), or by the destructor on any
+// other way out (an exception, an interrupted run).
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "record/output.hpp"
+
+namespace probecost::record {
+
+class ChromeWriter : public Output {
+ public:
+  // Throws Error when `path` cannot be created.
+  ChromeWriter(const std::string& path, const RunInfo& run);
+  ~ChromeWriter() override;
+  ChromeWriter(const ChromeWriter&) = delete;
+  ChromeWriter& operator=(const ChromeWriter&) = delete;
+
+  void call(const Event& entry, const Event& end) override;
+  void unmatched(const Event& entry, Unmatched why) override;
+  void orphan(const Event& end) override;
+  void thread_name(std::int32_t pid, std::int32_t tid, const std::string& name,
+                   std::uint64_t tsc) override;
+  void process_name(std::int32_t pid, const std::string& name) override;
+  void lost(const Lost& l) override;
+  void finish() override;
+
+ private:
+  void start_line();
+  void open_event(const char* ph, const Event& e);
+  void put_args(const Event& entry, const char* extra);
+  void close_event();
+  void close_file();
+
+  std::string path_;
+  std::ofstream out_;
+  RunInfo run_;
+  tsc::Clock clock_;
+  std::vector<std::string> names_;  // per probe, as a JSON string
+  std::string line_;
+  std::uint64_t events_ = 0;
+  std::uint64_t lost_ = 0;
+  bool closed_ = false;
+};
+
+// A register value as the writer puts it in args (see above): "-1", "140737488355328",
+// "\"0xfedcba9876543210\"".
+std::string chrome_value(std::uint64_t v);
+// ns as µs with ns decimals: 1234567 -> "1234.567", -5 -> "-0.005".
+std::string chrome_us(std::int64_t ns);
+
+}  // namespace probecost::record

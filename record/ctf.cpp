@@ -1,0 +1,194 @@
+#include "record/ctf.hpp"
+
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "common/error.hpp"
+
+namespace probecost::record {
+
+namespace {
+
+constexpr std::uint32_t kMagic = 0xC1FC1FC1;
+// packet.header (32 bytes) and packet.context (48 bytes) as the metadata declares them.
+constexpr std::size_t kPacketPreamble = 32 + 48;
+
+// Little-endian, as the metadata's byte_order (x86-64 is).
+template <typename T>
+void put(std::string& out, T v) {
+  char bytes[sizeof v];
+  std::memcpy(bytes, &v, sizeof v);
+  out.append(bytes, sizeof v);
+}
+
+Uuid random_uuid() {
+  std::random_device rd;
+  Uuid u;
+  for (auto& b : u) b = static_cast<std::uint8_t>(rd());
+  u[6] = static_cast<std::uint8_t>((u[6] & 0x0F) | 0x40);  // version 4 (random)
+  u[8] = static_cast<std::uint8_t>((u[8] & 0x3F) | 0x80);  // RFC 4122 variant
+  return u;
+}
+
+std::uint64_t key(std::int32_t pid, std::int32_t tid) {
+  return static_cast<std::uint64_t>(static_cast<std::uint32_t>(pid)) << 32 |
+         static_cast<std::uint32_t>(tid);
+}
+
+void append_file(const std::filesystem::path& file, const std::string& bytes) {
+  std::ofstream out(file, std::ios::binary | std::ios::app);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  out.close();
+  if (!out) throw Error::from_errno("cannot write " + file.string());
+}
+
+CtfEvent ctf_event(EventKind kind) {
+  switch (kind) {
+    case EventKind::entry:
+      return CtfEvent::entry;
+    case EventKind::exit:
+      return CtfEvent::exit;
+    case EventKind::unwound:
+      return CtfEvent::unwound;
+  }
+  return CtfEvent::unwound;
+}
+
+void make_empty_dir(const std::filesystem::path& dir) {
+  std::error_code ec;
+  if (std::filesystem::exists(dir, ec) && !std::filesystem::is_empty(dir, ec))
+    throw UsageError(dir.string() +
+                     " exists and is not empty: a CTF trace needs a directory of its own");
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw Error("cannot create " + dir.string() + ": " + ec.message());
+}
+
+}  // namespace
+
+CtfWriter::CtfWriter(const std::filesystem::path& dir, const RunInfo& run)
+    : dir_(dir), run_(run), uuid_(random_uuid()) {
+  make_empty_dir(dir_);
+  std::ofstream meta(dir_ / "metadata", std::ios::binary | std::ios::trunc);
+  meta << ctf_metadata(run_, uuid_);
+  meta.close();
+  if (!meta) throw Error::from_errno("cannot write " + (dir_ / "metadata").string());
+}
+
+CtfWriter::~CtfWriter() {
+  try {
+    finish();
+  } catch (...) {
+    // A destructor cannot report it; finish() does.
+  }
+}
+
+CtfWriter::Stream& CtfWriter::stream(std::int32_t pid, std::int32_t tid) {
+  auto [it, added] = streams_.try_emplace(key(pid, tid));
+  Stream& s = it->second;
+  if (!added) return s;
+  s.pid = pid;
+  s.tid = tid;
+  s.instance = instances_++;
+  std::ostringstream name;
+  name << "thread-" << pid << '-' << tid;
+  // A tid the kernel gave to a new thread after the first one exited: a stream of its own.
+  if (std::uint32_t generation = generations_[key(pid, tid)]++) name << '.' << generation;
+  s.file = dir_ / name.str();
+  return s;
+}
+
+void CtfWriter::begin_event(Stream& s, std::uint16_t id, std::uint64_t tsc) {
+  if (tsc < s.last_tsc) {
+    ++clamped_;
+    tsc = s.last_tsc;
+  }
+  if (s.content.empty()) s.first_tsc = tsc;
+  s.last_tsc = tsc;
+  put(s.content, id);
+  put(s.content, tsc);
+  put(s.content, s.pid);
+  put(s.content, s.tid);
+}
+
+// Room for one more event (at most 256 bytes: header, context, probe, six arguments; or a name
+// cut to 64 bytes) in the stream's packet.
+CtfWriter::Stream& CtfWriter::writable(std::int32_t pid, std::int32_t tid) {
+  Stream& s = stream(pid, tid);
+  if (s.content.size() + 256 > kPacketBytes - kPacketPreamble) flush(s);
+  return s;
+}
+
+void CtfWriter::count_held(std::size_t bytes) {
+  held_ += bytes;
+  if (held_ > kHeldBytes) flush_all();
+}
+
+void CtfWriter::event(const Event& e) {
+  Stream& s = writable(e.pid, e.tid);
+  std::size_t before = s.content.size();
+  begin_event(s, static_cast<std::uint16_t>(ctf_event(e.kind)), e.tsc);
+  put(s.content, e.probe);
+  if (e.kind == EventKind::entry)
+    for (int i = 0; i < run_.arg_count; ++i) put(s.content, e.args[static_cast<std::size_t>(i)]);
+  if (e.kind == EventKind::exit) put(s.content, e.ret);
+  count_held(s.content.size() - before);
+}
+
+void CtfWriter::thread_name(std::int32_t pid, std::int32_t tid, const std::string& name,
+                            std::uint64_t tsc) {
+  Stream& s = writable(pid, tid);
+  std::size_t before = s.content.size();
+  begin_event(s, static_cast<std::uint16_t>(CtfEvent::thread_name), tsc);
+  // A CTF string ends at its first NUL.
+  std::string bounded = name.substr(0, 64);
+  s.content.append(bounded.c_str(), std::strlen(bounded.c_str()) + 1);
+  count_held(s.content.size() - before);
+}
+
+void CtfWriter::lost(const Lost& l) {
+  stream(l.pid, l.tid).discarded += l.count;
+}
+
+void CtfWriter::thread_exited(std::int32_t pid, std::int32_t tid) {
+  auto it = streams_.find(key(pid, tid));
+  if (it == streams_.end()) return;
+  flush(it->second);
+  streams_.erase(it);
+}
+
+void CtfWriter::flush(Stream& s) {
+  if (s.content.empty() && s.discarded == s.discarded_written) return;
+  std::string packet;
+  packet.reserve(kPacketPreamble + s.content.size());
+  put(packet, kMagic);
+  packet.append(reinterpret_cast<const char*>(uuid_.data()), uuid_.size());
+  put(packet, std::uint32_t{0});  // stream_id: the one stream class
+  put(packet, s.instance);
+  std::uint64_t bits = (kPacketPreamble + s.content.size()) * 8;
+  bool empty = s.content.empty();
+  put(packet, empty ? s.last_tsc : s.first_tsc);  // timestamp_begin
+  put(packet, s.last_tsc);                        // timestamp_end
+  put(packet, bits);                              // content_size
+  put(packet, bits);                              // packet_size: no padding
+  put(packet, s.seq++);
+  put(packet, s.discarded);  // events_discarded: a running count, as LTTng's
+  packet += s.content;
+  held_ -= std::min(held_, s.content.size());
+  s.content.clear();
+  s.discarded_written = s.discarded;
+  append_file(s.file, packet);
+}
+
+void CtfWriter::flush_all() {
+  for (auto& [k, s] : streams_) flush(s);
+}
+
+void CtfWriter::finish() {
+  if (finished_) return;
+  finished_ = true;
+  flush_all();
+}
+
+}  // namespace probecost::record

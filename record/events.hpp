@@ -1,0 +1,63 @@
+#pragma once
+// What `probecost record`'s tracer side hands to its outputs: decoded events and the run's
+// metadata. Events arrive in per-thread order (each thread's events in time order) while threads
+// interleave arbitrarily; the outputs write as they go and keep no event stream in memory.
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/tsc.hpp"
+
+namespace probecost::record {
+
+inline constexpr int kMaxArgs = 6;  // the integer argument registers: rdi rsi rdx rcx r8 r9
+
+enum class EventKind : std::uint8_t {
+  entry,  // the function's first instruction ran; args valid
+  exit,   // it left by `ret` or by a tail call (`jmp` to another function); ret holds rax
+  // The tracer saw this frame left without a return (a longjmp or an exception's unwinding past
+  // it) at tsc. Optional: without it such a frame is closed, unmatched, when an outer frame of
+  // the same thread returns.
+  unwound,
+};
+
+struct Event {
+  EventKind kind = EventKind::entry;
+  std::uint32_t probe = 0;  // index into RunInfo::probes
+  std::int32_t pid = 0;
+  std::int32_t tid = 0;
+  std::uint64_t tsc = 0;
+  // The address of the frame's return-address slot: rsp at the function's first instruction,
+  // and the same rsp at an exit site (before its ret or tail jmp). With it an exit is paired with
+  // exactly its own entry, even in recursion whose inner frames were unwound; 0 when unknown, and
+  // then an exit pairs with the innermost open entry of its probe.
+  std::uint64_t sp = 0;
+  std::array<std::uint64_t, kMaxArgs> args{};  // entry: the first RunInfo::arg_count are valid
+  std::uint64_t ret = 0;                       // exit: rax
+};
+
+struct ProbeInfo {
+  std::string spec;      // as the user gave it: "middle", "libc.so.6:malloc"
+  std::string function;  // demangled symbol: "middle(long)", "ns::Klass::method()"
+  std::string module;    // "libc.so.6", or the executable's name
+  std::uint64_t address = 0;
+};
+
+struct RunInfo {
+  std::vector<ProbeInfo> probes;
+  int arg_count = 0;  // --args N: how many of Event::args are valid, 0 to kMaxArgs
+  tsc::Calibration clock;
+};
+
+// Records the tracer could not read (its ring overwrote them before they were drained).
+// probe is kAnyProbe when the ring does not say whose they were.
+inline constexpr std::uint32_t kAnyProbe = UINT32_MAX;
+struct Lost {
+  std::int32_t pid = 0;
+  std::int32_t tid = 0;
+  std::uint32_t probe = kAnyProbe;
+  std::uint64_t count = 0;
+};
+
+}  // namespace probecost::record

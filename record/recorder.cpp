@@ -1,0 +1,115 @@
+#include "record/recorder.hpp"
+
+#include "common/error.hpp"
+#include "record/chrome.hpp"
+#include "record/ctf.hpp"
+
+namespace probecost::record {
+
+// What the pairing closes goes to the writer and the summary alike.
+class Recorder::Fanout : public Output {
+ public:
+  Fanout(Output& writer, Output& summary) : a_(writer), b_(summary) {}
+  void call(const Event& entry, const Event& end) override {
+    a_.call(entry, end);
+    b_.call(entry, end);
+  }
+  void unmatched(const Event& entry, Unmatched why) override {
+    a_.unmatched(entry, why);
+    b_.unmatched(entry, why);
+  }
+  void orphan(const Event& end) override {
+    a_.orphan(end);
+    b_.orphan(end);
+  }
+
+ private:
+  Output& a_;
+  Output& b_;
+};
+
+namespace {
+
+const RunInfo& checked(const RunInfo& run) {
+  if (run.arg_count < 0 || run.arg_count > kMaxArgs)
+    throw UsageError("--args " + std::to_string(run.arg_count) + ": from 0 to " +
+                     std::to_string(kMaxArgs) + " (the integer argument registers)");
+  if (run.clock.hz == 0) throw UsageError("record: the TSC clock is not calibrated");
+  return run;
+}
+
+std::unique_ptr<Output> make_writer(const RunInfo& run, Format format, const std::string& path) {
+  if (format == Format::chrome) return std::make_unique<ChromeWriter>(path, run);
+  return std::make_unique<CtfWriter>(path, run);
+}
+
+bool ends_with(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+}  // namespace
+
+Format choose_format(const std::string& flag, const std::string& path) {
+  if (flag == "chrome") return Format::chrome;
+  if (flag == "ctf") return Format::ctf;
+  if (!flag.empty()) throw UsageError("--format " + flag + ": chrome or ctf");
+  return ends_with(path, ".json") ? Format::chrome : Format::ctf;
+}
+
+Recorder::Recorder(const RunInfo& run, Format format, const std::string& path)
+    : Recorder(run, make_writer(checked(run), format, path)) {}
+
+Recorder::Recorder(const RunInfo& run, std::unique_ptr<Output> writer)
+    : run_(checked(run)),
+      writer_(std::move(writer)),
+      summary_(run_),
+      fanout_(std::make_unique<Fanout>(*writer_, summary_)),
+      pairing_(*fanout_) {}
+
+Recorder::~Recorder() {
+  try {
+    finish();
+  } catch (...) {
+    // A destructor cannot report it; finish() does.
+  }
+}
+
+void Recorder::add(const Event& e) {
+  if (e.probe >= run_.probes.size())
+    throw Error("record: an event of probe " + std::to_string(e.probe) + ", but the run has " +
+                std::to_string(run_.probes.size()));
+  writer_->event(e);
+  summary_.event(e);
+  pairing_.add(e);
+}
+
+void Recorder::thread_name(std::int32_t pid, std::int32_t tid, const std::string& name,
+                           std::uint64_t tsc) {
+  writer_->thread_name(pid, tid, name, tsc);
+}
+
+void Recorder::process_name(std::int32_t pid, const std::string& name) {
+  writer_->process_name(pid, name);
+}
+
+void Recorder::lost(const Lost& l) {
+  if (l.probe != kAnyProbe && l.probe >= run_.probes.size())
+    throw Error("record: records lost of probe " + std::to_string(l.probe) + ", but the run has " +
+                std::to_string(run_.probes.size()));
+  writer_->lost(l);
+  summary_.lost(l);
+}
+
+void Recorder::thread_exited(std::int32_t pid, std::int32_t tid) {
+  pairing_.thread_exited(pid, tid);
+  writer_->thread_exited(pid, tid);
+}
+
+void Recorder::finish() {
+  if (finished_) return;
+  finished_ = true;
+  pairing_.finish();
+  writer_->finish();
+}
+
+}  // namespace probecost::record

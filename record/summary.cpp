@@ -1,0 +1,165 @@
+#include "record/summary.hpp"
+
+#include <algorithm>
+#include <fstream>
+#include <iomanip>
+#include <sstream>
+
+#include "common/error.hpp"
+
+namespace probecost::record {
+
+namespace {
+
+// bpftrace's bucket bounds: powers of two with K, M, G, T, P, E for each power of 1024.
+std::string power_label(int power) {
+  int decade = power / 10;
+  std::string label = std::to_string(std::uint64_t{1} << (power - 10 * decade));
+  if (decade > 0) label += "\0KMGTPE"[decade];
+  return label;
+}
+
+std::string bucket_label(std::size_t i) {
+  if (i == 0) return "[0]";
+  if (i == 1) return "[1]";
+  int p = static_cast<int>(i) - 1;
+  std::ostringstream label;
+  label << '[' << power_label(p) << ", " << power_label(p + 1) << ')';
+  return label.str();
+}
+
+// The bounds [low, high) of log2 bucket i in ns; the last one's high saturates.
+std::pair<std::uint64_t, std::uint64_t> bucket_bounds(std::size_t i) {
+  if (i == 0) return {0, 1};
+  std::uint64_t low = std::uint64_t{1} << (i - 1);
+  return {low, i >= 64 ? UINT64_MAX : low << 1};
+}
+
+std::pair<std::size_t, std::size_t> nonempty_range(const std::vector<std::uint64_t>& counts) {
+  auto first = std::find_if(counts.begin(), counts.end(), [](auto c) { return c != 0; });
+  return {static_cast<std::size_t>(first - counts.begin()), counts.size()};
+}
+
+}  // namespace
+
+std::string log2_hist_text(const std::vector<std::uint64_t>& counts) {
+  constexpr int kBarWidth = 52;
+  std::uint64_t top = counts.empty() ? 0 : *std::max_element(counts.begin(), counts.end());
+  if (top == 0) return "";
+  std::ostringstream out;
+  auto [first, end] = nonempty_range(counts);
+  for (std::size_t i = first; i < end; ++i) {
+    auto bar = static_cast<std::size_t>(static_cast<double>(counts[i]) / top * kBarWidth);
+    out << std::setw(16) << std::left << bucket_label(i) << std::setw(8) << std::right << counts[i]
+        << " |" << std::setw(kBarWidth) << std::left << std::string(bar, '@') << "|\n";
+  }
+  return out.str();
+}
+
+Summary::Summary(const RunInfo& run) : run_(run), clock_(run.clock), probes_(run.probes.size()) {}
+
+void Summary::event(const Event& e) {
+  ProbeSummary& p = probes_.at(e.probe);
+  ++p.events_written;
+  if (e.kind == EventKind::entry) ++p.calls;
+}
+
+void Summary::call(const Event& entry, const Event& end) {
+  ProbeSummary& p = probes_.at(entry.probe);
+  if (end.kind == EventKind::unwound) {
+    ++p.unwound;
+    return;
+  }
+  ++p.returns;
+  std::int64_t ns = clock_.monotonic_ns(end.tsc) - clock_.monotonic_ns(entry.tsc);
+  p.latency.add(static_cast<std::uint64_t>(std::max<std::int64_t>(ns, 0)));
+}
+
+void Summary::unmatched(const Event& entry, Unmatched why) {
+  ProbeSummary& p = probes_.at(entry.probe);
+  ++p.unmatched;
+  if (why == Unmatched::open_at_end) ++p.open_at_end;
+}
+
+void Summary::orphan(const Event& end) {
+  ++probes_.at(end.probe).orphan_exits;
+}
+
+void Summary::lost(const Lost& l) {
+  if (l.probe == kAnyProbe)
+    lost_any_ += l.count;
+  else
+    probes_.at(l.probe).events_lost += l.count;
+}
+
+void Summary::print(std::ostream& out) const {
+  std::size_t w = 5;
+  for (const auto& p : run_.probes) w = std::max(w, p.spec.size());
+  out << std::left << std::setw(static_cast<int>(w)) << "probe" << std::right;
+  for (const char* h : {"calls", "returns", "unwound", "unmatched", "lost", "min ns", "p50 ns",
+                        "p90 ns", "p99 ns", "max ns"})
+    out << std::setw(11) << h;
+  out << "\n";
+  for (std::size_t i = 0; i < probes_.size(); ++i) {
+    const ProbeSummary& p = probes_[i];
+    const LatencyHistogram& h = p.latency;
+    out << std::left << std::setw(static_cast<int>(w)) << run_.probes[i].spec << std::right;
+    for (std::uint64_t v : {p.calls, p.returns, p.unwound, p.unmatched, p.events_lost, h.min(),
+                            h.percentile(50), h.percentile(90), h.percentile(99), h.max()})
+      out << std::setw(11) << v;
+    out << "\n";
+  }
+  out << "latency: entry to return on the thread; percentiles within 0.39% (log-linear "
+         "histogram), exact below 128 ns\n";
+  if (lost_any_) out << "lost: " << lost_any_ << " records of unknown probes\n";
+  for (std::size_t i = 0; i < probes_.size(); ++i) {
+    if (probes_[i].orphan_exits)
+      out << run_.probes[i].spec << ": " << probes_[i].orphan_exits
+          << " returns without their entry (entered before the recording, or the entry lost)\n";
+    if (probes_[i].latency.count() == 0) continue;
+    out << "\n@latency_ns[" << run_.probes[i].spec << "]:\n"
+        << log2_hist_text(probes_[i].latency.log2_counts());
+  }
+}
+
+nlohmann::json Summary::json() const {
+  auto probes = nlohmann::json::array();
+  for (std::size_t i = 0; i < probes_.size(); ++i) {
+    const ProbeSummary& p = probes_[i];
+    const LatencyHistogram& h = p.latency;
+    auto hist = nlohmann::json::array();
+    auto counts = h.log2_counts();
+    auto [first, end] = nonempty_range(counts);
+    for (std::size_t b = first; b < end; ++b) {
+      auto [low, high] = bucket_bounds(b);
+      hist.push_back({{"low_ns", low}, {"high_ns", high}, {"count", counts[b]}});
+    }
+    probes.push_back({{"spec", run_.probes[i].spec},
+                      {"function", run_.probes[i].function},
+                      {"calls", p.calls},
+                      {"returns", p.returns},
+                      {"unwound", p.unwound},
+                      {"unmatched", p.unmatched},
+                      {"open_at_end", p.open_at_end},
+                      {"orphan_returns", p.orphan_exits},
+                      {"latency_ns",
+                       {{"min", h.min()},
+                        {"p50", h.percentile(50)},
+                        {"p90", h.percentile(90)},
+                        {"p99", h.percentile(99)},
+                        {"max", h.max()}}},
+                      {"histogram", std::move(hist)},
+                      {"events_written", p.events_written},
+                      {"events_lost", p.events_lost}});
+  }
+  return {{"probes", std::move(probes)}, {"events_lost_unattributed", lost_any_}};
+}
+
+void Summary::write_json(const std::string& path) const {
+  std::ofstream out(path);
+  out << json().dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+  out.close();
+  if (!out) throw Error::from_errno("cannot write the summary to " + path);
+}
+
+}  // namespace probecost::record

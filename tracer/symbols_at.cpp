@@ -1,0 +1,129 @@
+// ProcessSymbols: what is at an address; and the symbols of one ELF image in memory.
+#include <algorithm>
+#include <cstring>
+
+#include "common/error.hpp"
+#include "tracer/cxx_names.hpp"
+#include "tracer/dwfl_callbacks.hpp"
+#include "tracer/dwfl_modules.hpp"
+#include "tracer/elf_tables.hpp"
+#include "tracer/symbols.hpp"
+
+namespace probecost {
+
+std::optional<Symbol> ProcessSymbols::containing(RuntimeAddr at) const {
+  Dwfl_Module* mod = dwfl_addrmodule(dwfl_, at.value());
+  if (!mod) return std::nullopt;
+  GElf_Off offset = 0;
+  GElf_Sym sym;
+  const char* name =
+      dwfl_module_addrinfo(mod, at.value(), &offset, &sym, nullptr, nullptr, nullptr);
+  if (!name || GELF_ST_TYPE(sym.st_info) != STT_FUNC) return std::nullopt;
+  if (sym.st_size && offset >= sym.st_size) return std::nullopt;
+  return Symbol{module_path(mod), name, at - static_cast<std::int64_t>(offset), sym.st_size};
+}
+
+std::optional<Symbol> ProcessSymbols::sized_function_containing(RuntimeAddr at) const {
+  Dwfl_Module* mod = dwfl_addrmodule(dwfl_, at.value());
+  if (!mod) return std::nullopt;
+  std::optional<Symbol> best;
+  for_each_function_symbol(mod, [&](const char* name, const GElf_Sym& sym, GElf_Addr addr) {
+    if (GELF_ST_TYPE(sym.st_info) != STT_FUNC || !sym.st_size || at.value() < addr ||
+        at.value() - addr >= sym.st_size)
+      return;
+    if (!best || sym.st_size < best->size) {
+      best = Symbol{module_path(mod), name, RuntimeAddr(addr), sym.st_size};
+    }
+  });
+  return best;
+}
+
+std::string ProcessSymbols::describe(RuntimeAddr at) const {
+  Dwfl_Module* mod = dwfl_addrmodule(dwfl_, at.value());
+  if (!mod) return at.hex();
+  std::string in = " in " + base_name(module_path(mod));
+  GElf_Off offset = 0;
+  GElf_Sym sym;
+  const char* name =
+      dwfl_module_addrinfo(mod, at.value(), &offset, &sym, nullptr, nullptr, nullptr);
+  if (!name) return at.hex() + in;
+  char off[32] = "";
+  if (offset) std::snprintf(off, sizeof off, "+0x%llx", static_cast<unsigned long long>(offset));
+  return demangle(name) + off + in;
+}
+
+std::string ProcessSymbols::module_at(RuntimeAddr at) const {
+  Dwfl_Module* mod = dwfl_addrmodule(dwfl_, at.value());
+  return mod ? module_path(mod) : "";
+}
+
+std::vector<std::string> ProcessSymbols::names_at(RuntimeAddr at) const {
+  std::vector<std::string> exported, all;
+  Dwfl_Module* mod = dwfl_addrmodule(dwfl_, at.value());
+  if (!mod) return {};
+  GElf_Addr bias = 0;
+  if (Elf* elf = dwfl_module_getelf(mod, &bias)) {
+    for (auto& [scn, shdr] : sections_of_type(elf, SHT_DYNSYM)) {
+      for_each_symbol(elf, scn, shdr, [&](std::size_t, const char* name, const GElf_Sym& sym) {
+        if (is_function(sym) && sym.st_value + bias == at.value()) exported.push_back(name);
+      });
+    }
+  }
+  if (exported.empty()) {
+    for_each_function_symbol(mod, [&](const char* name, const GElf_Sym&, GElf_Addr addr) {
+      if (addr == at.value()) all.push_back(name);
+    });
+  }
+  std::vector<std::string>& names = exported.empty() ? all : exported;
+  for (auto& name : names) name = demangle(without_version(name));
+  std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());
+  return names;
+}
+
+bool ProcessSymbols::has_symtab(const std::string& module) const {
+  bool found = false;
+  for_each_module(dwfl_, [&](Dwfl_Module* mod) {
+    if (module_path(mod) != module) return true;
+    GElf_Addr bias;
+    Elf* elf = dwfl_module_getelf(mod, &bias);
+    found = elf && !sections_of_type(elf, SHT_SYMTAB).empty();
+    return false;
+  });
+  return found;
+}
+
+std::vector<Symbol> read_elf_symbols(const std::vector<char>& image, const std::string& name) {
+  Dwfl* dwfl = dwfl_begin(image_callbacks());
+  if (!dwfl) throw Error(std::string("dwfl_begin: ") + dwfl_errmsg(-1));
+  // libdwfl reads the image in place (elf_memory) for as long as the session lives.
+  std::vector<char> copy = image;
+  // dwfl_report_offline_memory (elfutils 0.188) dereferences a null Elf when elf_memory
+  // refuses the image (an empty one): check that it is an ELF file first.
+  elf_version(EV_CURRENT);
+  Elf* probe = copy.empty() ? nullptr : elf_memory(copy.data(), copy.size());
+  bool is_elf = probe && elf_kind(probe) == ELF_K_ELF;
+  if (probe) elf_end(probe);
+  if (!is_elf) {
+    dwfl_end(dwfl);
+    throw Error("cannot read the symbols of " + name + ": not an ELF file");
+  }
+  Dwfl_Module* mod =
+      dwfl_report_offline_memory(dwfl, name.c_str(), name.c_str(), copy.data(), copy.size());
+  if (!mod) {
+    std::string why = dwfl_errmsg(-1);
+    dwfl_end(dwfl);
+    throw Error("cannot read the symbols of " + name + ": " + why);
+  }
+  dwfl_report_end(dwfl, nullptr, nullptr);
+  std::vector<Symbol> out;
+  for_each_function_symbol(mod, [&](const char* sym_name, const GElf_Sym& sym, GElf_Addr addr) {
+    out.push_back(Symbol{name, sym_name, RuntimeAddr(addr), sym.st_size,
+                         GELF_ST_TYPE(sym.st_info) == STT_GNU_IFUNC});
+  });
+  dwfl_end(dwfl);
+  dedupe(out, false);
+  return out;
+}
+
+}  // namespace probecost
