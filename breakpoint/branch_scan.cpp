@@ -6,7 +6,7 @@
 
 namespace probecost {
 
-void BranchIndex::add(std::span<const std::uint8_t> code, RuntimeAddr base) {
+void BranchIndex::add(std::span<const std::uint8_t> code, FileAddr base) {
   static const ZydisDecoder decoder = [] {
     ZydisDecoder d;
     ZydisDecoderInit(&d, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64);
@@ -33,18 +33,18 @@ void BranchIndex::add(std::span<const std::uint8_t> code, RuntimeAddr base) {
   }
 }
 
-std::vector<RuntimeAddr> BranchIndex::into(RuntimeAddr lo, RuntimeAddr hi, RuntimeAddr skip_lo,
-                                           RuntimeAddr skip_hi) const {
+std::vector<FileAddr> BranchIndex::into(FileAddr lo, FileAddr hi, FileAddr skip_lo,
+                                        FileAddr skip_hi) const {
   if (!sorted_) {
     std::sort(by_target_.begin(), by_target_.end());
     sorted_ = true;
   }
-  std::vector<RuntimeAddr> out;
+  std::vector<FileAddr> out;
   auto it = std::lower_bound(by_target_.begin(), by_target_.end(),
                              std::pair<std::uint64_t, std::uint64_t>(lo.value(), 0));
   for (; it != by_target_.end() && it->first < hi.value(); ++it) {
     if (it->second >= skip_lo.value() && it->second < skip_hi.value()) continue;
-    out.push_back(RuntimeAddr(it->second));
+    out.push_back(FileAddr(it->second));
   }
   return out;
 }

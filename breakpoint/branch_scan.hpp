@@ -20,12 +20,12 @@ namespace probecost {
 
 class BranchIndex {
  public:
-  // `code` is mapped at `base`; may be called for several pieces of one module.
-  void add(std::span<const std::uint8_t> code, RuntimeAddr base);
+  // `code` is at `base` in the file's addresses (p_vaddr); may be called for several pieces of
+  // one module.
+  void add(std::span<const std::uint8_t> code, FileAddr base);
   // Sources of direct branches whose target is in [lo, hi), except those from inside
   // [skip_lo, skip_hi).
-  std::vector<RuntimeAddr> into(RuntimeAddr lo, RuntimeAddr hi, RuntimeAddr skip_lo,
-                                RuntimeAddr skip_hi) const;
+  std::vector<FileAddr> into(FileAddr lo, FileAddr hi, FileAddr skip_lo, FileAddr skip_hi) const;
   std::size_t size() const { return by_target_.size(); }
 
  private:

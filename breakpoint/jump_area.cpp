@@ -151,7 +151,7 @@ std::optional<PlacedSite> AreaWriter::add_site(const JumpPlan& plan, const SiteO
   e.id = options.id;
   e.length = static_cast<std::uint8_t>(plan.length);
   e.flags = static_cast<std::uint8_t>((events ? kSiteEvents : 0) |
-                                      (plan.preserve_flags ? kSitePreservesFlags : 0) |
+                                      (spec.flag_save != FlagSave::None ? kSitePreservesFlags : 0) |
                                       (spec.per_cpu ? kSitePerCpu : 0));
   e.ring = events ? static_cast<std::uint16_t>(ring) : 0;
   rings_used_ += events;

@@ -113,46 +113,6 @@ std::string why_branch_into(const std::vector<Instruction>& function, RuntimeAdd
   return {};
 }
 
-// endbr64 (f3 0f 1e fa), the landing pad of indirect branches under CET: a probe placed after it
-// is still at the entry, as far as flags go (the kernel places entry kprobes there too).
-bool is_endbr64(const Instruction& in) {
-  static constexpr std::uint8_t kEndbr64[] = {0xf3, 0x0f, 0x1e, 0xfa};
-  return in.length == 4 && std::equal(std::begin(kEndbr64), std::end(kEndbr64), in.bytes.begin());
-}
-
-// Whether the status flags can be live at the site, and why. At a function's entry they are
-// not: the SysV ABI gives a callee no flags to rely on (only DF = 0, which lock inc and lock xadd
-// leave alone). Elsewhere, the straight line from the site on is walked: a flag read before it is
-// written is live; all six written first means none is; a call or a return ends the walk with
-// none live (the ABI again); any other branch (a jcc too: its target is not followed), or the
-// function's end, ends it undecided, hence live.
-bool flags_live(const std::vector<Instruction>& function, std::size_t first, std::string& why) {
-  if (first == 0 || (first == 1 && is_endbr64(function.front()))) {
-    why = "function entry: the ABI leaves no status flags live";
-    return false;
-  }
-  std::uint32_t written = 0;
-  for (std::size_t i = first; i < function.size(); ++i) {
-    const Instruction& in = function[i];
-    if (in.status_flags_read & ~written) {
-      why = at(in) + " reads status flags set before the site";
-      return true;
-    }
-    written |= in.status_flags_written;
-    if (written == kStatusFlags) {
-      why = at(in) + " sets every status flag before any is read";
-      return false;
-    }
-    if (in.flow == Flow::RelCall || in.flow == Flow::IndirectCall || in.flow == Flow::Return) {
-      why = at(in) + " leaves no status flags live (ABI)";
-      return false;
-    }
-    if (in.flow != Flow::Sequential) break;  // a branch: the paths after it are not followed
-  }
-  why = "status flags may be live at the site";
-  return true;
-}
-
 }  // namespace
 
 std::optional<JumpPlan> plan_jump(RuntimeAddr function, std::span<const std::uint8_t> code,
@@ -184,7 +144,6 @@ std::optional<JumpPlan> plan_jump(RuntimeAddr function, std::span<const std::uin
   plan.length = static_cast<std::size_t>(plan.covered.back().next() - site);
   if (why = why_branch_into(*insns, site, plan.end()); !why.empty()) return std::nullopt;
   std::copy_n(code.begin() + (site - function), plan.length, plan.original.begin());
-  plan.preserve_flags = flags_live(*insns, index, plan.flags_reason);
   return plan;
 }
 

@@ -36,10 +36,6 @@ struct JumpPlan {
   std::vector<Instruction> covered;  // the whole instructions the jump replaces
   std::size_t length = 0;            // their bytes: kJumpLength .. kMaxPatchLength
   std::array<std::uint8_t, kMaxPatchLength> original{};
-  // Whether RFLAGS may be live at the site, so that a trampoline whose work changes the status
-  // flags (lock inc, lock xadd) must save and restore them; and why.
-  bool preserve_flags = true;
-  std::string flags_reason;
 
   RuntimeAddr end() const { return site + static_cast<std::int64_t>(length); }
   std::span<const std::uint8_t> original_bytes() const { return {original.data(), length}; }

@@ -26,8 +26,20 @@ std::optional<RuntimeAddr> Outliner::place(const Instruction& in, std::string& w
   auto in_reach = [&](RuntimeAddr page) {
     return fits_int32(page - in.address) && fits_int32(in.address - (page + kPageSize));
   };
+  if (!refused_.empty()) {
+    why = refused_;
+    return std::nullopt;
+  }
   if (used_ + kSlotSize > kPageSize || pages_.empty() || !in_reach(pages_.back())) {
-    auto page = mapper_(in.address);
+    std::optional<RuntimeAddr> page;
+    try {
+      page = mapper_(in.address);
+    } catch (const Error& e) {
+      // The process refused the mapping (EPERM from a seccomp filter, ENOMEM): it will refuse
+      // the next one too, and every site does without a copy.
+      refused_ = why = std::string("no scratch page: ") + e.what();
+      return std::nullopt;
+    }
     if (!page) {
       later = true;
       return std::nullopt;

@@ -17,6 +17,7 @@ namespace probecost {
 
 // Maps an executable page in the tracee, as close to `near` as it can; returns its address, or
 // nothing when no thread can be made to map it now (all running, or held in a group-stop).
+// Error when the process refuses the mapping.
 using ScratchMapper = std::function<std::optional<RuntimeAddr>(RuntimeAddr near)>;
 
 inline constexpr std::size_t kPageSize = 4096;
@@ -33,7 +34,8 @@ class Outliner {
   Outliner(TraceeMemory& memory, ScratchMapper mapper, CopyMap* copies = nullptr)
       : memory_(&memory), mapper_(std::move(mapper)), copies_(copies) {}
   // Writes the relocated copy of `in` into a scratch slot; returns the slot, or nothing with
-  // `why` set. `later` is set instead when no page can be mapped now.
+  // `why` set (for good, and for every later site, when the process refused a page). `later`
+  // is set instead when no page can be mapped now.
   std::optional<RuntimeAddr> place(const Instruction& in, std::string& why, bool& later);
   // The pages mapped so far (to unmap them, or to recognise a PC inside one).
   const std::vector<RuntimeAddr>& pages() const { return pages_; }
@@ -44,6 +46,7 @@ class Outliner {
   CopyMap* copies_;
   std::vector<RuntimeAddr> pages_;
   std::size_t used_ = kPageSize;  // of the last page
+  std::string refused_;           // why the process refused a scratch page
 };
 
 }  // namespace probecost

@@ -210,7 +210,8 @@ std::string FastStepOver::describe(const BreakpointSite& site) const {
   std::string insn = "'" + p.insn.text + "' (" + std::to_string(p.insn.length) + " bytes)";
   switch (p.method) {
     case Method::Emulate:
-      return "emulate " + insn;
+      // Where a copy was tried first (auto), why there is none.
+      return "emulate " + insn + (p.why_outline.empty() ? "" : ": no copy, " + p.why_outline);
     case Method::Outline:
       return "outline " + insn +
              (p.placed ? " from " + p.copy.hex() : " (copy placed at the first hit)");

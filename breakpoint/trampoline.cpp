@@ -146,11 +146,12 @@ void emit_per_cpu_cold(Assembler& a, const TrampolineSpec& spec, const Labels& i
   a.raw({reinterpret_cast<const std::uint8_t*>(cs), sizeof cs});
 }
 
-// lock inc and lock xadd write the six status flags. At a function entry none are live (ABI);
-// elsewhere the plan decides. pushfq/popfq would keep them, but popfq is slow (about 4.5 ns
-// here, against 0.7 for this): lahf copies SF ZF AF PF CF into %ah, seto copies OF into %al;
-// on the way out `add $0x7f,%al` sets OF again exactly when %al was 1, and sahf (which leaves OF
-// alone) puts the other five back. DF, the only other flag code relies on, is not touched.
+// lock inc and lock xadd write the six status flags, and nothing says they are dead where the
+// jump goes: the ABI gives a callee no flags to rely on, but hand-written code may (a routine
+// that returns its caller's CF), and mid-function they may be live. pushfq/popfq keeps them but
+// popfq is slow (about 9 ns here, against 0.2 for this): lahf copies SF ZF AF PF CF into %ah,
+// seto copies OF into %al; on the way out `add $0x7f,%al` sets OF again exactly when %al was 1,
+// and sahf (which leaves OF alone) puts the other five back. DF is not touched.
 void save_flags(Assembler& a, FlagSave how) {
   if (how == FlagSave::Pushfq) {
     a.must(ZYDIS_MNEMONIC_PUSHFQ, {});
@@ -173,16 +174,16 @@ void restore_flags(Assembler& a, FlagSave how) {
   a.must(ZYDIS_MNEMONIC_POP, {reg(RAX)});
 }
 
-void emit_body(Assembler& a, const JumpPlan& plan, const TrampolineSpec& spec, const Labels& in,
-               Labels& out) {
+void emit_body(Assembler& a, const TrampolineSpec& spec, const Labels& in, Labels& out) {
   auto saved = clobbered(spec);
+  const bool flags = spec.flag_save != FlagSave::None;
   // With the flags saved by lahf, %rax is on the stack already and free for the body.
-  if (plan.preserve_flags && spec.flag_save == FlagSave::Lahf) std::erase(saved, RAX);
+  if (spec.flag_save == FlagSave::Lahf) std::erase(saved, RAX);
   // A push writes below %rsp, which may be a leaf function's red zone in use: step over it with
   // lea, which unlike sub leaves the flags alone.
-  bool pushes = !saved.empty() || plan.preserve_flags;
+  bool pushes = !saved.empty() || flags;
   if (pushes) a.must(ZYDIS_MNEMONIC_LEA, {reg(RSP), mem(RSP, -kRedZone)});
-  if (plan.preserve_flags) save_flags(a, spec.flag_save);
+  if (flags) save_flags(a, spec.flag_save);
   for (auto r : saved) a.must(ZYDIS_MNEMONIC_PUSH, {reg(r)});
   if (spec.events) {
     emit_record(a, spec);
@@ -192,7 +193,7 @@ void emit_body(Assembler& a, const JumpPlan& plan, const TrampolineSpec& spec, c
     lock_inc_counter(a, spec);
   }
   for (auto r = saved.rbegin(); r != saved.rend(); ++r) a.must(ZYDIS_MNEMONIC_POP, {reg(*r)});
-  if (plan.preserve_flags) restore_flags(a, spec.flag_save);
+  if (flags) restore_flags(a, spec.flag_save);
   if (pushes) a.must(ZYDIS_MNEMONIC_LEA, {reg(RSP), mem(RSP, kRedZone)});
 }
 
@@ -210,7 +211,7 @@ namespace {
 std::optional<Trampoline> generate(const JumpPlan& plan, const TrampolineSpec& spec,
                                    const Labels& in, Labels& out, std::string& why) {
   Assembler a(spec.address);
-  emit_body(a, plan, spec, in, out);
+  emit_body(a, spec, in, out);
   auto block = relocate_block(plan.covered, a.here(), why);
   if (!block) return std::nullopt;
   a.raw(block->bytes);

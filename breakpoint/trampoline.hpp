@@ -3,16 +3,16 @@
 // to. It does the static marker's work in the tracee itself (no trap, no stop, no system call),
 // then runs the instructions the jump displaced, relocated, and jumps back after them:
 //
-//   [lea -128(%rsp),%rsp]         only if anything is pushed: the 128 bytes below %rsp are the
-//                                 red zone, which a leaf function may use without moving %rsp
-//   [push %rax; lahf; seto %al;   only where the plan says status flags may be live
-//    push %rax]
+//   lea -128(%rsp),%rsp           the 128 bytes below %rsp are the red zone, which a leaf
+//                                 function may use without moving %rsp
+//   push %rax; lahf; seto %al;    the six status flags, always: code may read flags its caller
+//   push %rax                     set (hand-written routines do), mid-function or at an entry
 //   [push %rcx/%rdx/%rsi...]      only what the body clobbers
 //   lock incq hits                counting: exact with any number of threads (or per CPU with
 //                                 rseq: no locked instruction, see PerCpuCounter)
 //   or lock xadd hits + record    events: the same counter gives the record's slot; rdtsc,
 //                                 24-byte record (event_ring.hpp)
-//   [pops; pop %rax; add $0x7f,%al; sahf; pop %rax; lea 128(%rsp),%rsp]
+//   [pops]; pop %rax; add $0x7f,%al; sahf; pop %rax; lea 128(%rsp),%rsp
 //   the displaced instructions, relocated
 //   jmp site+length
 //
@@ -44,9 +44,11 @@ struct PerCpuCounter {
   std::int32_t rseq_offset = 0;  // glibc's __rseq_offset in the tracee
 };
 
-// How a trampoline keeps status flags the plan says may be live: lahf/seto..sahf (the default),
-// or pushfq/popfq, slower, kept to measure the difference.
-enum class FlagSave { Lahf, Pushfq };
+// How a trampoline keeps the status flags: lahf/seto..sahf (the default), or pushfq/popfq,
+// slower. None leaves them to the counting's lock inc: wrong wherever code reads the flags it
+// finds (an entry included), kept only to measure what keeping them costs and to show tests
+// the difference.
+enum class FlagSave { Lahf, Pushfq, None };
 
 struct TrampolineSpec {
   RuntimeAddr address;      // where the trampoline runs, in the tracee

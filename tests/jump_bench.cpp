@@ -53,15 +53,14 @@ struct Variant {
   std::vector<double> samples;
 };
 
-// probecost_site_probe patched with a trampoline that counts (and records, with `events`);
-// `force_flags` makes it save RFLAGS as it would mid-function.
+// probecost_site_probe patched with a trampoline that counts (and records, with `events`),
+// keeping the status flags as `save` says (FlagSave::None: what they cost, by difference).
 struct JumpProbe {
-  JumpProbe(bool events, bool force_flags, FlagSave save = FlagSave::Lahf, bool per_cpu = false) {
+  JumpProbe(bool events, FlagSave save, bool per_cpu = false) {
     Function f = function_named("probecost_site_probe");
     std::string why;
     auto plan = plan_jump(f.start, f.code, f.start, why);
     if (!plan) throw Error("cannot plan probecost_site_probe: " + why);
-    plan->preserve_flags = force_flags;
     jump::AreaConfig config{1, 4096, 1, 1 << 16};
     if (per_cpu) {
       if (__rseq_size < 20) throw Error("no rseq registration: no per-CPU counting");
@@ -94,9 +93,8 @@ int main(int argc, char** argv) {
   marker::thread_init();  // the default 2^16-record ring, pre-faulted, like the inferior's
 
   std::vector<std::unique_ptr<JumpProbe>> probes;
-  auto patched = [&](bool events, bool flags, FlagSave save = FlagSave::Lahf,
-                     bool per_cpu = false) {
-    probes.push_back(std::make_unique<JumpProbe>(events, flags, save, per_cpu));
+  auto patched = [&](bool events, FlagSave save, bool per_cpu = false) {
+    probes.push_back(std::make_unique<JumpProbe>(events, save, per_cpu));
     PatchSite* s = probes.back()->site.get();
     return std::pair<std::function<void()>, std::function<void()>>{[s] { s->install(); },
                                                                    [s] { s->remove(); }};
@@ -104,18 +102,21 @@ int main(int argc, char** argv) {
   auto none = [] {};
   std::vector<Variant> variants;
   variants.push_back({"untouched", probecost_site_plain, none, none, {}});
-  auto [c0, c1] = patched(false, false);
-  variants.push_back({"jump, count", probecost_site_probe, c0, c1, {}});
-  auto [f0, f1] = patched(false, true);
-  variants.push_back({"jump, count, flags lahf/sahf", probecost_site_probe, f0, f1, {}});
-  auto [p0, p1] = patched(false, true, FlagSave::Pushfq);
+  // What probecost installs keeps the flags with lahf/sahf; "no flags" is the difference.
+  auto [c0, c1] = patched(false, FlagSave::None);
+  variants.push_back({"jump, count, no flags", probecost_site_probe, c0, c1, {}});
+  auto [f0, f1] = patched(false, FlagSave::Lahf);
+  variants.push_back({"jump, count", probecost_site_probe, f0, f1, {}});
+  auto [p0, p1] = patched(false, FlagSave::Pushfq);
   variants.push_back({"jump, count, flags pushfq", probecost_site_probe, p0, p1, {}});
-  auto [r0, r1] = patched(false, false, FlagSave::Lahf, true);
-  variants.push_back({"jump, count per CPU (rseq)", probecost_site_probe, r0, r1, {}});
-  auto [e0, e1] = patched(true, false);
-  variants.push_back({"jump, events", probecost_site_probe, e0, e1, {}});
-  auto [g0, g1] = patched(true, true);
-  variants.push_back({"jump, events, flags lahf/sahf", probecost_site_probe, g0, g1, {}});
+  auto [r0, r1] = patched(false, FlagSave::None, true);
+  variants.push_back({"jump, per CPU, no flags", probecost_site_probe, r0, r1, {}});
+  auto [q0, q1] = patched(false, FlagSave::Lahf, true);
+  variants.push_back({"jump, count per CPU (rseq)", probecost_site_probe, q0, q1, {}});
+  auto [e0, e1] = patched(true, FlagSave::None);
+  variants.push_back({"jump, events, no flags", probecost_site_probe, e0, e1, {}});
+  auto [g0, g1] = patched(true, FlagSave::Lahf);
+  variants.push_back({"jump, events", probecost_site_probe, g0, g1, {}});
   variants.push_back({"static marker",
                       probecost_site_marker,
                       [] { marker::set_enabled(true); },
@@ -145,9 +146,9 @@ int main(int argc, char** argv) {
   }
   std::printf(
       "hits: count %llu, per CPU %llu, events %llu (each %llu calls per run, %d runs + warm-up)\n",
-      static_cast<unsigned long long>(probes[0]->area->writer().hits(0)),
-      static_cast<unsigned long long>(probes[3]->area->writer().hits(0)),
+      static_cast<unsigned long long>(probes[1]->area->writer().hits(0)),
       static_cast<unsigned long long>(probes[4]->area->writer().hits(0)),
+      static_cast<unsigned long long>(probes[6]->area->writer().hits(0)),
       static_cast<unsigned long long>(calls), runs);
   return 0;
 }

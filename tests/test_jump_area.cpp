@@ -83,7 +83,7 @@ TEST(JumpArea, WriterAndParserAgree) {
     EXPECT_EQ(s.patch.site.value(), kFn + 16 * i);
     EXPECT_EQ(s.patch.length, 5u);
     EXPECT_EQ(s.id, 100u + i);
-    EXPECT_EQ(s.flags, i % 2 == 1 ? kSiteEvents : 0);
+    EXPECT_EQ(s.flags, (i % 2 == 1 ? kSiteEvents : 0) | kSitePreservesFlags);
     EXPECT_EQ(s.ring, i == 1 ? 0 : 0);  // the first site with events has ring 0
     EXPECT_EQ(s.patch.trampoline, b.placed[i].trampoline.address);
     EXPECT_EQ(s.patch.patch, b.placed[i].patch.patch);

@@ -53,13 +53,12 @@ TrampolineSpec spec(RuntimeAddr at, RuntimeAddr counter) {
 
 }  // namespace
 
-TEST(JumpPlan, Nop5AtEntryCoversOneInstructionAndFlagsAreDead) {
+TEST(JumpPlan, Nop5AtEntryCoversOneInstruction) {
   std::string why;
   auto p = plan(cat({kNop5, kRet}), 0, why);
   ASSERT_TRUE(p) << why;
   EXPECT_EQ(p->covered.size(), 1u);
   EXPECT_EQ(p->length, 5u);
-  EXPECT_FALSE(p->preserve_flags);
   EXPECT_EQ(Bytes(p->original_bytes().begin(), p->original_bytes().end()), kNop5);
 }
 
@@ -138,37 +137,6 @@ TEST(JumpPlan, RefusesMoreThanSixteenBytes) {
   refused(cat({{0x90, 0x90, 0x90, 0x90}, long_nop, kRet}), 0, "19 bytes");
 }
 
-TEST(JumpPlan, FlagsLiveOnlyWhereTheCodeMayReadThem) {
-  std::string why;
-  // Mid-function, a setz after two movs reads ZF set before the site: live.
-  auto live = plan(cat({kCmpRdi5, kMovRaxRdi, kMovRaxRdi, kSetz, kRet}), 4, why);
-  ASSERT_TRUE(live) << why;
-  EXPECT_TRUE(live->preserve_flags);
-  EXPECT_NE(live->flags_reason.find("setz"), std::string::npos) << live->flags_reason;
-  // Mid-function, a cmp that sets them all before any is read: dead.
-  auto dead = plan(cat({kMovRaxRdi, kMovRaxRdi, kCmpRdi5, kSetz, kRet}), 3, why);
-  ASSERT_TRUE(dead) << why;
-  EXPECT_FALSE(dead->preserve_flags) << dead->flags_reason;
-  // Mid-function, reaching a ret (or a call) before any read: dead by the ABI.
-  auto ret = plan(cat({kMovRaxRdi, kMovRaxRdi, kMovRaxRdi, kRet}), 3, why);
-  ASSERT_TRUE(ret) << why;
-  EXPECT_FALSE(ret->preserve_flags) << ret->flags_reason;
-  // After endbr64 at the entry: still the entry.
-  auto endbr = plan(cat({{0xf3, 0x0f, 0x1e, 0xfa}, kNop5, kSetz, kRet}), 4, why);
-  ASSERT_TRUE(endbr) << why;
-  EXPECT_FALSE(endbr->preserve_flags) << endbr->flags_reason;
-  // A jcc ends the walk undecided: inc writes ZF (which the jz reads) but not CF, and where the
-  // jz goes, CF may be read. (The cmp after it on the straight line does not make it dead.)
-  auto jcc = plan(cat({kMovRaxRdi, kMovRaxRdi, {0x48, 0xff, 0xc0}, {0x74, 0x00}, kCmpRdi5, kRet}),
-                  3, why);  // mov; (site) mov; inc %rax; jz +0; cmp; ret
-  ASSERT_TRUE(jcc) << why;
-  EXPECT_TRUE(jcc->preserve_flags) << jcc->flags_reason;
-  // inc writes all but CF: not enough, a jb after it reads the caller's CF.
-  auto inc = plan(cat({kMovRaxRdi, kMovRaxRdi, {0x48, 0xff, 0xc0}, {0x72, 0x00}, kRet}), 3, why);
-  ASSERT_TRUE(inc) << why;
-  EXPECT_TRUE(inc->preserve_flags) << inc->flags_reason;
-}
-
 TEST(Relocate, BlockRetargetsBranchesInsideItAndRebiasesRipOperands) {
   // jz +6 (over a lock add to the mov); lock addq %rdi,0x100(%rip); mov %rdi,%rax
   Bytes code = {0x74, 0x08, 0xf0, 0x48, 0x01, 0x3d, 0x00, 0x01, 0x00, 0x00, 0x48, 0x89, 0xf8};
@@ -198,31 +166,66 @@ TEST(Relocate, BlockRetargetsBranchesInsideItAndRebiasesRipOperands) {
   EXPECT_EQ(back->target.value(), kFn + code.size());
 }
 
-TEST(Trampoline, CountingAtAnEntryIsOneLockedIncrementThenTheCopy) {
+namespace {
+
+// The trampoline's instructions, as text, and where each starts.
+std::vector<std::pair<std::string, RuntimeAddr>> disassemble(const Trampoline& t) {
+  std::vector<std::pair<std::string, RuntimeAddr>> out;
+  for (std::size_t off = 0; off < t.code.size();) {
+    auto in = decode(std::span(t.code).subspan(off), t.address + static_cast<std::int64_t>(off));
+    if (!in) break;
+    out.emplace_back(in->text, in->address);
+    off += in->length;
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST(Trampoline, AtAnEntryTooTheSixFlagsAreKeptAroundTheLockedIncrement) {
+  // No "flags are dead at an entry": a hand-written routine may read its caller's flags.
   std::string why;
   auto p = plan(cat({kNop5, kRet}), 0, why);
   ASSERT_TRUE(p);
   RuntimeAddr at(0x402000), counter(0x403000);
   auto t = build_trampoline(*p, spec(at, counter), why);
   ASSERT_TRUE(t) << why;
-  // lock incq counter(%rip) (8 bytes), the nop5, jmp back (5): nothing pushed, no red zone.
-  ASSERT_EQ(t->code.size(), 8u + 5u + 5u);
-  auto inc = decode(t->code, at);
-  ASSERT_TRUE(inc);
-  EXPECT_EQ(inc->text.substr(0, 4), "lock");
-  std::int32_t disp;
-  std::memcpy(&disp, inc->bytes.data() + inc->disp_offset, 4);
-  EXPECT_EQ(inc->next() + disp, counter);
-  auto back = decode(std::span(t->code).subspan(13), at + 13);
-  ASSERT_TRUE(back);
-  EXPECT_EQ(back->target.value(), kFn + 5);
+  auto code = disassemble(*t);
+  std::vector<std::string> text;
+  for (const auto& [s, a] : code) text.push_back(s);
+  const std::vector<std::string> expected = {
+      "lea -0x80(%rsp), %rsp",
+      "push %rax",
+      "lahf",
+      "seto %al",
+      "push %rax",
+      "lock inc 0x0000000000403000",  // the counter, RIP-relative
+      "pop %rax",
+      "add $0x7F, %al",
+      "sahf",
+      "pop %rax",
+      "lea 0x80(%rsp), %rsp",
+      "nop %eax, (%rax,%rax,1)",  // the displaced nop5
+      "jmp 0x0000000000401005"};
+  EXPECT_EQ(text, expected);
+}
+
+TEST(Trampoline, FlagSaveNoneIsOnlyTheLockedIncrement) {
+  // What the bench compares against: nothing pushed, no red zone.
+  std::string why;
+  auto p = plan(cat({kNop5, kRet}), 0, why);
+  ASSERT_TRUE(p);
+  TrampolineSpec s = spec(RuntimeAddr(0x402000), RuntimeAddr(0x403000));
+  s.flag_save = FlagSave::None;
+  auto t = build_trampoline(*p, s, why);
+  ASSERT_TRUE(t) << why;
+  ASSERT_EQ(t->code.size(), 8u + 5u + 5u);  // lock incq counter(%rip), the nop5, jmp back
 }
 
 TEST(Trampoline, FlagsAndFarCounterAreSavedUnderTheRedZone) {
   std::string why;
   auto p = plan(cat({kCmpRdi5, kMovRaxRdi, kMovRaxRdi, kSetz, kRet}), 4, why);
   ASSERT_TRUE(p);
-  ASSERT_TRUE(p->preserve_flags);
   auto t = build_trampoline(*p, spec(RuntimeAddr(0x402000), RuntimeAddr(0x7f0000000000)), why);
   ASSERT_TRUE(t) << why;
   std::vector<std::string> text;

@@ -52,40 +52,55 @@ void TraceRun::enable_int3(Traced& tr, const ResolvedProbe& probe) {
   tr.step_over->prepare(site);
 }
 
-Placement TraceRun::place(Traced& tr, const ResolvedProbe& probe,
-                          std::map<std::uint64_t, std::size_t>& jump_at) {
-  Placement pl;
+namespace {
+
+UsageError no_jump(const ResolvedProbe& probe, pid_t pid, const std::string& why) {
+  return UsageError("cannot patch a jump at " + probe.spec + " (" + probe.address.hex() +
+                    ") in process " + std::to_string(pid) + ": " + why +
+                    " (--via auto falls back to int3 there)");
+}
+
+}  // namespace
+
+// Jumps where the sites allow, all planned together (a jump must not cover another probe's
+// site); with --via jump, every one or none.
+std::vector<Placement> TraceRun::place_jumps(Traced& tr) {
+  std::vector<Placement> out(tr.probes.size());
+  std::vector<JumpRequest> requests;
+  std::vector<std::size_t> which;
+  std::vector<RuntimeAddr> others;
   pid_t pid = tr.proc->pid();
-  if (tr.jumps && !probe.implementation.empty()) {
+  for (std::size_t i = 0; i < tr.probes.size(); ++i) {
+    const ResolvedProbe& probe = tr.probes[i];
+    if (probe.implementation.empty()) {
+      requests.push_back(
+          {probe.address, static_cast<std::uint32_t>(requests.size() + 1), probe.spec});
+      which.push_back(i);
+      continue;
+    }
     // glibc's IFUNC implementations are hand-written assembly with several entry points:
     // __mempcpy_avx512_unaligned_erms jumps to the second instruction of
     // __memmove_avx512_unaligned_erms, from outside the function the planner decodes. A jump
     // over the first bytes would send such a branch into the middle of the jmp (SIGILL).
-    pl.why_not_jump = "an IFUNC implementation (" + probe.implementation +
-                      "): other functions branch into its first bytes";
-    if (opts_.via == "jump") {
-      throw UsageError("cannot patch a jump at " + probe.spec + " (" + probe.address.hex() +
-                       ") in process " + std::to_string(pid) + ": " + pl.why_not_jump +
-                       " (--via auto falls back to int3 there)");
-    }
-  } else if (tr.jumps) {
-    auto known = jump_at.find(probe.address.value());
-    if (known != jump_at.end()) {
-      pl.jump = known->second;
-    } else {
-      pl.jump = tr.jumps->add(probe.address, *tr.symbols,
-                              static_cast<std::uint32_t>(tr.jumps->size() + 1), probe.spec,
-                              pl.why_not_jump);
-      if (pl.jump) jump_at[probe.address.value()] = *pl.jump;
-    }
-    if (!pl.jump && opts_.via == "jump") {
-      throw UsageError("cannot patch a jump at " + probe.spec + " (" + probe.address.hex() +
-                       ") in process " + std::to_string(pid) + ": " + pl.why_not_jump +
-                       " (--via auto falls back to int3 there)");
-    }
+    out[i].why_not_jump = "an IFUNC implementation (" + probe.implementation +
+                          "): other functions branch into its first bytes";
+    if (opts_.via == "jump") throw no_jump(probe, pid, out[i].why_not_jump);
+    others.push_back(probe.address);
   }
-  if (!pl.jump) enable_int3(tr, probe);
-  return pl;
+  std::vector<std::string> why;
+  auto got = tr.jumps->add_all(requests, others, *tr.symbols, why, opts_.via == "jump");
+  for (std::size_t k = 0; k < requests.size(); ++k) {
+    Placement& pl = out[which[k]];
+    pl.jump = got[k];
+    pl.why_not_jump = why[k];
+    if (!pl.jump && opts_.via == "jump" && !why[k].empty())
+      throw no_jump(tr.probes[which[k]], pid, why[k]);
+  }
+  if (!tr.jumps->mapping_refused().empty() && opts_.announce) {
+    notes_ << "probecost trace: no jump in process " << pid << ", " << tr.jumps->mapping_refused()
+           << "; its probes are int3" << std::endl;
+  }
+  return out;
 }
 
 // Every probe in, with every thread stopped: a jump where --via allows and the site
@@ -96,9 +111,7 @@ void TraceRun::install_image(Traced& tr) {
   tr.symbols = std::make_unique<ProcessSymbols>(p.proc_tid());
   tr.images.push_back(tr.symbols->executable());
   tr.probes = resolve(tr, first);
-  tr.step_over = make_step_over(
-      opts_.step_over, p.memory(), [&p](RuntimeAddr near) { return p.map_scratch(near); },
-      &p.relocated());
+  tr.step_over = make_step_over(opts_.step_over, p.memory(), scratch_mapper(p), &p.relocated());
   tr.jumps.reset();
   if (opts_.via != "int3" && !opts_.stacks) {
     JumpOptions jo;
@@ -107,9 +120,30 @@ void TraceRun::install_image(Traced& tr) {
     tr.jumps = std::make_unique<JumpProbes>(p, jo);
   }
   refuse_leftovers(tr);
-  tr.placements.clear();
-  std::map<std::uint64_t, std::size_t> jump_at;
-  for (const auto& probe : tr.probes) tr.placements.push_back(place(tr, probe, jump_at));
+  tr.placements = tr.jumps ? place_jumps(tr) : std::vector<Placement>(tr.probes.size());
+  for (std::size_t i = 0; i < tr.probes.size(); ++i) {
+    if (!tr.placements[i].jump) enable_int3(tr, tr.probes[i]);
+  }
+}
+
+// The out-of-line step-over's scratch pages. A process that refuses executable mappings (a
+// seccomp filter, as systemd's MemoryDenyWriteExecute= installs) gets none: each site is then
+// emulated or single-stepped, and says why; and we say so once.
+ScratchMapper TraceRun::scratch_mapper(TracedProcess& p) {
+  return [this, &p, said = false](RuntimeAddr near) mutable {
+    try {
+      return p.map_scratch(near);
+    } catch (const Error& e) {
+      if (!said && opts_.announce) {
+        notes_ << "probecost trace: " << e.what()
+               << ": no out-of-line step-over in it, its int3 probes are emulated or "
+                  "single-stepped"
+               << std::endl;
+      }
+      said = true;
+      throw;
+    }
+  };
 }
 
 // A jump a probecost that died left at a probe's address: probing over it would make nonsense

@@ -90,8 +90,8 @@ class TraceRun {
   void refuse_leftovers(Traced& tr);
   std::vector<ResolvedProbe> resolve(Traced& tr, bool first_image);
   void enable_int3(Traced& tr, const ResolvedProbe& probe);
-  Placement place(Traced& tr, const ResolvedProbe& probe,
-                  std::map<std::uint64_t, std::size_t>& jump_at);
+  std::vector<Placement> place_jumps(Traced& tr);
+  ScratchMapper scratch_mapper(TracedProcess& p);
   void start_session(Traced& tr);
   void take_fork_child(Traced& tr, Traced& parent);
   void take_new_processes();

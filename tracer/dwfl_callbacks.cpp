@@ -1,8 +1,6 @@
 #include "tracer/dwfl_callbacks.hpp"
 
 #include <elfutils/libdwfl.h>
-#include <fcntl.h>
-#include <limits.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -31,20 +29,9 @@ bool regular_file(const char* path) {
   return ::stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
-std::string proc_path(pid_t pid, const std::string& what) {
-  return "/proc/" + std::to_string(pid) + "/" + what;
-}
-
-// The file the process mapped as `name` at `base` (the module's lowest address): its
-// executable through /proc/PID/exe (open to whoever may trace it), else the mapping through
-// /proc/PID/map_files (root, or CAP_CHECKPOINT_RESTORE). -1 when neither opens.
-int open_mapped_file(pid_t pid, const char* name, Dwarf_Addr base) {
-  char exe[PATH_MAX];
-  ssize_t n = ::readlink(proc_path(pid, "exe").c_str(), exe, sizeof exe - 1);
-  if (n > 0 && std::string(exe, n) == name) {
-    int fd = ::open(proc_path(pid, "exe").c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd >= 0) return fd;
-  }
+// The file the process mapped as `name` at `base` (the module's lowest address), through
+// /proc/PID/exe or /proc/PID/map_files (open_mapped_file). -1 when neither opens.
+int open_module_file(pid_t pid, const char* name, Dwarf_Addr base) {
   try {
     const Mapping* first = nullptr;
     auto maps = read_maps(pid);
@@ -53,12 +40,7 @@ int open_mapped_file(pid_t pid, const char* name, Dwarf_Addr base) {
       if (!first || m.start.value() == base) first = &m;
       if (m.start.value() == base) break;
     }
-    if (!first) return -1;
-    char range[64];
-    std::snprintf(range, sizeof range, "map_files/%llx-%llx",
-                  static_cast<unsigned long long>(first->start.value()),
-                  static_cast<unsigned long long>(first->end.value()));
-    return ::open(proc_path(pid, range).c_str(), O_RDONLY | O_CLOEXEC);
+    return first ? open_mapped_file(pid, *first) : -1;
   } catch (...) {
     return -1;  // the process is gone: no exception may cross libdwfl's C frames
   }
@@ -68,7 +50,7 @@ int find_process_elf(Dwfl_Module* mod, void** userdata, const char* name, Dwarf_
                      char** file_name, Elf** elfp) {
   auto pid = static_cast<pid_t>(reinterpret_cast<std::intptr_t>(*userdata));
   if (pid > 0 && name && name[0] == '/' && !regular_file(name)) {
-    int fd = open_mapped_file(pid, name, base);
+    int fd = open_module_file(pid, name, base);
     if (fd >= 0) {
       *file_name = ::strdup(name);
       return fd;

@@ -14,16 +14,17 @@
 #include <sys/types.h>
 
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
-#include "breakpoint/branch_scan.hpp"
 #include "breakpoint/event_ring.hpp"
 #include "breakpoint/jump_area.hpp"
+#include "tracer/maps.hpp"
 #include "tracer/process.hpp"
+#include "tracer/stacks.hpp"
 #include "tracer/symbols.hpp"
 
 namespace probecost {
@@ -40,6 +41,12 @@ struct JumpOptions {
 std::vector<jump::ParsedArea> read_jump_areas(TracedProcess& process,
                                               std::vector<std::string>& notes);
 
+struct JumpRequest {
+  RuntimeAddr site;
+  std::uint32_t id = 0;  // in its event records
+  std::string label;
+};
+
 class JumpProbes {
  public:
   JumpProbes(TracedProcess& process, const JumpOptions& options);
@@ -47,11 +54,28 @@ class JumpProbes {
   JumpProbes(const JumpProbes&) = delete;
   JumpProbes& operator=(const JumpProbes&) = delete;
 
-  // Patches a jump at `site` (every thread of the process stopped). Returns the probe's index,
-  // or nothing with the reason in `why`: the plan refused the site, a thread is inside the
-  // range to patch, another probe is in it, no area could be mapped near it.
+  // Patches a jump at each request's site, every thread of the process stopped. All are
+  // planned together, from the code as the module's file holds it (never from bytes probecost
+  // wrote), and no jump covers another probe: neither another request's site nor one of
+  // `others`, the process's probes that will be int3 bytes (such a site would be inside the
+  // jmp; both are served by int3 instead, which counts each exactly). For each request, the
+  // probe's index, or nothing with the reason in why[i]: the plan refused the site, another
+  // probe, a branch or a landing pad is inside the range, a thread is (or a signal handler
+  // will return) inside it, no area could be mapped near it. With `all_or_nothing`, one
+  // refusal refuses every request (those not refused themselves get no reason), and nothing
+  // is left in the process.
+  std::vector<std::optional<std::size_t>> add_all(const std::vector<JumpRequest>& requests,
+                                                  const std::vector<RuntimeAddr>& others,
+                                                  const ProcessSymbols& symbols,
+                                                  std::vector<std::string>& why,
+                                                  bool all_or_nothing = false);
+  // One site alone (add_all of one).
   std::optional<std::size_t> add(RuntimeAddr site, const ProcessSymbols& symbols, std::uint32_t id,
                                  std::string label, std::string& why);
+  // Why the process refuses the executable mapping of a jump area (a seccomp filter, as
+  // systemd's MemoryDenyWriteExecute= installs): every jump is refused with it from then on.
+  // Empty while none was refused.
+  const std::string& mapping_refused() const { return mapping_refused_; }
 
   std::size_t size() const { return probes_.size(); }
   RuntimeAddr site(std::size_t probe) const { return probes_.at(probe).site; }
@@ -71,6 +95,7 @@ class JumpProbes {
     std::size_t size = 0;
     RuntimeAddr tracee_at;
     std::unique_ptr<jump::AreaWriter> writer;
+    std::size_t installed = 0;  // sites patched to jump here
   };
   struct Probe {
     RuntimeAddr site;
@@ -78,20 +103,45 @@ class JumpProbes {
     std::size_t area = 0, index = 0;
     std::uint64_t cursor = 0, read = 0, lost = 0;
   };
+  // One request on its way in.
+  struct Candidate {
+    std::size_t request = 0;
+    std::optional<JumpPlan> plan;
+    std::optional<jump::PlacedSite> placed;
+    std::size_t area = 0;
+  };
+  // Where a stopped thread is, or will be when a signal handler it is in returns.
+  struct ThreadPc {
+    pid_t tid = 0;
+    RuntimeAddr pc;
+    bool interrupted = false;  // saved in a signal frame on the thread's stack
+  };
 
-  std::optional<JumpPlan> plan(RuntimeAddr site, const ProcessSymbols& symbols, std::string& why);
-  bool range_is_free(const JumpPlan& plan, std::string& why);
-  // A thread's RIP inside the bytes to patch (after the first): the reason, or empty.
-  std::string thread_inside(const JumpPlan& plan);
+  // jump_checks.cpp: the plan, and every reason a planned range may not be patched.
+  std::optional<JumpPlan> plan(RuntimeAddr site, const ProcessSymbols& symbols,
+                               const std::vector<Mapping>& maps, std::string& why);
+  std::vector<std::uint8_t> original_code(const Symbol& function, const std::vector<Mapping>& maps);
+  void undo_our_bytes(RuntimeAddr at, std::span<std::uint8_t> bytes);
+  std::string why_module(const JumpPlan& plan, const ProcessSymbols& symbols,
+                         const std::vector<Mapping>& maps);
+  static std::string why_other_probe(
+      const JumpPlan& plan, const std::vector<std::pair<RuntimeAddr, std::string>>& probes);
+  std::string why_installed(const JumpPlan& plan);
+  std::vector<ThreadPc> thread_pcs();
+  static std::string why_thread(const JumpPlan& plan, const std::vector<ThreadPc>& pcs);
   // Lets the threads run a moment and stops them again (a thread caught inside a patch range
   // is usually just passing through).
   void let_threads_move();
-  // Direct branches from anywhere in the site's module into the patched bytes: the reason, or
-  // empty.
-  std::string branch_from_module(const JumpPlan& plan);
-  std::optional<jump::PlacedSite> place(const JumpPlan& plan, std::uint32_t id, std::size_t& area,
-                                        std::string& why);
+  // Refuses the candidates with a thread inside their range, after retries.
+  void check_threads(std::vector<Candidate>& cands, std::vector<std::string>& why);
+
+  // jump_probes.cpp: placing and installing.
+  bool place(Candidate& c, std::uint32_t id, std::string& why);
+  void forget_empty_areas(std::size_t from);
+
+  // jump_map.cpp: the area's memfd and mappings, in the tracee and here.
   Area map_area(RuntimeAddr near);
+  void unmap_area(Area& area);
   long tracee_syscall(long nr, const std::array<long, 6>& args, const char* what);
 
   TracedProcess& proc_;
@@ -99,6 +149,8 @@ class JumpProbes {
   jump::AreaLayout layout_;
   std::vector<Area> areas_;
   std::vector<Probe> probes_;
+  std::string mapping_refused_;
+  std::unique_ptr<StackCollector> unwinder_;  // for signal frames, made at the first need
 };
 
 }  // namespace probecost

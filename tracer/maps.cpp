@@ -1,5 +1,9 @@
 #include "tracer/maps.hpp"
 
+#include <fcntl.h>
+#include <limits.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
@@ -38,6 +42,23 @@ std::vector<Mapping> parse_maps(const std::string& text) {
     if (auto m = parse_maps_line(line)) maps.push_back(*m);
   }
   return maps;
+}
+
+int open_mapped_file(pid_t pid, const Mapping& m) {
+  std::string proc = "/proc/" + std::to_string(pid) + "/";
+  char exe[PATH_MAX];
+  ssize_t n = ::readlink((proc + "exe").c_str(), exe, sizeof exe - 1);
+  if (n > 0 && std::string(exe, static_cast<std::size_t>(n)) == m.path) {
+    int fd = ::open((proc + "exe").c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) return fd;
+  }
+  char range[64];
+  std::snprintf(range, sizeof range, "map_files/%" PRIx64 "-%" PRIx64, m.start.value(),
+                m.end.value());
+  int fd = ::open((proc + range).c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0 && !m.path.empty() && m.path[0] == '/')
+    fd = ::open(m.path.c_str(), O_RDONLY | O_CLOEXEC);
+  return fd;
 }
 
 std::vector<Mapping> read_maps(pid_t pid) {

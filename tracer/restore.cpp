@@ -23,12 +23,7 @@ namespace {
 // The mapped file's bytes for [m.start, m.end), from /proc/PID/map_files (the very file that
 // is mapped, even if it was replaced or deleted on disk since), or else from its path.
 std::vector<std::uint8_t> file_bytes(pid_t pid, const Mapping& m) {
-  char range[64];
-  std::snprintf(range, sizeof range, "%llx-%llx", static_cast<unsigned long long>(m.start.value()),
-                static_cast<unsigned long long>(m.end.value()));
-  int fd = ::open(("/proc/" + std::to_string(pid) + "/map_files/" + range).c_str(),
-                  O_RDONLY | O_CLOEXEC);
-  if (fd < 0) fd = ::open(m.path.c_str(), O_RDONLY | O_CLOEXEC);
+  int fd = open_mapped_file(pid, m);
   if (fd < 0) return {};
   std::vector<std::uint8_t> bytes(static_cast<std::size_t>(m.end - m.start));
   ssize_t n = ::pread(fd, bytes.data(), bytes.size(), static_cast<off_t>(m.offset));

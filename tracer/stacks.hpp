@@ -19,10 +19,15 @@ class StackCollector {
 
   // Return addresses from the innermost frame out; the thread must be in a ptrace-stop.
   std::vector<std::uint64_t> capture(pid_t tid);
+  // Where the thread's signal handlers return to, innermost first: the RIP saved in each signal
+  // frame on its stack (found through unw_is_signal_frame), within the first max_depth frames.
+  // A few other addresses come with them (see the .cpp); none strictly inside a patch range.
+  std::vector<std::uint64_t> interrupted_pcs(pid_t tid);
   void forget(pid_t tid);  // the thread is gone
   void flush();            // code was mapped or unmapped
 
  private:
+  bool init(pid_t tid, void* cursor);
   unsigned max_depth_;
   void* address_space_;
   std::map<pid_t, void*> handles_;

@@ -1,0 +1,198 @@
+// The jump areas' memfd: made by the tracee, mapped by it near the sites and by us, and found
+// again by its header (probecost restore).
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <functional>
+
+#include "common/error.hpp"
+#include "tracer/jump_probes.hpp"
+
+namespace probecost {
+
+namespace {
+
+// A file descriptor of ours, closed however we leave.
+struct Fd {
+  int fd = -1;
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+// The header and site table of a jump area the tracee maps at `m`.
+std::optional<jump::ParsedArea> read_area(TracedProcess& proc, const Mapping& m, std::string& why) {
+  std::uint64_t size = m.end - m.start;
+  std::vector<std::uint8_t> bytes(std::min<std::uint64_t>(size, sizeof(jump::AreaHeader)));
+  proc.memory().read(m.start, bytes);
+  if (bytes.size() == sizeof(jump::AreaHeader)) {
+    jump::AreaHeader h;
+    std::memcpy(&h, bytes.data(), sizeof h);
+    // Only as far as the site table goes, within the mapping (parse_area checks it all again).
+    std::uint64_t table = h.sites_offset + std::uint64_t{h.site_capacity} * sizeof(jump::SiteEntry);
+    if (table > bytes.size() && table <= size && h.site_capacity <= 65536) {
+      bytes.resize(table);
+      proc.memory().read(m.start, bytes);
+    }
+  }
+  return jump::parse_area(bytes, m.start, why);
+}
+
+bool refused(long r) {
+  return r == -EPERM || r == -EACCES;
+}
+
+}  // namespace
+
+std::vector<jump::ParsedArea> read_jump_areas(TracedProcess& proc,
+                                              std::vector<std::string>& notes) {
+  std::vector<jump::ParsedArea> out;
+  for (const Mapping& m : read_maps(proc.proc_tid())) {
+    // The header's mapping: the start of the memfd, read-write (the code is mapped apart).
+    if (m.path.rfind(std::string("/memfd:") + jump::kAreaName, 0) != 0 || m.offset != 0 || !m.write)
+      continue;
+    std::string why;
+    if (auto area = read_area(proc, m, why)) {
+      out.push_back(*area);
+    } else {
+      notes.push_back("jump area at " + m.start.hex() + " not read: " + why);
+    }
+  }
+  return out;
+}
+
+// The raw result (-errno on failure); Error when no thread can run it.
+long JumpProbes::tracee_syscall(long nr, const std::array<long, 6>& args, const char* what) {
+  auto r = proc_.syscall_in_tracee(nr, args);
+  if (!r)
+    throw Error(std::string(what) + " in process " + std::to_string(proc_.pid()) +
+                ": no thread of it is stopped where a system call can be made to run");
+  return *r;
+}
+
+namespace {
+
+// What map_area has made so far, undone unless it completes: a refused jump leaves no mapping
+// and no file descriptor in the process.
+struct Undo {
+  std::function<long(long, const std::array<long, 6>&, const char*)> syscall;
+  long tracee_fd = -1;
+  long tracee_at = 0;
+  std::size_t size = 0;
+  void* view = nullptr;
+  ~Undo() {
+    try {
+      if (tracee_at)
+        syscall(SYS_munmap, {tracee_at, static_cast<long>(size), 0, 0, 0, 0}, "munmap");
+      if (tracee_fd >= 0) syscall(SYS_close, {tracee_fd, 0, 0, 0, 0, 0}, "close");
+    } catch (...) {
+      // The process is gone or cannot run a system call now: nothing more to undo here.
+    }
+    if (view) ::munmap(view, size);
+  }
+};
+
+Error failed(const std::string& what, pid_t pid, long r) {
+  return Error::from_errno(what + " in process " + std::to_string(pid), static_cast<int>(-r));
+}
+
+}  // namespace
+
+JumpProbes::Area JumpProbes::map_area(RuntimeAddr near) {
+  // The memfd is created by the tracee itself (its name on the tracee's stack, below the red
+  // zone), so that its fd is the tracee's to map; pidfd_getfd(2) gives us a duplicate.
+  Task* t = proc_.any_stopped_thread();
+  if (!t || !t->regs()) {
+    // Every thread is held in a group-stop (SIGSTOP): running a system call in one would take
+    // it out of the stop. The area waits until the process runs again; int3 needs none.
+    throw Error(
+        "the process is stopped (SIGSTOP), so no thread can map the jump's trampoline area");
+  }
+  Undo undo{[this](long nr, const std::array<long, 6>& a, const char* w) {
+    return tracee_syscall(nr, a, w);
+  }};
+  undo.size = layout_.size;
+  RuntimeAddr name_at((t->regs()->rsp - 512) & ~std::uint64_t{15});
+  std::array<std::uint8_t, sizeof jump::kAreaName> saved{}, name{};
+  std::memcpy(name.data(), jump::kAreaName, sizeof jump::kAreaName);
+  proc_.memory().read(name_at, saved);
+  proc_.memory().write(name_at, name);
+  long fd = 0;
+  try {
+    fd = tracee_syscall(SYS_memfd_create,
+                        {static_cast<long>(name_at.value()), MFD_CLOEXEC, 0, 0, 0, 0},
+                        "memfd_create of a jump area");
+  } catch (...) {
+    proc_.memory().write(name_at, saved);
+    throw;
+  }
+  proc_.memory().write(name_at, saved);
+  if (fd < 0) throw failed("memfd_create of a jump area", proc_.pid(), fd);
+  undo.tracee_fd = fd;
+
+  Fd pidfd{static_cast<int>(::syscall(SYS_pidfd_open, proc_.proc_tid(), 0))};
+  Fd ours{pidfd.fd < 0 ? -1 : static_cast<int>(::syscall(SYS_pidfd_getfd, pidfd.fd, fd, 0))};
+  if (ours.fd < 0) throw failed("pidfd_getfd of the jump area", proc_.pid(), -errno);
+  if (::ftruncate(ours.fd, static_cast<off_t>(undo.size)) != 0)
+    throw Error::from_errno("ftruncate of a jump area");
+  void* view = ::mmap(nullptr, undo.size, PROT_READ | PROT_WRITE, MAP_SHARED, ours.fd, 0);
+  if (view == MAP_FAILED) throw Error::from_errno("mmap of a jump area");
+  undo.view = view;
+
+  // In the tracee: within +-2 GiB of the site (less the area and a margin), so that the jump
+  // and the trampolines' RIP-relative operands reach.
+  std::uint64_t reach = (1ull << 31) - undo.size - (1ull << 20);
+  auto hint = free_range_near(read_maps(proc_.proc_tid()), near, undo.size, reach);
+  if (!hint)
+    throw Error("no free address range within reach of " + near.hex() + " for a jump area");
+  long at = tracee_syscall(SYS_mmap,
+                           {static_cast<long>(hint->value()), static_cast<long>(undo.size),
+                            PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED_NOREPLACE, fd, 0},
+                           "mmap of a jump area");
+  if (at < 0 && at > -4096) throw failed("mmap of a jump area", proc_.pid(), at);
+  undo.tracee_at = at;
+  // The trampolines, read and execute only (we write them through our view), mapped over the
+  // area's code pages rather than made executable with mprotect: the kernel's
+  // PR_SET_MDWE_REFUSE_EXEC_GAIN and systemd's MemoryDenyWriteExecute= refuse a mapping that
+  // gains PROT_EXEC, not one made executable and never writable.
+  long code = tracee_syscall(
+      SYS_mmap,
+      {static_cast<long>(at + layout_.code_offset), static_cast<long>(layout_.code_size),
+       PROT_READ | PROT_EXEC, MAP_SHARED | MAP_FIXED, fd, static_cast<long>(layout_.code_offset)},
+      "mmap of the trampolines");
+  if (refused(code)) {
+    mapping_refused_ = failed("mmap(PROT_EXEC) of the jump trampolines", proc_.pid(), code).what() +
+                       std::string(": the process refuses executable mappings");
+    throw Error(mapping_refused_);
+  }
+  if (code < 0 && code > -4096) throw failed("mmap of the trampolines", proc_.pid(), code);
+  tracee_syscall(SYS_close, {fd, 0, 0, 0, 0, 0}, "close of the jump area's fd");
+  undo.tracee_fd = -1;
+
+  Area a;
+  a.view = static_cast<std::uint8_t*>(view);
+  a.size = undo.size;
+  a.tracee_at = RuntimeAddr(static_cast<std::uint64_t>(at));
+  a.writer = std::make_unique<jump::AreaWriter>(std::span(a.view, a.size), a.tracee_at, layout_,
+                                                ::getpid());
+  undo.tracee_at = 0;
+  undo.view = nullptr;
+  return a;
+}
+
+void JumpProbes::unmap_area(Area& area) {
+  try {
+    tracee_syscall(
+        SYS_munmap,
+        {static_cast<long>(area.tracee_at.value()), static_cast<long>(area.size), 0, 0, 0, 0},
+        "munmap of a jump area");
+  } catch (const Error&) {
+    // No thread can run it now: the unused area stays (nothing jumps into it).
+  }
+  ::munmap(area.view, area.size);
+  area.view = nullptr;
+}
+
+}  // namespace probecost
