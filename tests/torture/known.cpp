@@ -29,6 +29,9 @@ int known_item(const Case& c, const std::string& why) {
   if (is(c, "cxx_O0") && via_jump(c)) return 2;
   // 3: a RIP saved in a parked handler's signal frame inside the patched bytes.
   if (is(c, "parked") && via_jump(c)) return 3;
+  // 4: a fault in a relocated copy reached the handler with the copy's address.
+  bool copies = c.way->name == "int3/outline" || c.way->name == "int3/auto" || via_jump(c);
+  if ((is(c, "safefetch") || is(c, "parked")) && copies) return 4;
   // 5: a jump at an entry assumed the caller's status flags dead.
   if (is(c, "asm") && via_jump(c) && function_is(c, {"t_flags_entry", "t_of_entry"})) return 5;
   // 7: mmap(PROT_EXEC) refused with EPERM (PR_SET_MDWE): no fallback to what still works.
@@ -44,6 +47,8 @@ std::string known_description(int item) {
       return "item 2 (a jump over a C++ landing pad)";
     case 3:
       return "item 3 (a jump over the RIP of a parked signal frame)";
+    case 4:
+      return "item 4 (a fault in a relocated copy, seen at the copy's address)";
     case 5:
       return "item 5 (a jump at an entry where the caller's flags are live)";
     case 7:

@@ -1,7 +1,8 @@
 #pragma once
-// The failures issue 15 lists as broken on main (its items 1, 2, 3, 5 and 7, fixed on branch
-// jumpsafe; item 4 on this branch), recognised by where they happen, so that the suite lists them
-// apart and fails only on anything else.
+// The failures issue 15 lists as broken on main before its fixes (items 1, 2, 3, 5 and 7; item 4
+// too, but its fix came with the suite), recognised by where they happen, so that a run against
+// such a probecost (torture_suite --main --probecost PATH) lists them apart and fails only on
+// anything else.
 #include <string>
 
 #include "suite.hpp"
