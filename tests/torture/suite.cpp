@@ -111,14 +111,12 @@ Verdict run_case(const Config& cfg, const Case& c) {
     v.kind = Verdict::Kind::Refused;
     v.why = last_line(t.probecost_err);
     if (p.attach) same_as_untraced(c.subject->untraced, t.target, v);
+  } else if (!t.report) {
+    v.kind = Verdict::Kind::Failed;
+    v.why = "no report (probecost exited " + std::to_string(*t.probecost_code) +
+            "): " + last_line(t.probecost_err);
   } else if (same_as_untraced(c.subject->untraced, t.target, v)) {
-    if (!t.report) {
-      v.kind = Verdict::Kind::Failed;
-      v.why = "no report (probecost exited " + std::to_string(*t.probecost_code) +
-              "): " + last_line(t.probecost_err);
-    } else {
-      check_counts(c, *t.report, v);
-    }
+    check_counts(c, *t.report, v);
   }
   if (v.kind == Verdict::Kind::Failed) v.known_item = known_item(c, v.why);
   return v;

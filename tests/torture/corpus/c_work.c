@@ -4,8 +4,8 @@
  * (RIP-relative in a PIE, absolute otherwise). Prints a checksum of every result.
  *
  * Built with -DTORTURE_MDWE, it first re-executes itself with PR_SET_MDWE (no memory may become
- * executable after it was writable), the way a MemoryDenyWriteExecute= service runs: a tracer
- * can no longer map code into it. */
+ * executable after it was writable) and a seccomp filter that refuses anonymous executable
+ * memory, the way a MemoryDenyWriteExecute= service runs: a tracer can map no code into it. */
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -168,18 +168,49 @@ out:
 }
 
 #ifdef TORTURE_MDWE
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
 #ifndef PR_SET_MDWE
 #define PR_SET_MDWE 65
 #define PR_MDWE_REFUSE_EXEC_GAIN 1
 #endif
-/* Runs the program again under PR_SET_MDWE, which execve keeps: what a tracer maps for code
- * must now never have been writable, nor become executable later. */
+/* A MemoryDenyWriteExecute-style seccomp filter: anonymous executable memory (mmap with
+ * PROT_EXEC and MAP_ANONYMOUS) and mprotect to PROT_EXEC fail with EPERM; files still map
+ * executable, so the dynamic loader works. */
+static void refuse_exec_memory(void) {
+  struct sock_filter f[] = {
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_mprotect, 5, 0),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_mmap, 0, 7),
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[3])),
+      BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, MAP_ANONYMOUS, 0, 5),
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[2])),
+      BPF_JUMP(BPF_JMP | BPF_JA, 1, 0, 0),
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[2])),
+      BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, PROT_EXEC, 0, 1),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | 1 /* EPERM */),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+  };
+  struct sock_fprog prog = {sizeof f / sizeof f[0], f};
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+      prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0) != 0) {
+    perror("seccomp");
+    exit(3);
+  }
+}
+
+/* Runs the program again under PR_SET_MDWE and the filter, which execve keeps: a tracer can map
+ * no code into it, nor make any memory executable. */
 static void rerun_under_mdwe(char** argv) {
   if (argv[1] && strcmp(argv[1], "--mdwe") == 0) return;
   if (prctl(PR_SET_MDWE, PR_MDWE_REFUSE_EXEC_GAIN, 0, 0, 0) != 0) {
     perror("prctl(PR_SET_MDWE)");
     exit(3);
   }
+  refuse_exec_memory();
   char* args[] = {argv[0], (char*)"--mdwe", NULL};
   execv("/proc/self/exe", args);
   perror("execv");
