@@ -56,7 +56,6 @@ int compare_command(const std::vector<std::string>& args) {
     std::cout << desc << "\n";
     return 0;
   }
-  if (!mechanisms.empty()) cfg.mechanisms = split_commas(mechanisms);
   if (!rates.empty()) cfg.rates = parse_rates(split_commas(rates));
   if (vm.count("iterations"))
     cfg.iterations = parse_count("--iterations", iterations, 1, UINT64_MAX);
@@ -66,7 +65,8 @@ int compare_command(const std::vector<std::string>& args) {
   cfg.placement = parse_placement(placement);
   check_step_over_name(cfg.step_over);
   Format f = parse_format(format);
-  select_mechanisms(cfg.mechanisms);  // unknown names fail here, before anything runs
+  // Unknown names fail here, before anything runs.
+  if (!mechanisms.empty()) cfg.mechanisms = parse_mechanisms(split_commas(mechanisms));
   cfg.inferior = find_inferior(cfg.inferior);
   Output out(output);  // before anything runs: a report that cannot be written fails now
 

@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-#include "compare/experiment.hpp"
+#include "experiment/experiment.hpp"
 
 namespace probecost::cli {
 

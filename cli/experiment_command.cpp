@@ -9,9 +9,9 @@
 #include "cli/output.hpp"
 #include "cli/parse.hpp"
 #include "common/error.hpp"
-#include "compare/experiment.hpp"
-#include "compare/format.hpp"
+#include "common/format.hpp"
 #include "compare/mechanism.hpp"
+#include "experiment/experiment.hpp"
 
 namespace po = boost::program_options;
 
@@ -92,9 +92,8 @@ int experiment_command(const std::vector<std::string>& args) {
   }
   a.cfg.repeat = static_cast<unsigned>(parse_count("--repeat", a.repeat, 1));
   a.cfg.quick = vm.count("quick") > 0;
-  a.cfg.mechanisms = split_commas(mechs);
   if (name != "all") check_experiment_name(name);
-  for (const auto& m : a.cfg.mechanisms) mechanism_by_name(m);  // fail before anything runs
+  a.cfg.mechanisms = parse_mechanisms(split_commas(mechs));  // fails before anything runs
   a.cfg.inferior = find_inferior(a.cfg.inferior);
   Output output(a.output);  // before anything runs: a report that cannot be written fails now
 

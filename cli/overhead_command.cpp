@@ -17,10 +17,10 @@
 #include "cli/output.hpp"
 #include "cli/parse.hpp"
 #include "common/error.hpp"
-#include "compare/calibration.hpp"
 #include "compare/model.hpp"
-#include "compare/overhead.hpp"
-#include "compare/overhead_report.hpp"
+#include "overhead/calibration.hpp"
+#include "overhead/overhead.hpp"
+#include "overhead/report.hpp"
 #include "trace/trace.hpp"
 #include "tracer/probes.hpp"
 

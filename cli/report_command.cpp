@@ -9,8 +9,8 @@
 #include "cli/output.hpp"
 #include "cli/parse.hpp"
 #include "common/error.hpp"
-#include "compare/format.hpp"
-#include "compare/html_report.hpp"
+#include "common/format.hpp"
+#include "report/html.hpp"
 
 namespace po = boost::program_options;
 

@@ -6,6 +6,7 @@
 
 #include "cli/commands.hpp"
 #include "common/error.hpp"
+#include "common/paths.hpp"
 #include "tracer/restore.hpp"
 
 namespace po = boost::program_options;
@@ -13,10 +14,6 @@ namespace po = boost::program_options;
 namespace probecost::cli {
 
 namespace {
-
-std::string base_name(const std::string& path) {
-  return path.substr(path.rfind('/') + 1);
-}
 
 std::string hex_byte(std::uint8_t b) {
   char buf[8];

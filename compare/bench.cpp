@@ -23,17 +23,20 @@ std::vector<std::string> all_kinds() {
 namespace {
 
 Mechanism untraced(const std::string& kind, std::uint64_t n) {
-  return {"kind:" + kind, "", {"--site", "kind:" + kind}, HitSource::SiteCalls, "", "", n};
+  return {MechanismId::Custom,
+          "kind:" + kind,
+          "",
+          {"--site", "kind:" + kind},
+          HitSource::SiteCalls,
+          "",
+          "",
+          n};
 }
 
 Mechanism traced(const std::string& kind, const std::string& strategy, std::uint64_t n) {
-  return {"kind:" + kind + "/" + strategy,
-          "",
-          {"--site", "kind:" + kind},
-          HitSource::TracerHits,
-          "probecost_kind_" + kind,
-          strategy,
-          n};
+  return {
+      MechanismId::Custom,   "kind:" + kind + "/" + strategy, "",       {"--site", "kind:" + kind},
+      HitSource::TracerHits, "probecost_kind_" + kind,        strategy, n};
 }
 
 }  // namespace

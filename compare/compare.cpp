@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "common/error.hpp"
-#include "compare/format.hpp"
+#include "common/format.hpp"
 
 namespace probecost {
 
@@ -184,8 +184,9 @@ CompareResult run_mechanisms(const std::vector<Mechanism>& mechs, const CompareC
 }
 
 void relate_to_marker(CompareResult& result) {
-  auto marker = std::find_if(result.mechanisms.begin(), result.mechanisms.end(),
-                             [](const MechanismResult& r) { return r.mechanism.name == "marker"; });
+  auto marker =
+      std::find_if(result.mechanisms.begin(), result.mechanisms.end(),
+                   [](const MechanismResult& r) { return r.mechanism.is(MechanismId::Marker); });
   double base = marker != result.mechanisms.end() && marker->skipped.empty()
                     ? marker->cpu_ns_per_hit.median
                     : 0;

@@ -12,7 +12,7 @@
 namespace probecost {
 
 struct CompareConfig {
-  std::vector<std::string> mechanisms = {"all"};
+  std::vector<MechanismId> mechanisms = all_mechanism_ids();
   std::uint64_t iterations = 0;  // 0: each mechanism's default, times iteration_scale
   double iteration_scale = 1;    // a quicker run (probecost overhead's calibration): < 1
   unsigned repeat = 5;

@@ -8,6 +8,7 @@
 #include <ctime>
 #include <fstream>
 
+#include "common/clock.hpp"
 #include "common/tsc.hpp"
 
 namespace probecost {
@@ -23,12 +24,6 @@ std::string cpu_model() {
     }
   }
   return "unknown";
-}
-
-double monotonic_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec * 1e9 + ts.tv_nsec;
 }
 
 }  // namespace

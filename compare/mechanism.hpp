@@ -1,10 +1,28 @@
 #pragma once
 // The instrumentation mechanisms `probecost compare` measures, and what each needs.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 namespace probecost {
+
+// Which mechanism, parsed once from its name (-m, or a report read back); the name stays
+// what is printed.
+enum class MechanismId {
+  Baseline,
+  MarkerOff,
+  Marker,
+  Int3Signal,
+  Int3Ptrace,
+  Int3PtraceFast,
+  Jump,
+  Uprobe,
+  UprobeNop5,
+  UprobePush,
+  PtraceFloor,
+  Custom,  // made by a caller, not one of compare's: bench's instruction kinds, marker variants
+};
 
 enum class HitSource {
   SiteCalls,      // not a probe: the inferior's own count of site calls
@@ -15,14 +33,15 @@ enum class HitSource {
 };
 
 struct Mechanism {
-  std::string name;
+  MechanismId id = MechanismId::Custom;
+  std::string name;  // as printed, and as -m names it
   std::string description;
   std::vector<std::string> inferior_args;
   HitSource hits;
   std::string probe_symbol;  // traced and uprobe mechanisms: where the probe goes
-  std::string step_over;     // traced mechanisms: the strategy; "floor": no breakpoint, the
-                             // tracer only resumes a compiled-in int3; "jump": no int3, a jump
-                             // to a trampoline
+  std::string step_over;     // traced mechanisms with an int3 site: the strategy (none for
+                             // ptrace-floor, which has no site, the tracer only resumes a
+                             // compiled-in int3, nor for jump, whose site jumps to a trampoline)
   // Iterations when --iterations is not given: enough for a stable figure, few enough that
   // the whole default run stays well under a minute (int3-ptrace is ~10^4 times the marker).
   std::uint64_t default_iterations;
@@ -34,15 +53,24 @@ struct Mechanism {
   bool traced() const { return hits == HitSource::TracerHits; }
   bool uprobe() const { return hits == HitSource::KernelUprobe; }
   bool probing() const { return hits != HitSource::SiteCalls; }
-  bool floor() const { return step_over == "floor"; }
-  bool jump() const { return step_over == "jump"; }
+  bool floor() const { return id == MechanismId::PtraceFloor; }
+  bool jump() const { return id == MechanismId::Jump; }
+  bool is(MechanismId other) const { return id == other; }
 };
 
+// compare's mechanisms, in run order.
 const std::vector<Mechanism>& all_mechanisms();
-// UsageError naming the known mechanisms when `name` is not one.
-const Mechanism& mechanism_by_name(const std::string& name);
-// "a,b,c" -> mechanisms in the order given; "all" -> every one. Baseline is always included
-// (every cost is relative to it), first.
-std::vector<Mechanism> select_mechanisms(const std::vector<std::string>& names);
+const Mechanism& mechanism(MechanismId id);
+// Every one of compare's mechanisms.
+std::vector<MechanismId> all_mechanism_ids();
+// The mechanism of that name; none for a name this probecost does not know (a report of
+// another version read back).
+std::optional<MechanismId> find_mechanism(const std::string& name);
+// -m's names ("all": every one), in the order given: UsageError naming the known mechanisms
+// for a name that is not one.
+std::vector<MechanismId> parse_mechanisms(const std::vector<std::string>& names);
+// The mechanisms in the order given, each once, the baseline always first (every cost is
+// relative to it).
+std::vector<Mechanism> select_mechanisms(const std::vector<MechanismId>& ids);
 
 }  // namespace probecost

@@ -8,22 +8,7 @@
 
 namespace probecost {
 
-Format parse_format(const std::string& text) {
-  if (text == "text") return Format::Text;
-  if (text == "json") return Format::Json;
-  if (text == "csv") return Format::Csv;
-  throw UsageError("bad format '" + text + "' (text, json or csv)");
-}
-
 namespace {
-
-std::string pad(const std::string& s, std::size_t w, bool left = false) {
-  // Width in characters, counting a UTF-8 sequence as one.
-  std::size_t chars = 0;
-  for (unsigned char c : s) chars += (c & 0xC0) != 0x80;
-  std::string fill(chars < w ? w - chars : 0, ' ');
-  return left ? s + fill : fill + s;
-}
 
 // Built by appending: GCC 12 warns wrongly (-Wrestrict, PR 105651) on "(" + std::string.
 std::string range_text(const Summary& s) {
@@ -126,7 +111,7 @@ void write_verdict(std::ostream& out, const CompareResult& r) {
   const MechanismResult* marker = nullptr;
   const MechanismResult* worst = nullptr;
   for (const auto& m : r.mechanisms) {
-    if (m.mechanism.name == "marker") marker = &m;
+    if (m.mechanism.is(MechanismId::Marker)) marker = &m;
     if (m.mechanism.probing() && (!worst || m.cpu_ns_per_hit.median > worst->cpu_ns_per_hit.median))
       worst = &m;
   }
@@ -140,11 +125,11 @@ void write_verdict(std::ostream& out, const CompareResult& r) {
   out << "\nVerdict: " << clause(*worst);
   for (const auto& m : r.mechanisms) {
     // The 2006 measurement itself, when it ran.
-    if (m.mechanism.name == "int3-signal" && &m != worst) out << "; " << clause(m);
+    if (m.mechanism.is(MechanismId::Int3Signal) && &m != worst) out << "; " << clause(m);
   }
   for (const auto& m : r.mechanisms) {
     // The dynamic probe that needs no trap, against the static marker.
-    if (m.mechanism.name == "jump" && &m != worst) {
+    if (m.mechanism.is(MechanismId::Jump) && &m != worst) {
       out << "; " << clause(m);
       if (marker && marker->cpu_ns_per_hit.median > 0) {
         out << " (" << times(m.cpu_ns_per_hit.median / marker->cpu_ns_per_hit.median)

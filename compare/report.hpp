@@ -1,14 +1,13 @@
 #pragma once
+// `probecost compare`'s report: a table per mechanism and the verdict (text), or one JSON
+// document, or CSV rows; and the extrapolation alone (`overhead --cost`).
 #include <ostream>
 #include <string>
 
+#include "common/format.hpp"
 #include "compare/compare.hpp"
-#include "compare/format.hpp"
 
 namespace probecost {
-
-enum class Format { Text, Json, Csv };
-Format parse_format(const std::string& text);
 
 void write_report(std::ostream& out, const CompareResult& r, Format f, bool verbose);
 

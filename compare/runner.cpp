@@ -13,9 +13,10 @@
 #include <optional>
 #include <sstream>
 
+#include "common/clock.hpp"
 #include "common/error.hpp"
 #include "compare/stats.hpp"
-#include "compare/uprobe.hpp"
+#include "compare/uprobe_run.hpp"
 #include "tracer/jump_probes.hpp"
 #include "tracer/process.hpp"
 #include "tracer/session.hpp"
@@ -82,12 +83,6 @@ CpuPlan plan_cpus(Placement p, int cpus) {
 }
 
 namespace {
-
-double thread_cpu_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return ts.tv_sec * 1e9 + ts.tv_nsec;
-}
 
 // The CPU a process last ran on: field 39 of /proc/PID/stat.
 int last_cpu_of(pid_t pid) {

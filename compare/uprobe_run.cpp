@@ -10,32 +10,25 @@
 // the kernel does all the work on the hit path, and the process runs as any user's would.
 // Each event is a uprobe consumer of its own, so a hit runs every event's handler; those of
 // other threads find no active event of theirs on this CPU and return at once.
+#include "compare/uprobe_run.hpp"
+
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
 #include <cstring>
 
 #include "common/error.hpp"
 #include "compare/child.hpp"
-#include "compare/uprobe.hpp"
-#include "tracer/maps.hpp"
 #include "tracer/memory.hpp"
+#include "tracer/proc_files.hpp"
 #include "tracer/session.hpp"
-#include "tracer/symbols.hpp"
 
 namespace probecost {
 
 namespace {
-
-std::string refusal(int err) {
-  std::string why = std::strerror(err);
-  if (err == EACCES || err == EPERM) {
-    return "perf_event_open refused the uprobe PMU (" + why +
-           "): it needs CAP_PERFMON or CAP_SYS_ADMIN";
-  }
-  return "perf_event_open refused the uprobe (" + why + ")";
-}
 
 // Enough descriptors for a thousand spare probes.
 void raise_fd_limit() {
@@ -67,14 +60,14 @@ void run_uprobe(const Mechanism& m, LaunchSpec spec, const RunConfig& cfg, Sampl
   UprobeTarget site = locate_uprobe_target(child.pid(), m.probe_symbol);
   s.step_over_plan = describe_site(child.pid(), site);
 
-  Counters counters;
+  UprobeCounters counters;
   unsigned handlers = std::max(1u, cfg.handlers);
   std::vector<std::vector<int>> by_handler(handlers);
-  for (pid_t tid : threads_of(child.pid())) {
+  for (pid_t tid : task_ids(child.pid())) {  // stopped: none comes or goes
     for (auto& fds : by_handler) {
       int fd = counters.open(pmu.type, site.path, site.offset, tid);
       if (fd < 0) {
-        s.skipped = refusal(-fd);
+        s.skipped = uprobe_refusal(-fd);
         return;  // ~Child kills the inferior
       }
       fds.push_back(fd);
@@ -84,21 +77,10 @@ void run_uprobe(const Mechanism& m, LaunchSpec spec, const RunConfig& cfg, Sampl
 
   for (const auto& fds : by_handler) {
     std::uint64_t total = 0;
-    for (int fd : fds) total += Counters::read(fd);
+    for (int fd : fds) total += UprobeCounters::read(fd);
     s.handler_hits.push_back(total);
   }
   s.hits = s.handler_hits.front();
-}
-
-UprobeTarget locate_uprobe_target(pid_t pid, const std::string& symbol) {
-  Symbol sym = ProcessSymbols(pid).resolve(symbol);
-  for (const Mapping& m : read_maps(pid)) {
-    if (m.contains(sym.address) && !m.path.empty()) {
-      return {m.path, static_cast<std::uint64_t>(sym.address - m.start) + m.offset, sym.address,
-              sym.size};
-    }
-  }
-  throw Error("no file mapping holds " + symbol + " at " + sym.address.hex());
 }
 
 // Removing a uprobe perf event waits for RCU-tasks-trace and SRCU grace periods, one removal
@@ -106,8 +88,7 @@ UprobeTarget locate_uprobe_target(pid_t pid, const std::string& symbol) {
 // So the spares are system-wide events (pid -1, CPU 0), opened once for all the runs that want
 // them: the kernel installs them into every process that maps the file, as bpftrace's
 // `uprobe:FILE:SYMBOL` does without -p. Nothing calls the spare sites, so they never count.
-SpareUprobes::SpareUprobes(const std::string& inferior, unsigned count)
-    : counters_(std::make_unique<Counters>()) {
+SpareUprobes::SpareUprobes(const std::string& inferior, unsigned count) {
   UprobePmu pmu = uprobe_pmu();
   if (pmu.type < 0) {
     skipped_ = pmu.unavailable;
@@ -124,21 +105,14 @@ SpareUprobes::SpareUprobes(const std::string& inferior, unsigned count)
   raise_fd_limit();
   for (unsigned i = 0; i < count && (i + 1) * kSpareSiteBytes <= base.size; ++i) {
     path_ = base.path;
-    int fd = counters_->open(pmu.type, path_, base.offset + i * kSpareSiteBytes, -1, 0);
+    int fd = counters_.open(pmu.type, path_, base.offset + i * kSpareSiteBytes, -1, 0);
     if (fd < 0) {
-      skipped_ = refusal(-fd);
+      skipped_ = uprobe_refusal(-fd);
       return;
     }
-    fds_.push_back(fd);
   }
 }
 
 SpareUprobes::~SpareUprobes() = default;
-
-std::uint64_t SpareUprobes::hits() const {
-  std::uint64_t n = 0;
-  for (int fd : fds_) n += Counters::read(fd);
-  return n;
-}
 
 }  // namespace probecost

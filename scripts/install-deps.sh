@@ -10,7 +10,7 @@ packages=(
   googletest libgtest-dev
   libzydis-dev nlohmann-json3-dev
   clang-format
-  chromium  # tests/report_render_test.sh renders `probecost report` headless
+  chromium  # tests/cli/report_render.sh renders `probecost report` headless
   bpftrace  # scripts/uprobe-vs-bpftrace.sh: the kernel uprobe measured by bpftrace too
   babeltrace2  # record_ctf_tests: probecost record's CTF traces read back
   clang libclang-rt-14-dev  # scripts/fuzz.sh: clang and its libFuzzer runtime

@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <fstream>
 
+#include "common/paths.hpp"
+
 namespace fault {
 
 namespace {
@@ -45,10 +47,6 @@ bool read_all(int fd, std::vector<unsigned char>& buf, std::uint64_t at) {
   return true;
 }
 
-std::string base_name(const std::string& path) {
-  return path.substr(path.rfind('/') + 1);
-}
-
 void compare(const ExecMapping& m, int mem, std::vector<std::string>& out, std::size_t limit) {
   int file = ::open(m.path.c_str(), O_RDONLY | O_CLOEXEC);
   if (file < 0) return;
@@ -64,7 +62,8 @@ void compare(const ExecMapping& m, int mem, std::vector<std::string>& out, std::
     if (live[i] == disk[i]) continue;
     char line[256];
     std::snprintf(line, sizeof line, "%s+0x%" PRIx64 " (0x%" PRIx64 "): %02x, file %02x",
-                  base_name(m.path).c_str(), m.offset + i, m.start + i, live[i], disk[i]);
+                  probecost::base_name(m.path).c_str(), m.offset + i, m.start + i, live[i],
+                  disk[i]);
     out.push_back(line);
   }
 }

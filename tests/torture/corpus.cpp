@@ -9,7 +9,7 @@
 #include <stdexcept>
 
 #include "breakpoint/decoder.hpp"
-#include "compare/uprobe.hpp"
+#include "uprobe/uprobe.hpp"
 
 namespace torture {
 

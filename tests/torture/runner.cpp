@@ -12,8 +12,9 @@
 #include <memory>
 #include <thread>
 
-#include "compare/uprobe.hpp"
 #include "proc.hpp"
+#include "tracer/proc_files.hpp"
+#include "uprobe/uprobe.hpp"
 
 namespace torture {
 
@@ -79,21 +80,20 @@ std::vector<std::thread>& removers() {
 class KernelCounts {
  public:
   KernelCounts(const std::string& path, const std::vector<std::uint64_t>& offsets, pid_t pid)
-      : path_(path), counters_(std::make_unique<probecost::Counters>()) {
+      : path_(path), counters_(std::make_unique<probecost::UprobeCounters>()) {
     if (offsets.empty()) return;
     probecost::UprobePmu pmu = probecost::uprobe_pmu();
     if (pmu.type < 0) {
       skipped = pmu.unavailable;
       return;
     }
-    auto tids = probecost::threads_of(pid);
+    auto tids = probecost::task_ids(pid);
     for (std::uint64_t off : offsets) {
       fds_.emplace_back();
       for (pid_t tid : tids) {
         int fd = counters_->open(pmu.type, path_, off, tid);
         if (fd < 0) {
-          skipped = "perf_event_open of a uprobe at offset " + std::to_string(off) + ": " +
-                    std::string(strerror(-fd));
+          skipped = "offset " + std::to_string(off) + ": " + probecost::uprobe_refusal(-fd);
           fds_.clear();
           return;
         }
@@ -105,7 +105,7 @@ class KernelCounts {
     std::vector<std::uint64_t> out;
     for (const auto& per_thread : fds_) {
       std::uint64_t n = 0;
-      for (int fd : per_thread) n += probecost::Counters::read(fd);
+      for (int fd : per_thread) n += probecost::UprobeCounters::read(fd);
       out.push_back(n);
     }
     return out;
@@ -120,7 +120,7 @@ class KernelCounts {
 
  private:
   std::string path_;
-  std::unique_ptr<probecost::Counters> counters_;
+  std::unique_ptr<probecost::UprobeCounters> counters_;
   std::vector<std::vector<int>> fds_;  // per offset, per thread
 };
 
