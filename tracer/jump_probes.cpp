@@ -26,34 +26,42 @@ JumpProbes::~JumpProbes() {
   for (Area& a : areas_) ::munmap(a.view, a.size);
 }
 
-std::vector<std::optional<std::size_t>> JumpProbes::add_all(
+// The requests whose plan passes every check but the threads' (a site asked for twice is
+// planned once: `first_at` says where).
+std::vector<JumpProbes::Candidate> JumpProbes::candidates(
     const std::vector<JumpRequest>& requests, const std::vector<RuntimeAddr>& others,
-    const ProcessSymbols& symbols, std::vector<std::string>& why, bool all_or_nothing) {
-  why.assign(requests.size(), "");
+    const ProcessSymbols& symbols, std::vector<std::string>& why,
+    std::map<std::uint64_t, std::size_t>& first_at) {
   std::vector<std::pair<RuntimeAddr, std::string>> probes;
   for (const auto& r : requests) probes.emplace_back(r.site, r.label);
   for (auto a : others) probes.emplace_back(a, "an int3 probe");
   auto maps = read_maps(proc_.proc_tid());
-  // A site asked for twice is one jump.
-  std::map<std::uint64_t, std::size_t> first_at;
-  std::vector<Candidate> cands;
+  std::vector<Candidate> out;
   for (std::size_t i = 0; i < requests.size(); ++i) {
     if (!first_at.try_emplace(requests[i].site.value(), i).second) continue;
     Candidate c{i, plan(requests[i].site, symbols, maps, why[i]), {}, 0};
-    if (!c.plan || !(why[i] = why_other_probe(*c.plan, probes)).empty() ||
-        !(why[i] = why_module(*c.plan, symbols, maps)).empty() ||
-        !(why[i] = why_installed(*c.plan)).empty()) {
-      continue;
+    if (c.plan && (why[i] = why_other_probe(*c.plan, probes)).empty() &&
+        (why[i] = why_module(*c.plan, symbols, maps)).empty() &&
+        (why[i] = why_installed(*c.plan)).empty()) {
+      out.push_back(std::move(c));
     }
-    cands.push_back(std::move(c));
   }
+  return out;
+}
+
+std::vector<std::optional<std::size_t>> JumpProbes::add_all(
+    const std::vector<JumpRequest>& requests, const std::vector<RuntimeAddr>& others,
+    const ProcessSymbols& symbols, std::vector<std::string>& why, bool all_or_nothing) {
+  why.assign(requests.size(), "");
+  std::map<std::uint64_t, std::size_t> first_at;
+  auto cands = candidates(requests, others, symbols, why, first_at);
   check_threads(cands, why);
   const std::size_t new_areas = areas_.size();
   std::erase_if(cands,
                 [&](Candidate& c) { return !place(c, requests[c.request].id, why[c.request]); });
   bool refused = std::any_of(why.begin(), why.end(), [](const auto& w) { return !w.empty(); });
-  std::vector<std::optional<std::size_t>> out(requests.size());
   if (all_or_nothing && refused) cands.clear();
+  std::vector<std::optional<std::size_t>> out(requests.size());
   for (const auto& c : cands) {
     proc_.add_patch(c.placed->patch, requests[c.request].label).install();
     proc_.relocated().add(c.placed->trampoline.block, c.plan->site);
@@ -98,6 +106,7 @@ bool JumpProbes::place(Candidate& c, std::uint32_t id, std::string& why) {
     why = e.what();
     return false;
   }
+  c.area = areas_.size() - 1;
   c.placed = areas_.back().writer->add_site(*c.plan, opts, why);
   return c.placed.has_value();
 }

@@ -14,6 +14,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <span>
@@ -135,7 +136,11 @@ class JumpProbes {
   // Refuses the candidates with a thread inside their range, after retries.
   void check_threads(std::vector<Candidate>& cands, std::vector<std::string>& why);
 
-  // jump_probes.cpp: placing and installing.
+  // jump_probes.cpp: planning, placing and installing.
+  std::vector<Candidate> candidates(const std::vector<JumpRequest>& requests,
+                                    const std::vector<RuntimeAddr>& others,
+                                    const ProcessSymbols& symbols, std::vector<std::string>& why,
+                                    std::map<std::uint64_t, std::size_t>& first_at);
   bool place(Candidate& c, std::uint32_t id, std::string& why);
   void forget_empty_areas(std::size_t from);
 

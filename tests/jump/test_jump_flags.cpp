@@ -4,7 +4,7 @@
 // status flags.
 #include <gtest/gtest.h>
 
-#include "tests/self_patch.hpp"
+#include "self_patch.hpp"
 
 using namespace probecost;
 using namespace probecost::selftest;
