@@ -209,6 +209,7 @@ struct Suite {
   std::map<int, std::vector<std::string>> known;
   std::vector<std::string> failures;
   std::vector<std::string> kernel_harm;  // the kernel's uprobes changed a program
+  std::map<std::string, int> uncounted;  // sites the kernel's uprobe is no reference for, by why
 
   void record(const torture::Case& c, Verdict v) {
     if (!o.main_known) v.known_item = 0;
@@ -272,6 +273,11 @@ struct Suite {
       std::printf("FAIL %s\n", failures.back().c_str());
       return;
     }
+    for (const auto& f : s.functions) {
+      for (const auto& why : f.uncounted) {
+        if (!why.empty()) ++uncounted[why];
+      }
+    }
     for (std::size_t fi = 0; fi < s.functions.size(); ++fi) run_function(s, fi);
   }
 };
@@ -292,6 +298,8 @@ void print_totals(const Suite& s) {
     std::printf("\nknown on main, %s: %zu runs, e.g.\n  %s\n",
                 torture::known_description(item).c_str(), lines.size(), lines.front().c_str());
   }
+  if (!s.uncounted.empty()) std::printf("\nsites whose hits are not compared with the kernel's:\n");
+  for (const auto& [why, n] : s.uncounted) std::printf("  %5d  %s\n", n, why.c_str());
   for (const auto& h : s.kernel_harm) std::printf("\nKERNEL %s\n", h.c_str());
   for (const auto& f : s.failures) std::printf("\nFAIL %s\n", f.c_str());
 }
@@ -323,7 +331,7 @@ int main(int argc, char** argv) {
     return 77;
   }
   auto start = std::chrono::steady_clock::now();
-  Suite s{o, {}, {}, {}, {}, {}};
+  Suite s{o, {}, {}, {}, {}, {}, {}};
   for (const auto& p : torture::programs()) {
     if (selected(o, p)) s.run_program(p);
   }
