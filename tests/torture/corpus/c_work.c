@@ -206,10 +206,8 @@ static void refuse_exec_memory(void) {
  * no code into it, nor make any memory executable. */
 static void rerun_under_mdwe(char** argv) {
   if (argv[1] && strcmp(argv[1], "--mdwe") == 0) return;
-  if (prctl(PR_SET_MDWE, PR_MDWE_REFUSE_EXEC_GAIN, 0, 0, 0) != 0) {
-    perror("prctl(PR_SET_MDWE)");
-    exit(3);
-  }
+  /* Before Linux 6.3 there is no PR_SET_MDWE: the seccomp filter alone then. */
+  prctl(PR_SET_MDWE, PR_MDWE_REFUSE_EXEC_GAIN, 0, 0, 0);
   refuse_exec_memory();
   char* args[] = {argv[0], (char*)"--mdwe", NULL};
   execv("/proc/self/exe", args);
