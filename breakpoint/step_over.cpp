@@ -101,15 +101,7 @@ void SingleStepOver::step_over(StoppedThread& thread, BreakpointSite& site, Trac
 }
 
 std::string FastStepOver::name() const {
-  switch (mode_) {
-    case Mode::Emulate:
-      return "emulate";
-    case Mode::Outline:
-      return "outline";
-    case Mode::Auto:
-      return "auto";
-  }
-  return "?";
+  return step_over_name(mode_);
 }
 
 bool FastStepOver::Plan::needs_registers() const {
@@ -221,21 +213,43 @@ std::string FastStepOver::describe(const BreakpointSite& site) const {
   return "?";
 }
 
-void check_step_over_name(const std::string& name) {
-  if (name != "singlestep" && name != "emulate" && name != "outline" && name != "auto") {
-    throw UsageError("unknown step-over strategy '" + name +
-                     "' (singlestep, emulate, outline or auto)");
+namespace {
+
+constexpr StepOverChoice kChoices[] = {StepOverChoice::SingleStep, StepOverChoice::Emulate,
+                                       StepOverChoice::Outline, StepOverChoice::Auto};
+
+}  // namespace
+
+const char* step_over_name(StepOverChoice choice) {
+  switch (choice) {
+    case StepOverChoice::SingleStep:
+      return "singlestep";
+    case StepOverChoice::Emulate:
+      return "emulate";
+    case StepOverChoice::Outline:
+      return "outline";
+    case StepOverChoice::Auto:
+      break;
   }
+  return "auto";
 }
 
-std::unique_ptr<StepOver> make_step_over(const std::string& name, TraceeMemory& memory,
+StepOverChoice parse_step_over(const std::string& name) {
+  for (StepOverChoice c : kChoices) {
+    if (name == step_over_name(c)) return c;
+  }
+  throw UsageError("unknown step-over strategy '" + name +
+                   "' (singlestep, emulate, outline or auto)");
+}
+
+void check_step_over_name(const std::string& name) {
+  parse_step_over(name);
+}
+
+std::unique_ptr<StepOver> make_step_over(StepOverChoice choice, TraceeMemory& memory,
                                          ScratchMapper mapper, CopyMap* copies) {
-  check_step_over_name(name);
-  if (name == "singlestep") return std::make_unique<SingleStepOver>(&memory);
-  auto mode = name == "emulate"   ? FastStepOver::Mode::Emulate
-              : name == "outline" ? FastStepOver::Mode::Outline
-                                  : FastStepOver::Mode::Auto;
-  return std::make_unique<FastStepOver>(mode, memory, std::move(mapper), copies);
+  if (choice == StepOverChoice::SingleStep) return std::make_unique<SingleStepOver>(&memory);
+  return std::make_unique<FastStepOver>(choice, memory, std::move(mapper), copies);
 }
 
 }  // namespace probecost

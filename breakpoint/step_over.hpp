@@ -16,6 +16,9 @@
 
 namespace probecost {
 
+// The strategies a user can ask for (--step-over).
+enum class StepOverChoice { SingleStep, Emulate, Outline, Auto };
+
 // What a strategy may do with the stopped thread. The tracer implements it.
 class StoppedThread {
  public:
@@ -103,7 +106,8 @@ class SingleStepOver final : public StepOver {
 // cannot run elsewhere (call), and copies everything else out of line.
 class FastStepOver final : public StepOver {
  public:
-  enum class Mode { Emulate, Outline, Auto };
+  // Emulate, Outline or Auto (SingleStep is SingleStepOver's).
+  using Mode = StepOverChoice;
   enum class Method { Emulate, Outline, SingleStep };
 
   FastStepOver(Mode mode, TraceeMemory& memory, ScratchMapper mapper, CopyMap* copies = nullptr)
@@ -139,11 +143,13 @@ class FastStepOver final : public StepOver {
   int sites_needing_registers_ = 0;
 };
 
-// UsageError unless `name` is "singlestep", "emulate", "outline" or "auto".
+// "singlestep", "emulate", "outline" or "auto"; UsageError for anything else.
+StepOverChoice parse_step_over(const std::string& name);
+const char* step_over_name(StepOverChoice choice);
+// UsageError unless `name` is one of the choices.
 void check_step_over_name(const std::string& name);
-// "singlestep", "emulate", "outline" or "auto" (UsageError otherwise). `copies`, when given,
-// learns where the out-of-line copies run.
-std::unique_ptr<StepOver> make_step_over(const std::string& name, TraceeMemory& memory,
+// `copies`, when given, learns where the out-of-line copies run.
+std::unique_ptr<StepOver> make_step_over(StepOverChoice choice, TraceeMemory& memory,
                                          ScratchMapper mapper, CopyMap* copies = nullptr);
 
 }  // namespace probecost

@@ -18,6 +18,8 @@
 #include "cli/output.hpp"
 #include "cli/parse.hpp"
 #include "common/error.hpp"
+#include "common/format.hpp"
+#include "common/paths.hpp"
 #include "trace/report.hpp"
 #include "trace/trace.hpp"
 #include "tracer/cxx_names.hpp"
@@ -28,10 +30,6 @@ namespace po = boost::program_options;
 namespace probecost::cli {
 
 namespace {
-
-std::string base_name(const std::string& path) {
-  return path.substr(path.rfind('/') + 1);
-}
 
 // Whether the progress line may be drawn: standard error is a terminal, and the traced program
 // (`pid`, or, for a command we launch, our own streams, which it inherits) has neither its
@@ -59,7 +57,7 @@ int trace_command(const std::vector<std::string>& all_args) {
   if (dashdash != all_args.end()) command.assign(dashdash + 1, all_args.end());
 
   TraceOptions opts;
-  std::string format, output, list, duration, stack_depth, top_text, folded;
+  std::string format, output, list, duration, stack_depth, top_text, folded, via, step_over;
   po::options_description desc(
       "probecost trace (-p PID | -- COMMAND ARGS...) -b PROBE [-b PROBE ...] [options]\n\n"
       "Puts int3 probes into a running process or a command, counts every hit with an empty\n"
@@ -87,12 +85,12 @@ int trace_command(const std::vector<std::string>& all_args) {
       "duration,d", po::value(&duration), "trace for this many seconds")(
       "kill-on-exit", po::bool_switch(&opts.kill_on_exit),
       "kill a launched command when the trace ends (default: it runs on untraced)")(
-      "via", po::value(&opts.via)->default_value("auto"),
+      "via", po::value(&via)->default_value("auto"),
       "int3, jump (a jmp to a trampoline: no trap, no stop per hit), or auto (a jump where the "
       "site allows, int3 elsewhere)")("events", po::bool_switch(&opts.events),
                                       "jump probes write a {TSC, id, arg} record per hit into a "
                                       "ring shared with probecost")(
-      "step-over", po::value(&opts.step_over)->default_value("auto"),
+      "step-over", po::value(&step_over)->default_value("auto"),
       "int3 probes: singlestep, emulate, outline or auto")(
       "format,f", po::value(&format)->default_value("text"), "text, json or csv")(
       "output,o", po::value(&output),
@@ -114,12 +112,10 @@ int trace_command(const std::vector<std::string>& all_args) {
                               : "nothing to trace: give -p PID or -- COMMAND ARGS...");
   }
   opts.command = command;
-  if (format != "text" && format != "json" && format != "csv") {
-    throw UsageError("bad format '" + format + "' (text, json or csv)");
-  }
+  Format report_format = parse_format(format);
   if (vm.count("duration")) opts.duration_s = parse_seconds("--duration", duration);
-  check_step_over_name(opts.step_over);
-  check_via(opts.via);
+  opts.step_over = parse_step_over(step_over);
+  opts.via = parse_via(via);
   opts.stack_depth = static_cast<unsigned>(parse_count("--stack-depth", stack_depth, 1, 4096));
   unsigned top = static_cast<unsigned>(parse_count("--top", top_text, 0));
   for (const auto& p : opts.probes) parse_probe(p);  // syntax errors before touching anything
@@ -145,9 +141,9 @@ int trace_command(const std::vector<std::string>& all_args) {
   opts.follow_forks = vm.count("follow-forks") > 0;
   TraceReport report = run_trace(opts, std::cerr);
   std::ostringstream text;
-  if (format == "json") {
+  if (report_format == Format::Json) {
     text << trace_json(report).dump(2) << "\n";
-  } else if (format == "csv") {
+  } else if (report_format == Format::Csv) {
     write_trace_csv(text, report);
   } else {
     write_trace_text(text, report, top, vm.count("verbose") > 0);

@@ -1,7 +1,10 @@
 #pragma once
-// The one project exception: a failure the user must hear about. It is caught once, in main,
-// which prints what() and exits non-zero. Expected outcomes (a tracee that has exited) are
-// return values, not exceptions.
+// Error: the project's exception for a failure the user must hear about. It is caught once, in
+// main, which prints what() and exits non-zero. Two kinds refine it: UsageError (bad input,
+// exit 2) and SiteOccupied (an address holds an int3 already). Expected outcomes (a tracee that
+// has exited) are return values, not exceptions; the tracer's TaskGone (tracer/task.hpp), a
+// thread gone from under the hit path, is not an Error and never reaches main: the event loop
+// turns it into Outcome::Gone.
 #include <cerrno>
 #include <cstring>
 #include <stdexcept>

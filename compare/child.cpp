@@ -4,7 +4,7 @@
 #include <sys/wait.h>
 
 #include "common/error.hpp"
-#include "tracer/session.hpp"
+#include "tracer/ticker.hpp"
 #include "tracer/wait_status.hpp"
 
 namespace probecost {
@@ -19,7 +19,7 @@ Child::~Child() {
 
 void Child::wait_for_stop() {
   int status = wait(WUNTRACED);
-  if (!WIFSTOPPED(status)) {
+  if (!WaitStatus(status).stopped()) {
     pid_ = 0;
     throw Error("the inferior " + WaitStatus(status).describe() + " before its loop");
   }

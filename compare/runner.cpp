@@ -14,12 +14,13 @@
 #include <sstream>
 
 #include "common/clock.hpp"
+#include "common/cpu.hpp"
 #include "common/error.hpp"
 #include "compare/stats.hpp"
 #include "compare/uprobe_run.hpp"
+#include "tracer/event_loop.hpp"
 #include "tracer/jump_probes.hpp"
-#include "tracer/process.hpp"
-#include "tracer/session.hpp"
+#include "tracer/proc_files.hpp"
 #include "tracer/symbols.hpp"
 #include "tracer/syscalls.hpp"
 
@@ -86,35 +87,10 @@ namespace {
 
 // The CPU a process last ran on: field 39 of /proc/PID/stat.
 int last_cpu_of(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::istringstream fields(stat.substr(stat.rfind(')') + 2));  // after "pid (comm) "
-  std::string f;
-  for (int i = 3; i <= 39 && fields >> f; ++i) {
-  }
-  return std::stoi(f);
+  std::string cpu = stat_field(pid, 39);
+  if (cpu.empty()) throw Error("process " + std::to_string(pid) + " is gone");
+  return std::stoi(cpu);
 }
-
-// Pins the calling thread for its lifetime, then puts the old affinity back.
-class PinThread {
- public:
-  explicit PinThread(int cpu) {
-    if (cpu < 0) return;
-    sched_getaffinity(0, sizeof old_, &old_);
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(cpu, &set);
-    if (sched_setaffinity(0, sizeof set, &set) < 0) throw Error::from_errno("pinning the tracer");
-    pinned_ = true;
-  }
-  ~PinThread() {
-    if (pinned_) sched_setaffinity(0, sizeof old_, &old_);
-  }
-
- private:
-  cpu_set_t old_{};
-  bool pinned_ = false;
-};
 
 // An anonymous file for the inferior's stdout: read back whole after it exits, never blocks.
 class CaptureFile {
@@ -139,10 +115,6 @@ class CaptureFile {
  private:
   int fd_;
 };
-
-std::string describe_end(int status) {
-  return WaitStatus(status).describe();
-}
 
 void fill_from_report(const std::string& text, const Mechanism& m, Sample& s) {
   nlohmann::json r;
@@ -215,15 +187,8 @@ std::vector<std::string> inferior_argv(const Mechanism& m, const RunConfig& cfg,
 }
 
 void run_untraced(const LaunchSpec& spec, Sample&) {
-  pid_t pid = spawn(spec);
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0) {
-    if (errno != EINTR) throw Error::from_errno("waitpid on the inferior");
-    if (stop_requested()) ::kill(pid, SIGKILL);
-  }
-  if (!WaitStatus(status).exited() || WaitStatus(status).exit_code() != 0) {
-    throw Error("the inferior " + describe_end(status));
-  }
+  WaitStatus ws = spawn_and_wait(spec);
+  if (!ws.exited() || ws.exit_code() != 0) throw Error("the inferior " + ws.describe());
 }
 
 constexpr std::uint32_t kJumpEventId = 1;
@@ -247,9 +212,7 @@ std::uint64_t add_spare_sites(TracedProcess& p, StepOver& step_over, unsigned co
   std::uint64_t n = 0;
   for (std::uint64_t off = 0; n < count && off + kSpareSiteBytes <= base.size;
        off += kSpareSiteBytes, ++n) {
-    BreakpointSite& spare = p.sites().add(base.address + off, kSpareSitesSymbol);
-    spare.enable();
-    step_over.prepare(spare);
+    add_int3_probe(p, step_over, base.address + off, kSpareSitesSymbol);
   }
   return n;
 }
@@ -258,7 +221,8 @@ std::uint64_t add_spare_sites(TracedProcess& p, StepOver& step_over, unsigned co
 // that writes the marker's record {TSC, id, arg} into a ring shared with the tracer (which
 // overwrites its oldest records, as the marker's per-thread ring does); the tracer only waits
 // for the end, then reads the ring and checks records + lost = hits.
-void run_jump(const Mechanism& m, TracedProcess& p, Sample& s) {
+void run_jump(const Mechanism& m, Family& family, Sample& s) {
+  TracedProcess& p = family.root();
   ProcessSymbols symbols(p.pid());
   Symbol sym = symbols.resolve(m.probe_symbol);
   JumpOptions options;
@@ -274,7 +238,7 @@ void run_jump(const Mechanism& m, TracedProcess& p, Sample& s) {
   sys::Counters before = sys::counters();
   double cpu0 = thread_cpu_ns();
   // Records are read after the run, as the marker's are: a consumer's cost is not the probe's.
-  Session::End end = session.run();
+  RunEnd end = run_session(family, session);
   jumps.drain(*probe, true);
   s.tracer_cpu_ns = thread_cpu_ns() - cpu0;
   s.tracer_syscalls = sys::counters().total() - before.total();
@@ -285,17 +249,17 @@ void run_jump(const Mechanism& m, TracedProcess& p, Sample& s) {
                 std::to_string(jumps.records_lost(*probe)) + " lost != " + std::to_string(s.hits) +
                 " hits";
   }
-  if (end == Session::End::Interrupted) throw Error("interrupted");
+  if (end == RunEnd::Interrupted) throw Error("interrupted");
 }
 
 void run_traced(const Mechanism& m, const LaunchSpec& spec, const RunConfig& cfg, Sample& s) {
-  std::optional<PinThread> pin(std::in_place,
-                               cfg.cpus.tracer_cpu == kFollowTracee ? -1 : cfg.cpus.tracer_cpu);
-  auto proc = TracedProcess::launch(spec);
-  if (cfg.cpus.tracer_cpu == kFollowTracee) pin.emplace(last_cpu_of(proc->pid()));
-  TracedProcess& p = *proc;
+  std::optional<PinThread> pin(
+      std::in_place, cfg.cpus.tracer_cpu == kFollowTracee ? -1 : cfg.cpus.tracer_cpu, "the tracer");
+  auto family = Family::launch(spec);
+  TracedProcess& p = family->root();
+  if (cfg.cpus.tracer_cpu == kFollowTracee) pin.emplace(last_cpu_of(p.pid()), "the tracer");
   if (m.jump()) {
-    run_jump(m, p, s);
+    run_jump(m, *family, s);
     check_exit(p);
     return;
   }
@@ -305,11 +269,9 @@ void run_traced(const Mechanism& m, const LaunchSpec& spec, const RunConfig& cfg
   } else {
     // Stopped at exec: the executable is mapped (at its ASLR base), main() has not run.
     Symbol sym = ProcessSymbols(p.pid()).resolve(m.probe_symbol);
-    step_over = make_step_over(strategy_for(m, cfg), p.memory(),
+    step_over = make_step_over(parse_step_over(strategy_for(m, cfg)), p.memory(),
                                [&p](RuntimeAddr near) { return p.map_scratch(near); });
-    BreakpointSite& site = p.sites().add(sym.address, sym.name);
-    site.enable();
-    step_over->prepare(site);
+    BreakpointSite& site = add_int3_probe(p, *step_over, sym.address, sym.name);
     s.step_over_plan = step_over->describe(site);
     if (cfg.spare_probes) s.spare_probes = add_spare_sites(p, *step_over, cfg.spare_probes);
   }
@@ -333,7 +295,7 @@ void run_traced(const Mechanism& m, const LaunchSpec& spec, const RunConfig& cfg
 
   sys::Counters before = sys::counters();
   double cpu0 = thread_cpu_ns();
-  Session::End end = session.run();
+  RunEnd end = run_session(*family, session);
   s.tracer_cpu_ns = thread_cpu_ns() - cpu0;
   s.tracer_syscalls = sys::counters().total() - before.total();
   s.tracer_stops = session.stats().stops;
@@ -341,7 +303,7 @@ void run_traced(const Mechanism& m, const LaunchSpec& spec, const RunConfig& cfg
   for (const auto& site : p.sites()) {
     if (site->label() == kSpareSitesSymbol) s.spare_hits += site->hits;
   }
-  if (end == Session::End::Interrupted) throw Error("interrupted");
+  if (end == RunEnd::Interrupted) throw Error("interrupted");
   check_exit(p);
 }
 

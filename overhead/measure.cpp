@@ -14,7 +14,9 @@
 #include <ostream>
 
 #include "common/clock.hpp"
+#include "common/cpu.hpp"
 #include "common/error.hpp"
+#include "common/fd.hpp"
 #include "compare/machine.hpp"
 #include "overhead/overhead.hpp"
 #include "trace/trace.hpp"
@@ -55,51 +57,14 @@ double my_migrations() {
   return 0;
 }
 
-// Pins the calling thread while it lives (no-op for cpu < 0), then puts its affinity back.
-class PinSelf {
- public:
-  explicit PinSelf(int cpu) {
-    if (cpu < 0) return;
-    sched_getaffinity(0, sizeof old_, &old_);
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(cpu, &set);
-    if (sched_setaffinity(0, sizeof set, &set) < 0) throw Error::from_errno("pinning probecost");
-    pinned_ = true;
-  }
-  ~PinSelf() {
-    if (pinned_) sched_setaffinity(0, sizeof old_, &old_);
-  }
-  PinSelf(const PinSelf&) = delete;
-  PinSelf& operator=(const PinSelf&) = delete;
-
- private:
-  cpu_set_t old_{};
-  bool pinned_ = false;
-};
-
-class Fd {
- public:
-  Fd(const std::string& path, int flags) : fd_(::open(path.c_str(), flags | O_CLOEXEC)) {
-    if (fd_ < 0) throw UsageError("cannot open " + path + ": " + std::strerror(errno));
-  }
-  ~Fd() { ::close(fd_); }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
-
 // The command's standard streams for one run: stdin opened afresh (each run reads it from its
 // start), stdout and stderr to /dev/null or to probecost's stderr.
 struct Streams {
   Fd in, null;
   int out;
   explicit Streams(const OverheadConfig& cfg)
-      : in(cfg.stdin_path, O_RDONLY),
-        null("/dev/null", O_WRONLY),
+      : in(Fd::open(cfg.stdin_path, O_RDONLY)),
+        null(Fd::open("/dev/null", O_WRONLY)),
         out(cfg.show_output ? STDERR_FILENO : null.get()) {}
 };
 
@@ -117,19 +82,13 @@ RunRecord untraced_run(const OverheadConfig& cfg, const CpuPlan& plan) {
   RunRecord rec;
   Usage before = Usage::of(RUSAGE_CHILDREN);
   double t0 = now_s();
-  pid_t pid = spawn(spec);
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0) {
-    if (errno != EINTR) throw Error::from_errno("waitpid on the command");
-    if (stop_requested()) ::kill(pid, SIGKILL);
-  }
+  WaitStatus ws = spawn_and_wait(spec);
   rec.wall_s = now_s() - t0;
   Usage used = Usage::of(RUSAGE_CHILDREN) - before;
   check_interrupted();
   rec.cpu_s = used.cpu_s;
   rec.voluntary_switches = used.voluntary;
   rec.involuntary_switches = used.involuntary;
-  WaitStatus ws(status);
   rec.end = ws.describe();
   rec.ok = ws.exited() && ws.exit_code() == 0;
   return rec;
@@ -153,8 +112,8 @@ TraceOptions trace_options(const OverheadConfig& cfg) {
   o.probes = cfg.probes;
   o.all_matches = cfg.all_matches;
   o.follow_forks = cfg.follow_forks;
-  o.via = cfg.via;
-  o.step_over = cfg.step_over;
+  o.via = parse_via(cfg.via);
+  o.step_over = parse_step_over(cfg.step_over);
   o.kill_on_exit = true;  // interrupted: the command must not run on untraced, uncounted
   o.progress = false;
   o.announce = false;
@@ -170,7 +129,7 @@ void take_probes(const TraceReport& report, RunRecord& rec, Measurement& m) {
   std::vector<ProbeUse> uses;
   std::vector<std::uint64_t> most;  // per row, the most hits one image had
   for (const auto& p : report.probes) {
-    ProbeUse use{p.probe.spec, p.via, p.step_over, p.why_not_jump};
+    ProbeUse use{p.probe.spec, via_name(p.via), p.step_over, p.why_not_jump};
     auto same = std::find_if(uses.begin(), uses.end(), [&](const ProbeUse& u) {
       return u.spec == use.spec && u.via == use.via;
     });
@@ -198,7 +157,7 @@ RunRecord traced_run(const OverheadConfig& cfg, const CpuPlan& plan, Measurement
   o.cpu = plan.tracee_cpu;
   RunRecord rec;
   o.on_tick = cpu_sampler(rec);
-  PinSelf pin(plan.tracer_cpu);
+  PinThread pin(plan.tracer_cpu, "probecost");
   std::ostream no_notes(nullptr);
   Usage children0 = Usage::of(RUSAGE_CHILDREN), self0 = Usage::of(RUSAGE_SELF);
   double migrations0 = my_migrations();

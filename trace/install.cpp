@@ -7,7 +7,7 @@
 
 namespace probecost::trace_run {
 
-std::vector<ResolvedProbe> TraceRun::resolve(Traced& tr, bool first_image) {
+std::vector<ResolvedProbe> TraceRun::resolve(ProcessTrace& tr, bool first_image) {
   TracedProcess& p = *tr.proc;
   // An IFUNC that no relocated slot shows resolved: its resolver runs in a stopped thread.
   ResolverCall call = [&p](RuntimeAddr resolver) { return p.call_in_tracee(resolver); };
@@ -36,20 +36,9 @@ std::vector<ResolvedProbe> TraceRun::resolve(Traced& tr, bool first_image) {
   return out;
 }
 
-void TraceRun::enable_int3(Traced& tr, const ResolvedProbe& probe) {
-  TracedProcess& p = *tr.proc;
-  BreakpointSite& site = p.sites().add(probe.address, probe.spec);
-  if (site.enabled()) return;  // two specs naming one address
-  try {
-    site.enable();
-  } catch (const SiteOccupied&) {
-    throw Error("cannot probe " + probe.spec + " (" + probe.symbol + " at " + probe.address.hex() +
-                ") in process " + std::to_string(p.pid()) +
-                ": it holds an int3 already. If a probecost was killed while tracing it, "
-                "'probecost restore -p " +
-                std::to_string(p.pid()) + "' puts the bytes back");
-  }
-  tr.step_over->prepare(site);
+void TraceRun::enable_int3(ProcessTrace& tr, const ResolvedProbe& probe) {
+  add_int3_probe(*tr.proc, *tr.step_over, probe.address, probe.spec,
+                 probe.spec + " (" + probe.symbol + " at " + probe.address.hex() + ")");
 }
 
 namespace {
@@ -64,8 +53,8 @@ UsageError no_jump(const ResolvedProbe& probe, pid_t pid, const std::string& why
 
 // Jumps where the sites allow, all planned together (a jump must not cover another probe's
 // site); with --via jump, every one or none.
-std::vector<Placement> TraceRun::place_jumps(Traced& tr) {
-  std::vector<Placement> out(tr.probes.size());
+std::vector<ProbeInstall> TraceRun::place_jumps(ProcessTrace& tr) {
+  std::vector<ProbeInstall> out(tr.probes.size());
   std::vector<JumpRequest> requests;
   std::vector<std::size_t> which;
   std::vector<RuntimeAddr> others;
@@ -84,16 +73,16 @@ std::vector<Placement> TraceRun::place_jumps(Traced& tr) {
     // over the first bytes would send such a branch into the middle of the jmp (SIGILL).
     out[i].why_not_jump = "an IFUNC implementation (" + probe.implementation +
                           "): other functions branch into its first bytes";
-    if (opts_.via == "jump") throw no_jump(probe, pid, out[i].why_not_jump);
+    if (opts_.via == Via::Jump) throw no_jump(probe, pid, out[i].why_not_jump);
     others.push_back(probe.address);
   }
   std::vector<std::string> why;
-  auto got = tr.jumps->add_all(requests, others, *tr.symbols, why, opts_.via == "jump");
+  auto got = tr.jumps->add_all(requests, others, *tr.symbols, why, opts_.via == Via::Jump);
   for (std::size_t k = 0; k < requests.size(); ++k) {
-    Placement& pl = out[which[k]];
+    ProbeInstall& pl = out[which[k]];
     pl.jump = got[k];
     pl.why_not_jump = why[k];
-    if (!pl.jump && opts_.via == "jump" && !why[k].empty())
+    if (!pl.jump && opts_.via == Via::Jump && !why[k].empty())
       throw no_jump(tr.probes[which[k]], pid, why[k]);
   }
   if (!tr.jumps->mapping_refused().empty() && opts_.announce) {
@@ -105,7 +94,7 @@ std::vector<Placement> TraceRun::place_jumps(Traced& tr) {
 
 // Every probe in, with every thread stopped: a jump where --via allows and the site
 // qualifies, else an int3.
-void TraceRun::install_image(Traced& tr) {
+void TraceRun::install_image(ProcessTrace& tr) {
   TracedProcess& p = *tr.proc;
   bool first = !tr.symbols && &p == &root();
   tr.symbols = std::make_unique<ProcessSymbols>(p.proc_tid());
@@ -113,16 +102,16 @@ void TraceRun::install_image(Traced& tr) {
   tr.probes = resolve(tr, first);
   tr.step_over = make_step_over(opts_.step_over, p.memory(), scratch_mapper(p), &p.relocated());
   tr.jumps.reset();
-  if (opts_.via != "int3" && !opts_.stacks) {
+  if (opts_.via != Via::Int3 && !opts_.stacks) {
     JumpOptions jo;
     jo.events = opts_.events;
     jo.event_sites = static_cast<std::uint32_t>(std::max<std::size_t>(tr.probes.size(), 1));
     tr.jumps = std::make_unique<JumpProbes>(p, jo);
   }
   refuse_leftovers(tr);
-  tr.placements = tr.jumps ? place_jumps(tr) : std::vector<Placement>(tr.probes.size());
+  tr.installs = tr.jumps ? place_jumps(tr) : std::vector<ProbeInstall>(tr.probes.size());
   for (std::size_t i = 0; i < tr.probes.size(); ++i) {
-    if (!tr.placements[i].jump) enable_int3(tr, tr.probes[i]);
+    if (!tr.installs[i].jump) enable_int3(tr, tr.probes[i]);
   }
 }
 
@@ -148,7 +137,7 @@ ScratchMapper TraceRun::scratch_mapper(TracedProcess& p) {
 
 // A jump a probecost that died left at a probe's address: probing over it would make nonsense
 // of both (an int3 over its jmp, or a plan over its bytes). The bytes must go back first.
-void TraceRun::refuse_leftovers(Traced& tr) {
+void TraceRun::refuse_leftovers(ProcessTrace& tr) {
   TracedProcess& p = *tr.proc;
   std::vector<std::string> notes;
   for (const auto& area : read_jump_areas(p, notes)) {

@@ -1,15 +1,10 @@
-#include <ctime>
+#include <algorithm>
 #include <fstream>
 
+#include "common/clock.hpp"
 #include "trace/run.hpp"
 
 namespace probecost::trace_run {
-
-double now_s() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 std::string thread_name(pid_t pid, pid_t tid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/task/" + std::to_string(tid) + "/comm");

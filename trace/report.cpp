@@ -8,15 +8,12 @@
 #include <sstream>
 #include <vector>
 
+#include "common/paths.hpp"
 #include "tracer/wait_status.hpp"
 
 namespace probecost {
 
 namespace {
-
-std::string base_name(const std::string& path) {
-  return path.substr(path.rfind('/') + 1);
-}
 
 std::string fmt(const char* f, double v) {
   char buf[64];
@@ -51,11 +48,11 @@ nlohmann::json to_json(const TraceReport& r) {
                       {"hits", p.hits},
                       {"traced_hits_per_s", r.duration_s > 0 ? p.hits / r.duration_s : 0.0},
                       {"threads", p.threads.size()},
-                      {"via", p.via},
+                      {"via", via_name(p.via)},
                       {"image", p.image},
                       {"why_not_jump", p.why_not_jump},
                       {"step_over", p.step_over}});
-    if (p.via == "int3") {
+    if (p.via == Via::Int3) {
       nlohmann::json by_thread = nlohmann::json::array();
       for (const auto& [tid, hits] : p.threads) by_thread.push_back(thread_json(r, tid, hits));
       probes.back()["by_thread"] = by_thread;
@@ -65,7 +62,7 @@ nlohmann::json to_json(const TraceReport& r) {
       probes.back()["resolved_by"] = p.probe.resolved_by;
     }
     if (!p.probe.names.empty()) probes.back()["names"] = p.probe.names;
-    if (p.via == "jump" && (p.events_read || p.events_lost)) {
+    if (p.via == Via::Jump && (p.events_read || p.events_lost)) {
       probes.back()["events"] = {{"read", p.events_read}, {"lost", p.events_lost}};
     }
     if (r.stacks) {
@@ -155,9 +152,10 @@ void write_csv(std::ostream& out, const TraceReport& r) {
     const ProbeReport& p = *pp;
     out << p.pid << "," << csv_field(p.image) << "," << csv_field(p.probe.spec) << ","
         << p.probe.address.hex() << "," << csv_field(p.probe.module) << ","
-        << csv_field(p.probe.symbol) << "," << csv_field(p.probe.implementation) << "," << p.via
-        << "," << p.hits << "," << fmt("%.1f", r.duration_s > 0 ? p.hits / r.duration_s : 0.0)
-        << "," << (p.via == "jump" ? std::string() : std::to_string(p.threads.size())) << "\n";
+        << csv_field(p.probe.symbol) << "," << csv_field(p.probe.implementation) << ","
+        << via_name(p.via) << "," << p.hits << ","
+        << fmt("%.1f", r.duration_s > 0 ? p.hits / r.duration_s : 0.0) << ","
+        << (p.via == Via::Jump ? std::string() : std::to_string(p.threads.size())) << "\n";
   }
 }
 
@@ -184,11 +182,11 @@ std::string folded_stacks(const TraceReport& r) {
 // -v: each int3 probe's hits by thread, most first ("1234 worker-3 = 500").
 void write_by_thread(std::ostream& out, const TraceReport& r) {
   bool any = std::any_of(r.probes.begin(), r.probes.end(),
-                         [](const ProbeReport& p) { return p.via == "int3"; });
+                         [](const ProbeReport& p) { return p.via == Via::Int3; });
   if (!any) return;  // a jump probe counts in the tracee, not by thread
   out << "\nhits by probe and thread:";
   for (const ProbeReport* pp : sorted_rows(r)) {
-    if (pp->via != "int3") continue;
+    if (pp->via != Via::Int3) continue;
     std::vector<std::pair<pid_t, std::uint64_t>> rows(pp->threads.begin(), pp->threads.end());
     std::stable_sort(rows.begin(), rows.end(),
                      [](const auto& a, const auto& b) { return a.second > b.second; });
@@ -258,7 +256,7 @@ void write_text(std::ostream& out, const TraceReport& r, unsigned top, bool verb
                     base_name(p.probe.module).c_str(), p.probe.symbol.c_str(),
                     static_cast<unsigned long long>(p.hits),
                     r.duration_s > 0 ? p.hits / r.duration_s : 0.0,
-                    p.via == "jump" ? "-" : std::to_string(p.threads.size()).c_str());
+                    p.via == Via::Jump ? "-" : std::to_string(p.threads.size()).c_str());
       out << line;
     }
     for (const auto& spec : r.never_probed) {
@@ -287,7 +285,7 @@ void write_text(std::ostream& out, const TraceReport& r, unsigned top, bool verb
         }
         how << "; ";
       }
-      how << (p.via == "int3" ? "int3, " : "") << p.step_over;
+      how << (p.via == Via::Int3 ? "int3, " : "") << p.step_over;
       if (!p.why_not_jump.empty()) how << "; no jump: " << p.why_not_jump;
       if (p.events_read || p.events_lost) {
         how << "; events: " << p.events_read << " records read, " << p.events_lost << " lost";

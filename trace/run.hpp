@@ -1,6 +1,7 @@
 #pragma once
-// Inside `probecost trace`: the run over every traced process (TraceRun), what it keeps per
-// process (Traced) and per hit (Recorder). Private to trace/.
+// Inside `probecost trace`: the run over every traced process (TraceRun, which makes the
+// TraceReport), what it keeps per process (ProcessTrace, which makes its ProcessReport and
+// ProbeReports) and per hit (Recorder). Private to trace/.
 #include <sys/types.h>
 
 #include <cstdint>
@@ -14,7 +15,9 @@
 #include <vector>
 
 #include "breakpoint/step_over.hpp"
+#include "common/clock.hpp"
 #include "trace/trace.hpp"
+#include "tracer/event_loop.hpp"
 #include "tracer/family.hpp"
 #include "tracer/jump_probes.hpp"
 #include "tracer/process.hpp"
@@ -24,7 +27,6 @@
 
 namespace probecost::trace_run {
 
-double now_s();
 // A thread's name (/proc/PID/task/TID/comm), read once, at its first hit.
 std::string thread_name(pid_t pid, pid_t tid);
 
@@ -52,18 +54,19 @@ struct Recorder {
 };
 
 // How one probe is in: an int3 site, or a jump probe (its index in JumpProbes).
-struct Placement {
+// (Not compare's Placement, which is where the tracer and the tracee run.)
+struct ProbeInstall {
   std::optional<std::size_t> jump;
   std::string why_not_jump;
 };
 
-// One process of the trace (the one started or attached to, or one it forked while we follow
-// forks), and its current image's probes.
-struct Traced {
+// The trace of one process (the one started or attached to, or one it forked while we follow
+// forks): the TracedProcess, its current image's probes and how each is in, and its counts.
+struct ProcessTrace {
   TracedProcess* proc = nullptr;
   std::unique_ptr<ProcessSymbols> symbols;
   std::vector<ResolvedProbe> probes;
-  std::vector<Placement> placements;
+  std::vector<ProbeInstall> installs;
   std::unique_ptr<StepOver> step_over;
   std::unique_ptr<JumpProbes> jumps;
   std::unique_ptr<Session> session;
@@ -79,41 +82,45 @@ class TraceRun {
   TraceRun(const TraceOptions& opts, std::ostream& notes)
       : opts_(opts), notes_(notes), family_(start_target(opts)), held_from_(now_s()) {}
   // Attaches to opts.pid, or launches opts.command and runs it to its entry point.
-  static std::unique_ptr<TracedProcess> start_target(const TraceOptions& opts);
+  static std::unique_ptr<Family> start_target(const TraceOptions& opts);
   TraceReport run();
 
  private:
-  TracedProcess& root() { return family_.root(); }
-  Traced& add_traced(TracedProcess& proc);
-  Traced* traced(const TracedProcess* proc);
-  void install_image(Traced& tr);
-  void refuse_leftovers(Traced& tr);
-  std::vector<ResolvedProbe> resolve(Traced& tr, bool first_image);
-  void enable_int3(Traced& tr, const ResolvedProbe& probe);
-  std::vector<Placement> place_jumps(Traced& tr);
+  TracedProcess& root() { return family_->root(); }
+  ProcessTrace& begin();
+  ProcessTrace& add_process(TracedProcess& proc);
+  ProcessTrace* find_process(const TracedProcess* proc);
+  void install_image(ProcessTrace& tr);
+  void refuse_leftovers(ProcessTrace& tr);
+  std::vector<ResolvedProbe> resolve(ProcessTrace& tr, bool first_image);
+  void enable_int3(ProcessTrace& tr, const ResolvedProbe& probe);
+  std::vector<ProbeInstall> place_jumps(ProcessTrace& tr);
   ScratchMapper scratch_mapper(TracedProcess& p);
-  void start_session(Traced& tr);
-  void take_fork_child(Traced& tr, Traced& parent);
+  void start_session(ProcessTrace& tr);
+  void take_fork_child(ProcessTrace& tr, ProcessTrace& parent);
   void take_new_processes();
   bool follow_execs();
-  void follow_exec(Traced& tr);
+  void follow_exec(ProcessTrace& tr);
   void on_tick();
-  Session::End loop();
-  void close_image(Traced& tr);
-  void split_sharers(Traced& tr, ProbeReport& pr);
+  Session* session_of(TracedProcess& proc);
+  std::optional<RunEnd> between_events();
+  RunEnd loop();
+  void close_image(ProcessTrace& tr);
+  void split_sharers(ProcessTrace& tr, ProbeReport& pr);
+  void report_processes();
+  void report_figures(std::uint64_t syscalls);
   void let_go();
   std::vector<pid_t> leftovers() const;
-  std::uint64_t jump_hits(const Traced& tr) const;
+  std::uint64_t jump_hits(const ProcessTrace& tr) const;
   std::uint64_t hits_so_far() const;
 
   const TraceOptions& opts_;
   std::ostream& notes_;
-  Family family_;
-  std::vector<std::unique_ptr<Traced>> traced_;  // the root first
+  std::unique_ptr<Family> family_;
+  std::vector<std::unique_ptr<ProcessTrace>> processes_;  // the root first
   TraceReport report_;
-  std::set<std::string> probed_specs_;
-  std::map<pid_t, pid_t> sharers_;  // a process that shared a traced one's memory -> that one  //
-                                    // specs that named something in some image
+  std::set<std::string> probed_specs_;  // specs that named something in some image
+  std::map<pid_t, pid_t> sharers_;      // a process that shared a traced one's memory -> that one
   double t0_ = 0, next_progress_ = 0;
   double held_from_;  // every thread is stopped from here until the session runs
 };

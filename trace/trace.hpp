@@ -12,9 +12,19 @@
 #include <string>
 #include <vector>
 
+#include "breakpoint/step_over.hpp"
 #include "tracer/probes.hpp"
 
 namespace probecost {
+
+// How a probe goes in (--via): an int3, a jump to a trampoline (no trap, no stop per hit), or
+// Auto: a jump where the site allows one, an int3 elsewhere. A probe's report says Int3 or Jump.
+enum class Via { Int3, Jump, Auto };
+// "int3", "jump" or "auto"; UsageError for anything else.
+Via parse_via(const std::string& text);
+const char* via_name(Via via);
+// UsageError unless `via` is int3, jump or auto.
+void check_via(const std::string& via);
 
 struct TraceOptions {
   pid_t pid = 0;                     // attach to this process, or
@@ -25,8 +35,8 @@ struct TraceOptions {
   unsigned stack_depth = 16;
   double duration_s = 0;  // 0: until the process ends or a signal
   bool kill_on_exit = false;
-  std::string step_over = "auto";
-  std::string via = "auto";   // int3, jump, or auto: a jump where the site allows one
+  StepOverChoice step_over = StepOverChoice::Auto;
+  Via via = Via::Auto;
   bool events = false;        // jump probes write a record per hit, drained while it runs
   bool follow_exec = true;    // after an exec, probe the new image (else the trace ends)
   bool follow_forks = false;  // probe the children of fork, vfork and clone too
@@ -49,7 +59,7 @@ struct ProbeReport {
   pid_t pid = 0;  // the process it was in
   ResolvedProbe probe;
   std::string image;         // the executable the process ran when this probe was in
-  std::string via;           // "int3" or "jump"
+  Via via = Via::Int3;       // Int3 or Jump
   std::string why_not_jump;  // with --via auto, for an int3 probe
   std::string step_over;     // how a hit gets past it (int3), or how much the jump replaced
   std::uint64_t events_read = 0, events_lost = 0;  // jump probes with --events
@@ -99,9 +109,6 @@ struct TraceReport {
 };
 
 TraceReport run_trace(const TraceOptions& opts, std::ostream& notes);
-
-// UsageError unless `via` is int3, jump or auto.
-void check_via(const std::string& via);
 
 // `probecost trace --list PATTERN`: the target's function symbols matching the glob.
 std::vector<Symbol> list_target_symbols(const TraceOptions& opts, const std::string& pattern);

@@ -8,6 +8,7 @@
 #include "tracer/guardian.hpp"
 #include "tracer/process.hpp"
 #include "tracer/syscalls.hpp"
+#include "tracer/ticker.hpp"
 
 namespace probecost {
 
@@ -27,21 +28,16 @@ bool TracedProcess::consume_queued_sigtrap(Task& t, RuntimeAddr site) {
   // is "synchronous" and goes first), and reports it as a signal-delivery-stop: swallowed
   // here, with RIP put back on the site. Other signals that come first are kept for it.
   for (int attempt = 0; attempt < 8; ++attempt) {
-    t.set_state(Task::State::Running);
-    if (!t.ptrace_if_alive(PTRACE_CONT)) return false;
+    if (!t.resume_keeping_signals()) return false;
     auto ws = wait_for(t);
     if (!ws) return false;
     if (ws->signal_stop() && ws->stop_signal() == SIGTRAP) {
-      siginfo_t info;
-      if (t.ptrace_if_alive(PTRACE_GETSIGINFO, nullptr, &info) &&
-          classify_trap(info) == TrapCause::Breakpoint) {
-        return t.set_rip(site);
-      }
+      if (t.trap_cause() == TrapCause::Breakpoint) return t.set_rip(site);
       t.pending_signals.push_back(SIGTRAP);  // somebody else's: delivered at detach
       return true;
     }
     if (ws->signal_stop()) t.pending_signals.push_back(ws->stop_signal());
-    if (ws->new_task_event()) defer(t, *ws);
+    if (ws->new_task_event()) events_.defer(t, *ws);
     if (t.deferred) return true;  // an event to settle first; its trap stays queued
   }
   return false;
@@ -50,10 +46,10 @@ bool TracedProcess::consume_queued_sigtrap(Task& t, RuntimeAddr site) {
 void TracedProcess::fix_up_trap(Task& t) {
   if (t.deferred && t.deferred->signal_stop() && t.deferred->stop_signal() == SIGTRAP) {
     // A SIGTRAP reported while we stopped everything: a hit we have not handled yet?
-    siginfo_t info;
-    if (!t.ptrace_if_alive(PTRACE_GETSIGINFO, nullptr, &info)) return;
+    auto cause = t.trap_cause();
+    if (!cause) return;
     auto rip = t.rip();
-    if (rip && classify_trap(info) == TrapCause::Breakpoint && is_our_trap_at(*rip - 1)) {
+    if (rip && *cause == TrapCause::Breakpoint && is_our_trap_at(*rip - 1)) {
       t.set_rip(*rip - 1);
       t.deferred.reset();
     }
@@ -77,10 +73,7 @@ void TracedProcess::settle_new_tasks() {
   for (pid_t tid : parents) {
     Task& parent = tasks_.at(tid);
     parent.deferred.reset();
-    unsigned long child = 0;
-    if (parent.ptrace_if_alive(PTRACE_GETEVENTMSG, nullptr, &child)) {
-      new_tasks.push_back(static_cast<pid_t>(child));
-    }
+    if (auto child = parent.event_message()) new_tasks.push_back(static_cast<pid_t>(*child));
     on_new_task(parent);  // nothing is resumed: everything is being let go
   }
   for (pid_t tid : new_tasks) {
@@ -105,7 +98,7 @@ void TracedProcess::detach_vfork_waiters() {
   // kernel, which detaches it when probecost exits.
   std::vector<pid_t> waiting;
   for (auto& [tid, t] : tasks_) {
-    if (!t.stopped() && t.in_vfork && t.ptrace_if_alive(PTRACE_INTERRUPT)) waiting.push_back(tid);
+    if (!t.stopped() && t.in_vfork && t.interrupt()) waiting.push_back(tid);
   }
   for (pid_t tid : waiting) {
     for (int ticks = 0; ticks < 30; ++ticks) {
@@ -153,7 +146,6 @@ void TracedProcess::detach() {
   }
   detach_vfork_waiters();
   tasks_.clear();
-  deferred_.clear();
   detached_ = true;
   if (failure) std::rethrow_exception(failure);
 }
@@ -169,17 +161,12 @@ void TracedProcess::kill() {
   }
   if (guardian_) guardian_->done();
   for (const auto& [tid, t] : tasks_) {
-    if (t.role() != Task::Role::Thread) ::kill(tid, SIGKILL);
+    if (t.role() != Task::Role::Thread) sys::kill(tid, SIGKILL);
   }
-  ::kill(pid_, SIGKILL);
+  sys::kill(pid_, SIGKILL);
   // Reap every task: with __WALL each traced thread reports its own exit, the leader last.
   while (!tasks_.empty()) {
-    auto ev = wait_any(true);
-    if (ev) {
-      absorb(ev->tid, ev->status);
-    } else if (errno == ECHILD || force_requested()) {
-      break;
-    }
+    if (!events_.next_event_of(*this) && (errno == ECHILD || force_requested())) break;
   }
   if (!end_) end_ = WaitStatus(SIGKILL);
   tasks_.clear();

@@ -1,31 +1,43 @@
 #pragma once
-// Family: a traced process and the processes it forks that we follow (`trace
-// --follow-forks`), each with its own TracedProcess (its own address space: its own memory,
-// sites and jumps), and one event stream for them all.
+// Family: the one owner of tracer events. It holds the traced processes of one trace (the one
+// started or attached to, and, with `trace --follow-forks`, the processes it forks that we
+// follow, each a TracedProcess with its own memory, sites and jumps) and the one event stream
+// for them all: the single waitpid(-1, __WALL), the map from a task to its process, the events
+// kept for the event loop (deferred) and the first stops of tasks nobody knew yet (orphans).
 //
-// ptrace reports every traced task of ours through the same waitpid(-1, __WALL): a wait made
-// on behalf of one process (stopping its threads, single-stepping one) also sees the others'
-// events. Each is handed to the process that owns the task, whose bookkeeping absorbs it and
-// keeps it for its event loop, exactly as it keeps its own threads' events meanwhile. A new
-// process's first stop can come before its parent's fork event (the kernel does not order
-// them): it is held here until the parent's event says what it is.
+// A wait made on behalf of one process (stopping its threads, single-stepping one) also sees
+// the others' events: each is booked to the process that has the task and kept for the event
+// loop. A new process's first stop can come before its parent's fork event (the kernel does
+// not order them): it is held as an orphan until the parent's event says what it is.
+//
+// Tracing one process is a family of one: fork children are cleaned and let go until
+// set_following(true).
 #include <sys/types.h>
 
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
-#include <utility>
+#include <unordered_map>
 #include <vector>
 
+#include "tracer/events.hpp"
 #include "tracer/process.hpp"
+#include "tracer/ticker.hpp"
 
 namespace probecost {
 
-class Family {
+// An event of the family, with the process it belongs to.
+struct FamilyEvent {
+  TracedProcess* process;
+  TaskEvent event;
+};
+
+class Family final : public EventSource {
  public:
-  // A family of one: fork children are cleaned and let go, as without a family, until
-  // set_following(true).
-  explicit Family(std::unique_ptr<TracedProcess> root);
+  // TracedProcess::launch and attach, as the root of a new family.
+  static std::unique_ptr<Family> launch(const LaunchSpec& spec);
+  static std::unique_ptr<Family> attach(pid_t pid);
   ~Family();
   Family(const Family&) = delete;
   Family& operator=(const Family&) = delete;
@@ -42,27 +54,43 @@ class Family {
   // Members made since the last call, oldest first: they are stopped, waiting for their
   // tracer-level set-up (a fork child: its step-over; an exec'd one: its new image's probes).
   std::vector<TracedProcess*> take_new_members();
+  // Some member still runs (or exec'd, and waits for its new image to be probed).
   bool any_alive() const;
 
-  // The next event of any member: a deferred one first, then waitpid(-1). Nothing when the
-  // wait was interrupted (errno EINTR) or no traced task is left (ECHILD).
-  std::optional<std::pair<TracedProcess*, TaskEvent>> next_event();
+  // The next event of any member, its bookkeeping done: a deferred one first, then the wait.
+  // Nothing when the wait was interrupted (errno EINTR), the event was nobody's yet (an
+  // orphan; errno EINTR too), or no traced task is left (ECHILD).
+  std::optional<FamilyEvent> next_event();
 
-  // ---- for TracedProcess -------------------------------------------------------------------
-  // The member a task belongs to: the one that has it, or whose process it is a thread of.
-  TracedProcess* owner(pid_t tid);
-  // Hands `ev`, seen by a wait of `asker`, to its owner. True when it is the asker's.
-  bool route(const TaskEvent& ev, TracedProcess& asker);
-  // The first stop of a task nobody owned when it came, if it did.
+  // EventSource, for the members.
+  std::optional<TaskEvent> next_event_of(TracedProcess& asker) override;
+  void defer(Task& task, WaitStatus ws) override;
+  pid_t on_new_task(TracedProcess& process, Task& parent) override;
+
+ private:
+  Family() = default;
+  // The one waitpid(-1, __WALL) of the tracer, interruptible by the tick and stop requests.
+  std::optional<TaskEvent> wait_any();
+  // The process a task belongs to (`asker`, or a member): the one that has it, or whose
+  // process it is a thread of.
+  TracedProcess* owner(pid_t tid, TracedProcess* asker);
+  // Books `ev` to its owner (`asker` when the task is its) with TracedProcess::update_from,
+  // and settles what is the family's to settle (a process sharing a member's memory that
+  // exec'd). Returns the owner, nullptr when the task is nobody's yet (held as an orphan).
+  TracedProcess* book(const TaskEvent& ev, TracedProcess* asker);
+  void on_exec_of_sharer(TracedProcess& from, Task& task);
+  std::optional<FamilyEvent> next_deferred();
   std::optional<WaitStatus> take_orphan(pid_t tid);
   TracedProcess& add_member(std::unique_ptr<TracedProcess> member, TracedProcess& parent);
 
- private:
+  Ticker ticker_;                                        // bounds every wait (see ticker.hpp)
   std::vector<std::unique_ptr<TracedProcess>> members_;  // the root first
   std::map<const TracedProcess*, TracedProcess*> parents_;
+  // Where each task was last found: checked against the member's own tasks before use.
+  std::unordered_map<pid_t, TracedProcess*> owners_;
+  std::deque<pid_t> deferred_;  // tasks given a deferred event, oldest first
   std::map<pid_t, WaitStatus> orphans_;
-  std::size_t handed_out_ = 1;           // members before this index have been taken
-  TracedProcess* last_owner_ = nullptr;  // the owner found last: most events are its
+  std::size_t handed_out_ = 1;  // members before this index have been taken
   bool following_ = false;
 };
 

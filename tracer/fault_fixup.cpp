@@ -33,15 +33,16 @@ bool fix_up_fault(TracedProcess& proc, Task& t, int sig) {
   if (!rip) return false;
   auto original = proc.relocated().original_of(*rip);
   if (!original) return false;
-  siginfo_t info;
-  if (!t.ptrace_if_alive(PTRACE_GETSIGINFO, nullptr, &info)) return false;
+  auto got = t.siginfo();
+  if (!got) return false;
+  siginfo_t info = *got;
   // si_code <= 0: kill(), tgkill() or sigqueue() sent it while the thread ran the copy; the
   // instruction did not raise it, and the thread goes on in the copy after the handler.
   if (info.si_code <= 0) return false;
   if (info.si_addr == reinterpret_cast<void*>(rip->value())) {
     // PTRACE_SETSIGINFO in a signal-delivery-stop changes what the handler is given.
     info.si_addr = reinterpret_cast<void*>(original->value());
-    if (!t.ptrace_if_alive(PTRACE_SETSIGINFO, nullptr, &info)) return false;
+    if (!t.set_siginfo(info)) return false;
   }
   if (!t.set_rip(*original)) return false;
   if (t.handlers_watched == 0) t.handlers_watched = 1;
@@ -50,11 +51,10 @@ bool fix_up_fault(TracedProcess& proc, Task& t, int sig) {
 
 void after_handler(TracedProcess& proc, Task& t) {
   if (t.handlers_watched == 0) return;
-  __ptrace_syscall_info info{};
-  // PTRACE_GET_SYSCALL_INFO (Linux 5.3): entry or exit, the number at entry, RIP. At the exit of
-  // rt_sigreturn, RIP is the one the handler's frame restored.
-  if (!t.ptrace_if_alive(PTRACE_GET_SYSCALL_INFO, reinterpret_cast<void*>(sizeof info), &info))
-    return;
+  // At the exit of rt_sigreturn, RIP is the one the handler's frame restored.
+  auto got = t.syscall_info();
+  if (!got) return;
+  const __ptrace_syscall_info& info = *got;
   if (info.op == PTRACE_SYSCALL_INFO_ENTRY) {
     t.in_sigreturn = info.entry.nr == SYS_rt_sigreturn;
     return;

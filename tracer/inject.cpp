@@ -85,40 +85,23 @@ long TracedProcess::inject_syscall(Task& t, long nr, const std::array<long, 6>& 
   return result;
 }
 
-namespace {
-
-// Resumes, whatever happens, the threads stopped for one injected call.
-struct ResumeOnExit {
-  TracedProcess& proc;
-  std::vector<pid_t> stopped;
-  ~ResumeOnExit() {
-    try {
-      proc.resume_stopped(stopped);
-    } catch (const Error&) {
-      // A resume fails only for a thread that is gone; its exit is reported later.
-    }
-  }
-};
-
-}  // namespace
-
-Task* TracedProcess::alone(Task* via, std::vector<pid_t>& stopped) {
+template <typename Inject>
+auto TracedProcess::with_others_stopped(Task* via, Inject inject)
+    -> std::optional<decltype(inject(std::declval<Task&>()))> {
   Task* t = via ? via : any_stopped_thread();
-  if (!t) return nullptr;
-  pid_t tid = t->tid();
-  std::uint64_t serial = t->serial();
-  stopped = stop_all(tid);
-  return still(tid, serial);  // another thread's exec may have ended it meanwhile
+  if (!t) return std::nullopt;
+  TaskRef ref = t->ref();
+  OthersStopped others(*this, ref.tid);
+  t = task(ref);  // another thread's exec may have ended it meanwhile
+  if (!t) return std::nullopt;
+  return inject(*t);
 }
 
 std::optional<long> TracedProcess::syscall_in_tracee(long nr, const std::array<long, 6>& args,
                                                      Task* via) {
   // The `syscall` borrows two bytes at the thread's PC, which another thread could execute
   // meanwhile (the instruction after a one-byte site, say): everyone else waits.
-  ResumeOnExit others{*this, {}};
-  Task* t = alone(via, others.stopped);
-  if (!t) return std::nullopt;
-  return inject_syscall(*t, nr, args);
+  return with_others_stopped(via, [&](Task& t) { return inject_syscall(t, nr, args); });
 }
 
 std::uint64_t TracedProcess::inject_call(Task& t, RuntimeAddr fn) {
@@ -167,10 +150,7 @@ std::uint64_t TracedProcess::inject_call(Task& t, RuntimeAddr fn) {
 
 std::optional<std::uint64_t> TracedProcess::call_in_tracee(RuntimeAddr fn, Task* via) {
   // The function runs on the process's memory: no other thread runs meanwhile.
-  ResumeOnExit others{*this, {}};
-  Task* t = alone(via, others.stopped);
-  if (!t) return std::nullopt;
-  return inject_call(*t, fn);
+  return with_others_stopped(via, [&](Task& t) { return inject_call(t, fn); });
 }
 
 std::optional<RuntimeAddr> TracedProcess::map_scratch(RuntimeAddr near, Task* via) {

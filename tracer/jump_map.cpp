@@ -8,19 +8,12 @@
 #include <functional>
 
 #include "common/error.hpp"
+#include "common/fd.hpp"
 #include "tracer/jump_probes.hpp"
 
 namespace probecost {
 
 namespace {
-
-// A file descriptor of ours, closed however we leave.
-struct Fd {
-  int fd = -1;
-  ~Fd() {
-    if (fd >= 0) ::close(fd);
-  }
-};
 
 // The header and site table of a jump area the tracee maps at `m`.
 std::optional<jump::ParsedArea> read_area(TracedProcess& proc, const Mapping& m, std::string& why) {
@@ -132,12 +125,12 @@ JumpProbes::Area JumpProbes::map_area(RuntimeAddr near) {
   if (fd < 0) throw failed("memfd_create of a jump area", proc_.pid(), fd);
   undo.tracee_fd = fd;
 
-  Fd pidfd{static_cast<int>(::syscall(SYS_pidfd_open, proc_.proc_tid(), 0))};
-  Fd ours{pidfd.fd < 0 ? -1 : static_cast<int>(::syscall(SYS_pidfd_getfd, pidfd.fd, fd, 0))};
-  if (ours.fd < 0) throw failed("pidfd_getfd of the jump area", proc_.pid(), -errno);
-  if (::ftruncate(ours.fd, static_cast<off_t>(undo.size)) != 0)
+  Fd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, proc_.proc_tid(), 0)));
+  Fd ours(!pidfd ? -1 : static_cast<int>(::syscall(SYS_pidfd_getfd, pidfd.get(), fd, 0)));
+  if (!ours) throw failed("pidfd_getfd of the jump area", proc_.pid(), -errno);
+  if (::ftruncate(ours.get(), static_cast<off_t>(undo.size)) != 0)
     throw Error::from_errno("ftruncate of a jump area");
-  void* view = ::mmap(nullptr, undo.size, PROT_READ | PROT_WRITE, MAP_SHARED, ours.fd, 0);
+  void* view = ::mmap(nullptr, undo.size, PROT_READ | PROT_WRITE, MAP_SHARED, ours.get(), 0);
   if (view == MAP_FAILED) throw Error::from_errno("mmap of a jump area");
   undo.view = view;
 

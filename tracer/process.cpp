@@ -13,11 +13,11 @@
 
 #include "breakpoint/outline.hpp"
 #include "common/error.hpp"
-#include "tracer/family.hpp"
 #include "tracer/guardian.hpp"
 #include "tracer/maps.hpp"
 #include "tracer/proc_files.hpp"
 #include "tracer/syscalls.hpp"
+#include "tracer/ticker.hpp"
 
 namespace probecost {
 
@@ -106,20 +106,6 @@ bool TracedProcess::dying() {
 
 // ---- waiting -------------------------------------------------------------------------------
 
-std::optional<TaskEvent> TracedProcess::wait_any(bool interruptible) {
-  for (;;) {
-    int status = 0;
-    pid_t tid = sys::wait_for(-1, &status, __WALL, interruptible);
-    if (tid < 0) {
-      if (errno == EINTR || errno == ECHILD) return std::nullopt;
-      throw Error::from_errno("waitpid");
-    }
-    TaskEvent ev{tid, WaitStatus(status)};
-    // In a family, another member's event is handed to it and kept for its event loop.
-    if (!family_ || family_->route(ev, *this)) return ev;
-  }
-}
-
 void TracedProcess::task_gone(pid_t tid, WaitStatus ws) {
   if (auto vp = vfork_parent_.find(tid); vp != vfork_parent_.end()) {
     if (Task* parent = task(vp->second)) parent->in_vfork = false;
@@ -141,7 +127,9 @@ void TracedProcess::task_gone(pid_t tid, WaitStatus ws) {
   }
 }
 
-Task* TracedProcess::absorb(pid_t tid, WaitStatus ws) {
+Task* TracedProcess::update_from(const TaskEvent& ev) {
+  pid_t tid = ev.tid;
+  WaitStatus ws = ev.status;
   if (ws.gone()) {
     task_gone(tid, ws);
     return nullptr;
@@ -154,34 +142,8 @@ Task* TracedProcess::absorb(pid_t tid, WaitStatus ws) {
   }
   t->note_stop(ws);
   t->in_vfork = false;  // any stop means it is out of vfork()
-  if (ws.ptrace_event() == PTRACE_EVENT_EXEC) on_exec(*t);
-  return task(tid);
-}
-
-void TracedProcess::defer(Task& t, WaitStatus ws) {
-  t.deferred = ws;
-  deferred_.push_back(t.tid());
-}
-
-std::optional<TaskEvent> TracedProcess::next_event() {
-  if (auto ev = next_deferred()) return ev;
-  auto ev = wait_any(true);
-  if (ev) absorb(ev->tid, ev->status);
-  return ev;
-}
-
-std::optional<TaskEvent> TracedProcess::next_deferred() {
-  while (!deferred_.empty()) {
-    pid_t tid = deferred_.front();
-    deferred_.pop_front();
-    Task* t = task(tid);
-    // Entries whose event was handled elsewhere (detach) or whose task is gone are stale.
-    if (!t || !t->deferred) continue;
-    WaitStatus ws = *t->deferred;
-    t->deferred.reset();
-    return TaskEvent{tid, ws};
-  }
-  return std::nullopt;
+  if (ws.ptrace_event() == PTRACE_EVENT_EXEC && t->role() == Task::Role::Thread) on_exec(*t);
+  return t;
 }
 
 bool TracedProcess::will_report(Task& t) {
@@ -191,7 +153,7 @@ bool TracedProcess::will_report(Task& t) {
   // leader whose other threads live is not reported meanwhile: do not wait for it.
   if (state == 'Z' && (tgid_of(t.tid()) != t.tid() || task_ids(t.tid()).size() <= 1)) return true;
   if (state == 0 || state == 'Z' || state == 'X') {
-    t.set_state(Task::State::Exiting);
+    t.note_exiting();
     return false;
   }
   if (blocked_in_vfork(t.tid())) {
@@ -204,7 +166,7 @@ bool TracedProcess::will_report(Task& t) {
 std::optional<WaitStatus> TracedProcess::wait_for(Task& target) {
   pid_t tid = target.tid();
   for (;;) {
-    auto ev = wait_any(true);
+    auto ev = events_.next_event_of(*this);
     if (!ev) {
       // A signal (a tick, a stop request): give up only on a task that cannot report. One
       // that will report does so soon (it is being stepped, or was just resumed).
@@ -212,10 +174,10 @@ std::optional<WaitStatus> TracedProcess::wait_for(Task& target) {
       if (!t || errno == ECHILD || !will_report(*t)) return std::nullopt;
       continue;
     }
-    Task* t = absorb(ev->tid, ev->status);
+    Task* t = task(ev->tid);
     if (ev->tid == tid) return t ? std::optional<WaitStatus>(ev->status) : std::nullopt;
     if (!task(tid)) return std::nullopt;  // gone with an exec
-    if (t) defer(*t, ev->status);
+    if (t) events_.defer(*t, ev->status);
   }
 }
 
@@ -227,7 +189,7 @@ std::vector<pid_t> TracedProcess::stop_all(pid_t except, bool include_listening)
       continue;
     if (t.state() == Task::State::Listening && !include_listening) continue;
     // ESRCH: it is dying; its exit is reported like any event.
-    if (t.ptrace_if_alive(PTRACE_INTERRUPT)) awaited.push_back(tid);
+    if (t.interrupt()) awaited.push_back(tid);
   }
   auto settled = [&](pid_t tid) {
     Task* t = task(tid);
@@ -245,7 +207,7 @@ std::vector<pid_t> TracedProcess::stop_all(pid_t except, bool include_listening)
       std::erase_if(awaited, [&](pid_t tid) { return !will_report(*task(tid)); });
       if (awaited.empty()) return stopped;
     }
-    auto ev = wait_any(true);
+    auto ev = events_.next_event_of(*this);
     if (!ev) {
       // A second stop request gives up on threads that still have not stopped a second later:
       // something we cannot see holds them, and the user wants out. Letting go of a thread
@@ -254,7 +216,7 @@ std::vector<pid_t> TracedProcess::stop_all(pid_t except, bool include_listening)
       std::erase_if(awaited, [&](pid_t tid) { return !task(tid) || !will_report(*task(tid)); });
       continue;
     }
-    Task* t = absorb(ev->tid, ev->status);
+    Task* t = task(ev->tid);
     if (!t) continue;
     bool awaited_interrupt = ev->status.interrupt_stop() &&
                              std::find(awaited.begin(), awaited.end(), ev->tid) != awaited.end();
@@ -264,63 +226,64 @@ std::vector<pid_t> TracedProcess::stop_all(pid_t except, bool include_listening)
     if (awaited_interrupt) {
       stopped.push_back(ev->tid);
     } else {
-      defer(*t, ev->status);
+      events_.defer(*t, ev->status);
     }
   }
 }
 
 void TracedProcess::resume_stopped(const std::vector<pid_t>& tids) {
   for (pid_t tid : tids) {
-    Task* t = task(tid);
-    if (t && t->stopped() && !t->deferred && t->runs_with_us()) t->resume();
+    if (Task* t = task(tid)) t->resume_if_settled();
+  }
+}
+
+OthersStopped::~OthersStopped() {
+  try {
+    proc_.resume_stopped(stopped_);
+  } catch (const Error&) {
+    // A resume fails only for a thread that is gone; its exit is reported later.
   }
 }
 
 // ---- new tasks, exec -----------------------------------------------------------------------
 
-pid_t TracedProcess::on_new_task(Task& parent) {
+std::optional<NewTask> TracedProcess::new_task_of(Task& parent) {
   int event = parent.last_stop().ptrace_event();
-  unsigned long msg = 0;
-  if (!parent.ptrace_if_alive(PTRACE_GETEVENTMSG, nullptr, &msg) || msg == 0) return 0;
-  pid_t child = static_cast<pid_t>(msg);
+  auto msg = parent.event_message();
+  if (!msg || *msg == 0) return std::nullopt;
+  pid_t child = static_cast<pid_t>(*msg);
   pid_t child_tgid = tgid_of(child);
   // A thread can run, exit and be reaped before we look at its parent's clone event: then
   // there is nothing to track, and a Task for it would be waited for forever.
-  if (child_tgid == 0 && !task(child)) return 0;
-  Task::Role role;
+  if (child_tgid == 0 && !task(child)) return std::nullopt;
+  Task::Role role = Task::Role::ForkChild;
   if (child_tgid == pid_) {
     role = Task::Role::Thread;
   } else if (share_memory(parent.tid(), child).value_or(event == PTRACE_EVENT_VFORK)) {
     role = Task::Role::MemorySharer;
-  } else {
-    role = Task::Role::ForkChild;
   }
+  return NewTask{child, role, event == PTRACE_EVENT_VFORK};
+}
+
+pid_t TracedProcess::add_new_task(const NewTask& child, Task& parent,
+                                  std::optional<WaitStatus> first_stop) {
   // A child whose first stop came before this event was held if it looked like another
   // process's (Unknown). One of our own threads was not: it was resumed and may be stopped
   // again for something else, such as a breakpoint hit waiting in `deferred`, which must not
   // be dropped (the thread would go on one byte past the site, its first instruction skipped).
-  // In a family, a first stop that came before this event is held by the family.
-  std::optional<WaitStatus> orphan = family_ ? family_->take_orphan(child) : std::nullopt;
-  if (role == Task::Role::ForkChild && family_ && family_->following() && !task(child)) {
-    family_->add_member(std::unique_ptr<TracedProcess>(new TracedProcess(child, false)), *this)
-        .follow_fork(*this, orphan);
-    return 0;  // stopped until the tracer has set it up
-  }
-  Task* known = task(child);
-  bool reported = orphan || (known && known->stopped() && known->role() == Task::Role::Unknown);
-  Task& c = add_task(child, role);
-  c.set_role(role);
-  if (orphan) c.note_stop(*orphan);
-  if (event == PTRACE_EVENT_VFORK) {
+  // A first stop that came before any of us knew the task is held by the event owner.
+  Task* known = task(child.tid);
+  bool reported = first_stop || (known && known->stopped() && known->role() == Task::Role::Unknown);
+  Task& c = add_task(child.tid, child.role);
+  c.set_role(child.role);
+  if (first_stop) c.note_stop(*first_stop);
+  if (child.vfork) {
     parent.in_vfork = true;  // from when it is resumed until the child execs or exits
-    vfork_parent_[child] = parent.tid();
+    vfork_parent_[child.tid] = parent.tid();
   }
-  if (reported) {
-    c.deferred.reset();  // its first stop, held until now: settled here
-    if (!on_first_stop(c)) return 0;
-    return child;
-  }
-  return 0;
+  if (!reported) return 0;
+  c.deferred.reset();  // its first stop, held until now: settled here
+  return on_first_stop(c) ? child.tid : 0;
 }
 
 bool TracedProcess::on_first_stop(Task& t) {
@@ -359,7 +322,7 @@ void TracedProcess::release_fork_child(Task& child) {
   tasks_.erase(child.tid());
 }
 
-void TracedProcess::follow_fork(TracedProcess& parent, std::optional<WaitStatus> first_stop) {
+void TracedProcess::take_over_fork(TracedProcess& parent, std::optional<WaitStatus> first_stop) {
   Task& t = add_task(pid_, Task::Role::Thread);
   if (first_stop) {
     t.note_stop(*first_stop);
@@ -370,31 +333,27 @@ void TracedProcess::follow_fork(TracedProcess& parent, std::optional<WaitStatus>
   for (const auto& site : parent.sites_) {
     if (site->enabled()) sites_.add(site->address(), site->label()).adopt(site->saved_byte());
   }
-  try {
+  Outcome jumps_undone = unless_gone([&] {
     for (const auto& p : parent.patches_) {
       if (!p->installed()) continue;
       memory_.write(p->address(), p->patch().original_bytes());
       sites_.add(p->address(), p->label()).enable();
     }
-  } catch (const Error&) {
-    if (!dying()) throw;
-  }
+  });
+  if (jumps_undone == Outcome::Gone) return;  // killed meanwhile: nothing more to set up
   // Its scratch pages (step-over copies) were copied with the rest of its memory.
   scratch_pages_ = parent.scratch_pages_;
   if (parent.has_guardian()) start_guardian();
 }
 
-void TracedProcess::follow_exec_of_sharer(Task& t) {
-  pid_t tid = t.tid();
-  WaitStatus ws = t.last_stop();
-  pid_t tgid = tgid_of(tid);
+void TracedProcess::take_exec_of_sharer(pid_t tid, WaitStatus ws) {
+  add_task(tid, Task::Role::Thread).note_stop(ws);
+  exec_ended_ = true;  // the tracer runs it to its entry point and probes its image
+}
+
+void TracedProcess::hand_over_sharer(pid_t tid) {
   release_sharer_bookkeeping(tid);
   tasks_.erase(tid);
-  auto& member = family_->add_member(
-      std::unique_ptr<TracedProcess>(new TracedProcess(tgid ? tgid : tid, false)), *this);
-  member.add_task(tid, Task::Role::Thread).note_stop(ws);
-  member.exec_ended_ = true;  // the tracer runs it to its entry point and probes its image
-  if (guardian_) member.start_guardian();
 }
 
 void TracedProcess::release_sharer_bookkeeping(pid_t tid) {
@@ -412,16 +371,6 @@ void TracedProcess::release_sharer(Task& t) {
 }
 
 void TracedProcess::on_exec(Task& t) {
-  if (t.role() != Task::Role::Thread) {
-    // A vfork child (or another process that shared our memory) exec'd: it has its own
-    // address space now, without our bytes. It is let go, or followed.
-    if (family_ && family_->following() && t.role() == Task::Role::MemorySharer) {
-      follow_exec_of_sharer(t);
-    } else {
-      release_sharer(t);
-    }
-    return;
-  }
   // execve() killed every other thread, and the exec'ing thread took the leader's tid (the
   // event comes from the leader's tid; GETEVENTMSG would give the former one). None of the
   // others reports anything more that we need.

@@ -8,15 +8,13 @@
 // must later swallow, and it tells a group-stop (a shell's SIGSTOP) from a signal, so the
 // process can stay stopped under PTRACE_LISTEN as it would untraced.
 //
-// All waiting goes through one place, waitpid(-1, __WALL): waiting for one particular thread
-// can block forever (a thread-group leader that has exited is not reported while other threads
-// live, and they are not reaped while we wait for it; a thread inside vfork() reports nothing
-// until its child execs). Events of other threads that arrive meanwhile are kept on their Task.
+// A process never waits by itself: every wait goes through its EventSource (the Family it
+// belongs to), which owns the one waitpid(-1, __WALL). Events of other tasks that arrive
+// meanwhile are kept on their Task for the event loop.
 #include <sys/resource.h>
 #include <sys/types.h>
 
 #include <array>
-#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -26,14 +24,14 @@
 #include "breakpoint/copy_map.hpp"
 #include "breakpoint/patch_site.hpp"
 #include "breakpoint/site_table.hpp"
+#include "common/error.hpp"
+#include "tracer/events.hpp"
 #include "tracer/memory.hpp"
 #include "tracer/task.hpp"
-#include "tracer/ticker.hpp"
 #include "tracer/wait_status.hpp"
 
 namespace probecost {
 
-class Family;
 class Guardian;
 
 struct LaunchSpec {
@@ -55,20 +53,34 @@ std::optional<int> release_leftovers(std::vector<pid_t> tids, pid_t command, boo
 // fork + exec with the spec's redirections and CPU, untraced; an exec failure is reported
 // through a close-on-exec pipe and thrown here. The caller waits for the child.
 pid_t spawn(const LaunchSpec& spec);
+// spawn(), then wait for the child's end. A stop request (stop_requested()) kills it: the
+// caller looks at the flag.
+WaitStatus spawn_and_wait(const LaunchSpec& spec);
 
-struct TaskEvent {
+// What an operation on a traced process came to: Done, or Gone when the thread it worked on or
+// the whole process went away under it (a SIGKILL, another thread's exit_group(): writes to
+// its memory fail then). That is an expected outcome, not an error: its end is reported next.
+enum class Outcome { Done, Gone };
+
+// A new task as its parent's fork/vfork/clone event tells it (TracedProcess::new_task_of).
+struct NewTask {
   pid_t tid;
-  WaitStatus status;
+  Task::Role role;
+  bool vfork;  // its parent waits in vfork() until it execs or exits
 };
 
 class TracedProcess {
  public:
   // Starts the command, seized, stopped at its exec (before the dynamic loader has run).
-  static std::unique_ptr<TracedProcess> launch(const LaunchSpec& spec);
+  static std::unique_ptr<TracedProcess> launch(const LaunchSpec& spec, EventSource& events);
   // Seizes every thread of a running process and stops them all. UsageError for a PID that
   // cannot be traced (none, a kernel thread, a zombie), Error when the kernel refuses (no
   // permission, traced already), with the reason.
-  static std::unique_ptr<TracedProcess> attach(pid_t pid);
+  static std::unique_ptr<TracedProcess> attach(pid_t pid, EventSource& events);
+  // A process the family follows (a fork child, or a process sharing a member's memory that
+  // exec'd): traced already, with no task yet. Made by Family, which then calls
+  // take_over_fork() or take_exec_of_sharer().
+  static std::unique_ptr<TracedProcess> follower(pid_t pid, EventSource& events);
   ~TracedProcess();
   TracedProcess(const TracedProcess&) = delete;
   TracedProcess& operator=(const TracedProcess&) = delete;
@@ -88,11 +100,11 @@ class TracedProcess {
   CopyMap& relocated() { return relocated_; }
   std::map<pid_t, Task>& tasks() { return tasks_; }
   Task* task(pid_t tid);
-  // The Task `t` was, if it still exists: after anything that waits (stop_all), a thread may
-  // have been reaped, or ended by another thread's exec, and its Task destroyed.
-  Task* still(pid_t tid, std::uint64_t serial) {
-    Task* t = task(tid);
-    return t && t->serial() == serial ? t : nullptr;
+  // The Task `ref` names, if it still exists: after anything that waits (stop_all), a thread
+  // may have been reaped, or ended by another thread's exec, and its Task destroyed.
+  Task* task(const TaskRef& ref) {
+    Task* t = task(ref.tid);
+    return t && t->ref().serial == ref.serial ? t : nullptr;
   }
   std::size_t thread_count() const;  // threads of the process itself (not memory sharers)
   bool alive() const { return !end_.has_value() && !detached_ && !exec_ended_; }
@@ -109,20 +121,35 @@ class TracedProcess {
   // (exit_group() or a SIGKILL in progress; its memory may be gone already, so writes to it
   // fail with EIO). A failure to restore a byte then harms nobody.
   bool dying();
+  // Runs `op` on the process: a failure that comes from the thread or the process going away
+  // under it (TaskGone, or an Error while dying()) is Outcome::Gone; any other is thrown.
+  template <typename Op>
+  Outcome unless_gone(Op&& op) {
+    try {
+      op();
+    } catch (const TaskGone&) {
+      return Outcome::Gone;
+    } catch (const Error&) {
+      if (!dying()) throw;
+      return Outcome::Gone;
+    }
+    return Outcome::Done;
+  }
 
   // Runs the stopped process until its executable's entry point (AT_ENTRY), so that the
   // libraries it needs at start-up are mapped; all threads are stopped again afterwards.
   void run_to_entry();
-  // After the exec that ended a Session::run: the old image's sites, jumps and scratch pages
+  // After an exec (exec_ended()): the old image's sites, jumps and scratch pages
   // are dropped, and the new image is run to its entry point, ready to be probed.
   void resume_after_exec();
 
-  // The next event for the event loop: one deferred earlier first, then waitpid(-1). Its
-  // bookkeeping (gone threads, exec, new tasks' states) is done. Nothing when the wait was
-  // interrupted by a signal (a tick, a stop request) or no traced task is left.
-  std::optional<TaskEvent> next_event();
-  // The oldest event kept for the event loop, if any (no wait).
-  std::optional<TaskEvent> next_deferred();
+  // The bookkeeping every reported status of one of our tasks goes through, done by the event
+  // owner as the status arrives: a gone thread is dropped (the leader last: the process has
+  // ended), an unknown task is added, a thread's exec is settled. Returns the task, or nullptr
+  // when the event needs nothing more (a thread gone, a task we do not know). A task that is
+  // not a thread of ours and exec'd is left to the event owner (release_sharer or
+  // hand_over_sharer).
+  Task* update_from(const TaskEvent& ev);
   // Waits until `task` reports, deferring other tasks' events. Nothing when it is gone.
   std::optional<WaitStatus> wait_for(Task& task);
 
@@ -134,19 +161,37 @@ class TracedProcess {
   // Resumes those of `tids` that are still stopped with nothing deferred.
   void resume_stopped(const std::vector<pid_t>& tids);
 
-  // A fork/vfork/clone event of `parent`: the child is a thread of ours, another process that
-  // shares our memory (kept and traced: our int3 bytes are in its text), or a process with a
-  // copy of our memory (its copy of the int3 bytes is removed and it is let go). Decided by
-  // thread-group and address-space membership, not by which event the kernel reported:
-  // clone(CLONE_VM|SIGCHLD) reports a fork, clone(0) a clone. When the child's first stop
-  // came earlier and it is now ready to run, returns its tid: the caller resumes it (or not,
-  // when it is letting go of everything).
-  pid_t on_new_task(Task& parent);
+  // A fork/vfork/clone event of `parent`, settled by the event owner (EventSource::on_new_task):
+  // the child becomes one of our tasks, or, while following forks, a process of its own. When
+  // the child's first stop came earlier and it is now ready to run, returns its tid: the caller
+  // resumes it (or not, when it is letting go of everything).
+  pid_t on_new_task(Task& parent) { return events_.on_new_task(*this, parent); }
+  // What the child of `parent`'s fork/vfork/clone event is: a thread of ours, another process
+  // that shares our memory (kept and traced: our int3 bytes are in its text), or a process
+  // with a copy of our memory (its copy of the int3 bytes is removed and it is let go). Decided
+  // by thread-group and address-space membership, not by which event the kernel reported:
+  // clone(CLONE_VM|SIGCHLD) reports a fork, clone(0) a clone. Nothing when there is nothing to
+  // track (the parent or the child is gone).
+  std::optional<NewTask> new_task_of(Task& parent);
+  // Makes `child` one of our tasks; `first_stop`: its first stop, if it came before its
+  // parent's event. Returns its tid when it is ready to run (on_new_task).
+  pid_t add_new_task(const NewTask& child, Task& parent, std::optional<WaitStatus> first_stop);
   // The first stop of a task made by fork/clone: resumed, held, or released by its kind.
   // False when the task is held or gone (nothing for the caller to resume).
   bool on_first_stop(Task& task);
-  // PTRACE_EVENT_EXEC of `task`.
-  void on_exec(Task& task);
+
+  // This process is a fork child of `parent`: wait for its first stop unless it came
+  // (`first_stop`), then take over the copy of the parent's probes its memory holds: the int3
+  // sites as they are, each jump put back to the original bytes with an int3 over its first
+  // (the jump's trampoline and counters are the parent's, in memory both share).
+  void take_over_fork(TracedProcess& parent, std::optional<WaitStatus> first_stop);
+  // This process is one that shared a member's memory and exec'd: its task `tid` reported the
+  // exec (`ws`). The tracer runs it to its entry point and probes its new image.
+  void take_exec_of_sharer(pid_t tid, WaitStatus ws);
+  // A process that shared our memory exec'd (it has an address space of its own now, without
+  // our bytes): let go of it, or hand it over (the family follows it as a process of its own).
+  void release_sharer(Task& task);
+  void hand_over_sharer(pid_t tid);
 
   // Runs system call `nr` in a stopped thread of the tracee (`via`, or any), every other
   // thread stopped meanwhile, and returns its raw result (-errno on failure). Nothing when no
@@ -166,8 +211,6 @@ class TracedProcess {
   // Nothing when no thread can run it now (every thread running, or held in a group-stop).
   std::optional<RuntimeAddr> map_scratch(RuntimeAddr near, Task* via = nullptr);
 
-  // The family this process belongs to (trace --follow-forks), if any.
-  Family* family() const { return family_; }
   bool has_guardian() const { return guardian_ != nullptr; }
 
   // Watches over our int3 bytes from a separate process that puts them back if probecost
@@ -184,33 +227,20 @@ class TracedProcess {
   const std::vector<pid_t>& leftovers() const { return leftovers_; }
 
  private:
-  friend class Family;
-  // This process is a fork child of `parent` (a member already): wait for its first stop
-  // unless it came (`first_stop`), then take over the copy of the parent's probes its memory
-  // holds: the int3 sites as they are, each jump put back to the original bytes with an int3
-  // over its first (the jump's trampoline and counters are the parent's, in memory both
-  // share).
-  void follow_fork(TracedProcess& parent, std::optional<WaitStatus> first_stop);
-  // A process that shared our memory (a vfork child) exec'd: while following, it becomes a
-  // member of its own, stopped at its exec.
-  void follow_exec_of_sharer(Task& t);
+  // Runs `inject` on `via` (or any stopped thread) with every other thread stopped meanwhile;
+  // nothing when there is no such thread, or it ended while the others stopped.
+  template <typename Inject>
+  auto with_others_stopped(Task* via, Inject inject)
+      -> std::optional<decltype(inject(std::declval<Task&>()))>;
 
-  // `via` (or any stopped thread) with every other thread stopped, their tids in `stopped`;
-  // nullptr when there is none, or it ended while the others stopped.
-  Task* alone(Task* via, std::vector<pid_t>& stopped);
-
-  TracedProcess(pid_t pid, bool launched);
+  TracedProcess(pid_t pid, bool launched, EventSource& events);
   void seize_all_threads();
   Task& add_task(pid_t tid, Task::Role role);
-  // The bookkeeping every reported status goes through. Returns the task, or nullptr when the
-  // event needs nothing more (a thread gone, a task we do not know).
-  Task* absorb(pid_t tid, WaitStatus ws);
   void task_gone(pid_t tid, WaitStatus ws);
-  std::optional<TaskEvent> wait_any(bool interruptible);
-  void defer(Task& task, WaitStatus ws);
+  // PTRACE_EVENT_EXEC of a thread of ours.
+  void on_exec(Task& task);
   bool will_report(Task& task);
   void release_fork_child(Task& child);
-  void release_sharer(Task& task);
   void release_sharer_bookkeeping(pid_t tid);  // a vfork waiter is out of vfork()
   // Detach's fix-up of one stopped task: a thread whose int3 trapped is rewound onto the site,
   // and its SIGTRAP consumed, before the byte goes back.
@@ -228,12 +258,12 @@ class TracedProcess {
 
   pid_t pid_;
   bool launched_;
+  EventSource& events_;
   ProcMemory memory_;
   SiteTable sites_;
   std::vector<std::unique_ptr<PatchSite>> patches_;
   CopyMap relocated_;
   std::map<pid_t, Task> tasks_;
-  std::deque<pid_t> deferred_;           // tasks given a deferred event, oldest first
   std::map<pid_t, pid_t> vfork_parent_;  // vfork child -> the thread waiting in vfork()
   std::optional<WaitStatus> end_;
   std::optional<double> end_cpu_seconds_;
@@ -241,10 +271,22 @@ class TracedProcess {
   bool detached_ = false;
   bool exec_ended_ = false;
   std::vector<RuntimeAddr> scratch_pages_;
-  Ticker ticker_;
   std::unique_ptr<Guardian> guardian_;
-  Family* family_ = nullptr;
   std::vector<pid_t> leftovers_;
+};
+
+// Stops every task of `proc` but `keep` (stop_all) for its lifetime, and resumes them whatever
+// happens (resume_stopped): around a step-over that removes an int3, or injected code.
+class OthersStopped {
+ public:
+  OthersStopped(TracedProcess& proc, pid_t keep) : proc_(proc), stopped_(proc.stop_all(keep)) {}
+  ~OthersStopped();
+  OthersStopped(const OthersStopped&) = delete;
+  OthersStopped& operator=(const OthersStopped&) = delete;
+
+ private:
+  TracedProcess& proc_;
+  std::vector<pid_t> stopped_;
 };
 
 }  // namespace probecost

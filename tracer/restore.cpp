@@ -11,9 +11,9 @@
 #include "breakpoint/jump_area.hpp"
 #include "breakpoint/site.hpp"
 #include "common/error.hpp"
+#include "tracer/family.hpp"
 #include "tracer/jump_probes.hpp"
 #include "tracer/maps.hpp"
-#include "tracer/process.hpp"
 #include "tracer/symbols.hpp"
 
 namespace probecost {
@@ -118,15 +118,16 @@ void restore_jumps(TracedProcess& proc, const ProcessSymbols& symbols, const jum
 RestoreReport restore_process(pid_t pid, bool dry_run) {
   RestoreReport report;
   report.pid = pid;
-  auto proc = TracedProcess::attach(pid);
-  ProcessSymbols symbols(proc->proc_tid());
-  auto maps = read_maps(proc->proc_tid());
+  auto family = Family::attach(pid);
+  TracedProcess& proc = family->root();
+  ProcessSymbols symbols(proc.proc_tid());
+  auto maps = read_maps(proc.proc_tid());
   // Jumps first: their original bytes may hold what looks like an int3 to the file comparison.
-  for (const auto& area : read_jump_areas(*proc, report.notes))
-    restore_jumps(*proc, symbols, area, dry_run, report);
+  for (const auto& area : read_jump_areas(proc, report.notes))
+    restore_jumps(proc, symbols, area, dry_run, report);
   for (const Mapping& m : maps) {
     if (m.exec && !m.path.empty() && m.path[0] == '/' && m.path.rfind("/memfd:", 0) != 0)
-      compare_mapping(*proc, symbols, m, report);
+      compare_mapping(proc, symbols, m, report);
   }
   // A jump's padding is int3 too, and is the jump's (restored, or left with it).
   std::erase_if(report.bytes, [&](const RestoredByte& b) {
@@ -138,10 +139,10 @@ RestoreReport restore_process(pid_t pid, bool dry_run) {
     if (!b.why_not.empty() || dry_run) continue;
     // The site owns the byte from now on; detach() puts it back, after rewinding a thread
     // stopped one past it with its int3's SIGTRAP still queued.
-    proc->sites().add(b.address, b.where).adopt(b.original);
+    proc.sites().add(b.address, b.where).adopt(b.original);
     b.restored = true;
   }
-  proc->detach();
+  proc.detach();
   return report;
 }
 

@@ -3,8 +3,6 @@
 #include <signal.h>
 #include <sys/ptrace.h>
 
-#include <ctime>
-
 #include "common/error.hpp"
 #include "tracer/fault_fixup.hpp"
 
@@ -40,8 +38,7 @@ class Stopped final : public StoppedThread {
 
   bool run_to_trap(RuntimeAddr at) override {
     for (;;) {
-      task_.set_state(Task::State::Running);
-      alive(task_.ptrace_if_alive(PTRACE_CONT));
+      alive(task_.resume_keeping_signals());
       switch (await_trap()) {
         case Outcome::Trap:
           if (pc() == at + 1) {
@@ -93,87 +90,40 @@ class Stopped final : public StoppedThread {
   SessionStats& stats_;
 };
 
-// Stops the other threads for the lifetime of the guard, and resumes them whatever happens.
-class OthersStopped {
- public:
-  OthersStopped(TracedProcess& proc, pid_t tid, bool stop) : proc_(proc) {
-    if (stop) stopped_ = proc_.stop_all(tid);
-  }
-  ~OthersStopped() {
-    try {
-      proc_.resume_stopped(stopped_);
-    } catch (const Error&) {
-      // A resume fails only for a thread that is gone; its exit is reported later.
-    }
-  }
-
- private:
-  TracedProcess& proc_;
-  std::vector<pid_t> stopped_;
-};
-
 }  // namespace
 
-void Session::start() {
-  // The launch/attach stop (and any others left from before) are resumed first.
-  for (auto& [tid, t] : proc_.tasks()) resume_if_stopped(tid);
-}
-
-bool Session::settle(const TaskEvent& ev) {
-  hit_happened_ = false;
+BreakpointSite& add_int3_probe(TracedProcess& proc, StepOver& step_over, RuntimeAddr at,
+                               const std::string& label, const std::string& what) {
+  BreakpointSite& site = proc.sites().add(at, label);
+  if (site.enabled()) return site;  // two probes naming one address
   try {
-    dispatch(ev);
-  } catch (const TaskGone&) {
-    return false;  // killed while we handled it; its exit is reported next
-  } catch (const Error&) {
-    // A memory write that failed because the process is exiting under us (exit_group
-    // from another thread): its exit is reported next. Anything else is a real failure.
-    if (!proc_.dying()) throw;
-    return false;
+    site.enable();
+  } catch (const SiteOccupied&) {
+    std::string pid = std::to_string(proc.pid());
+    throw Error("cannot probe " + (what.empty() ? label + " at " + at.hex() : what) +
+                " in process " + pid +
+                ": it holds an int3 already. If a probecost was killed while tracing it, "
+                "'probecost restore -p " +
+                pid + "' puts the bytes back");
   }
-  return true;
+  step_over.prepare(site);
+  return site;
 }
 
-void Session::handle(const TaskEvent& ev) {
-  if (settle(ev) && proc_.alive()) resume_if_stopped(ev.tid);
+void Session::start() {
+  for (auto& [tid, t] : proc_.tasks()) t.resume_if_settled();
 }
 
-Session::End Session::run(const std::function<bool()>& stop_after_hit,
-                          const std::function<bool()>& on_tick) {
-  start();
-  while (proc_.alive()) {
-    if (stop_requested()) return End::Interrupted;
-    if (deadline_reached(deadline_, deadline_armed_)) return End::Deadline;
-    if (tick_requested().exchange(false) && on_tick && on_tick()) return End::Tick;
-    auto ev = proc_.next_event();
-    if (!ev) {
-      if (errno == ECHILD || proc_.tasks().empty()) break;
-      continue;  // a signal: the flags are looked at above
-    }
-    if (!settle(*ev)) continue;
-    if (!proc_.alive()) break;
-    if (hit_happened_ && stop_after_hit && stop_after_hit()) return End::Predicate;
-    resume_if_stopped(ev->tid);
-  }
-  return proc_.exec_ended() ? End::Exec : End::ProcessEnded;
+bool Session::handle(const TaskEvent& ev) {
+  hit_happened_ = false;
+  // Gone: the thread was killed while we handled its event, or a memory write failed because
+  // the process is exiting under us (exit_group from another thread). Its exit comes next.
+  return proc_.unless_gone([&] { dispatch(ev); }) == Outcome::Done;
 }
 
-bool deadline_reached(double deadline, bool& armed) {
-  if (deadline <= 0) return false;
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);  // vDSO: ~20 ns, no system call
-  double left = deadline - (ts.tv_sec + ts.tv_nsec / 1e9);
-  if (left <= 0) return true;
-  if (left < Ticker::kPeriod && !armed) {
-    Ticker::next_tick_within(left);  // once: a system call
-    armed = true;
-  }
-  return false;
-}
-
-void Session::resume_if_stopped(pid_t tid) {
-  Task* t = proc_.task(tid);
-  if (t && t->stopped() && !t->deferred && t->runs_with_us()) t->resume();
+void Session::resume_after(const TaskEvent& ev) {
+  if (!proc_.alive()) return;
+  if (Task* t = proc_.task(ev.tid)) t->resume_if_settled();
 }
 
 void Session::dispatch(const TaskEvent& ev) {
@@ -192,7 +142,7 @@ void Session::dispatch(const TaskEvent& ev) {
     return;
   }
   if (ws.new_task_event()) {
-    if (pid_t child = proc_.on_new_task(*t)) resume_if_stopped(child);
+    if (Task* child = proc_.task(proc_.on_new_task(*t))) child->resume_if_settled();
     return;
   }
   // PTRACE_EVENT_EXEC is settled by the process's bookkeeping; PTRACE_EVENT_STOP (an
@@ -219,9 +169,9 @@ void Session::on_trap(Task& t) {
     on_hit(t, thread, *site);
     return;
   }
-  siginfo_t info;
-  if (!t.ptrace_if_alive(PTRACE_GETSIGINFO, nullptr, &info)) throw TaskGone{t.tid()};
-  if (classify_trap(info) == TrapCause::Breakpoint && on_breakpoint(t, thread)) return;
+  auto cause = t.trap_cause();
+  if (!cause) throw TaskGone{t.tid()};
+  if (*cause == TrapCause::Breakpoint && on_breakpoint(t, thread)) return;
   t.pending_signals.push_back(SIGTRAP);  // the program's own int3 or a SIGTRAP sent to it
   ++stats_.signals_passed;
 }
@@ -247,12 +197,11 @@ void Session::on_hit(Task& t, StoppedThread& thread, BreakpointSite& site) {
   ++stats_.hits;
   hit_happened_ = true;
   step_over_->ready(site);
-  bool all_stop = proc_.tasks().size() > 1 && step_over_->needs_all_stop(site);
-  pid_t tid = t.tid();
-  std::uint64_t serial = t.serial();
-  OthersStopped others(proc_, tid, all_stop);
+  TaskRef ref = t.ref();
+  std::optional<OthersStopped> others;
+  if (proc_.tasks().size() > 1 && step_over_->needs_all_stop(site)) others.emplace(proc_, ref.tid);
   // Another thread's exec while we stopped everyone ends this one (and destroys its Task).
-  if (!proc_.still(tid, serial)) throw TaskGone{tid};
+  if (!proc_.task(ref)) throw TaskGone{ref.tid};
   step_over_->step(thread, site);
 }
 

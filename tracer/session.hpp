@@ -1,14 +1,15 @@
 #pragma once
-// The event loop of one traced process: wait for a stop, classify it, run the handler on a
-// breakpoint hit, step over, resume; pass every other signal on to the tracee.
+// The handling of one traced process's events, for the event loop (event_loop.hpp): classify
+// a stop, run the handler on a breakpoint hit and step over it, keep every other signal for
+// delivery to the tracee.
 #include <sys/types.h>
 
 #include <cstdint>
 #include <functional>
+#include <string>
 
 #include "breakpoint/step_over.hpp"
 #include "tracer/process.hpp"
-#include "tracer/ticker.hpp"
 
 namespace probecost {
 
@@ -18,33 +19,35 @@ struct SessionStats {
   std::uint64_t signals_passed = 0;  // signals delivered on to the tracee
 };
 
-// True once CLOCK_MONOTONIC reaches `deadline` (seconds; 0: none). Close to it, the next tick
-// is brought forward once (`armed`), so that a waiting loop wakes up in time.
-bool deadline_reached(double deadline, bool& armed);
+// Puts an int3 probe at `at` (its site named `label`) and readies `step_over` for its hits: the
+// one way in for int3 probes (trace, and compare's traced runs). A second probe at the same
+// address is the same site. Error naming `what` (by default the label and address) and the
+// process when the address holds an int3 already: a probecost killed while tracing it left one
+// (`probecost restore` puts the byte back), or the program's own.
+BreakpointSite& add_int3_probe(TracedProcess& proc, StepOver& step_over, RuntimeAddr at,
+                               const std::string& label, const std::string& what = {});
 
 class Session {
  public:
-  enum class End { ProcessEnded, Exec, Interrupted, Predicate, Tick, Deadline };
-
   Session(TracedProcess& process, StepOver& step_over) : proc_(process), step_over_(&step_over) {}
 
-  // Runs until the process ends or execs, stop_requested() is set, `stop_after_hit` returns
-  // true after a hit (the hitting thread is then left stopped, already past the site), or
-  // `on_tick` returns true at a tick (every 100 ms). Flags are looked at on every turn, so a
-  // process that hits a probe without pause cannot keep the loop from seeing them.
-  End run(const std::function<bool()>& stop_after_hit = nullptr,
-          const std::function<bool()>& on_tick = nullptr);
-  // The pieces of run() for a loop that waits for several processes at once (Family): resume
-  // every stopped thread, then hand each of the process's events to handle(), which resumes
-  // the thread afterwards.
+  TracedProcess& process() { return proc_; }
+  // Resumes every stopped thread (the launch or attach stop, and any other left from before):
+  // before the loop hands the process's first event.
   void start();
-  void handle(const TaskEvent& ev);
+  // Handles one event of the process, its bookkeeping done: a hit is counted and stepped over,
+  // a signal kept for delivery, a new task settled. The thread stays stopped (resume_after
+  // lets it go on). False when the thread or the process went away under it (its exit is
+  // reported next).
+  bool handle(const TaskEvent& ev);
+  // Whether the event handle() took last was a breakpoint hit.
+  bool hit() const { return hit_happened_; }
+  // Resumes the event's thread if it is still stopped, with nothing deferred, and the process
+  // lives.
+  void resume_after(const TaskEvent& ev);
   const SessionStats& stats() const { return stats_; }
   // After an exec: the new image's strategy (the old one's plans and pages are gone).
   void set_step_over(StepOver& step_over) { step_over_ = &step_over; }
-  // run() ends with End::Deadline once CLOCK_MONOTONIC reaches `seconds` (looked at on every
-  // turn, and a tick is brought forward to it when the loop is waiting).
-  void set_deadline(double monotonic_seconds) { deadline_ = monotonic_seconds; }
   // Called first on every SIGTRAP stop, with nothing read from the thread yet. True: handled
   // (the thread is resumed as it is, nothing delivered, no site looked up). compare's ptrace
   // floor counts compiled-in int3 this way: one stop, waitpid + PTRACE_CONT per hit.
@@ -55,21 +58,15 @@ class Session {
   }
 
  private:
-  // dispatch() with the ways a thread or the process can go away under it caught: false when
-  // the event ended that way (its exit is reported next).
-  bool settle(const TaskEvent& ev);
   void dispatch(const TaskEvent& ev);
   void on_trap(Task& task);
   bool on_breakpoint(Task& task, StoppedThread& thread);
   void on_hit(Task& task, StoppedThread& thread, BreakpointSite& site);
-  void resume_if_stopped(pid_t tid);
 
   TracedProcess& proc_;
   StepOver* step_over_;
   SessionStats stats_;
   bool hit_happened_ = false;
-  double deadline_ = 0;
-  bool deadline_armed_ = false;
   std::function<void(pid_t, StoppedThread&, BreakpointSite&)> observer_;
   std::function<bool(Task&)> trap_hook_;
 };

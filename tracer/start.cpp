@@ -2,7 +2,6 @@
 // spawning an untraced one (fork + exec with an honest exec error).
 #include <dirent.h>
 #include <fcntl.h>
-#include <sched.h>
 #include <signal.h>
 #include <sys/ptrace.h>
 #include <sys/wait.h>
@@ -13,11 +12,13 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/cpu.hpp"
 #include "common/error.hpp"
 #include "tracer/guardian.hpp"
 #include "tracer/proc_files.hpp"
 #include "tracer/process.hpp"
 #include "tracer/syscalls.hpp"
+#include "tracer/ticker.hpp"
 
 namespace probecost {
 
@@ -41,12 +42,7 @@ constexpr long kOptions = PTRACE_O_TRACECLONE | PTRACE_O_TRACEFORK | PTRACE_O_TR
   if (spec.stdin_fd >= 0 && ::dup2(spec.stdin_fd, 0) < 0) fail(1);
   if (spec.stdout_fd >= 0 && ::dup2(spec.stdout_fd, 1) < 0) fail(1);
   if (spec.stderr_fd >= 0 && ::dup2(spec.stderr_fd, 2) < 0) fail(1);
-  if (spec.cpu >= 0) {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(spec.cpu, &set);
-    if (::sched_setaffinity(0, sizeof set, &set) < 0) fail(2);
-  }
+  if (spec.cpu >= 0 && !pin_to_cpu(spec.cpu)) fail(2);
   // Stop here so the parent can PTRACE_SEIZE us before the exec (strace does the same).
   if (stop_first) ::raise(SIGSTOP);
   // execv, not execvp: on ENOEXEC execvp runs the file as a /bin/sh script, which would
@@ -105,9 +101,9 @@ void check_exec_report(int fd, pid_t pid, const LaunchSpec& spec) {
   while (n < 0 && errno == EINTR);
   ::close(fd);
   if (n != static_cast<ssize_t>(sizeof msg)) return;
-  ::kill(pid, SIGKILL);
+  sys::kill(pid, SIGKILL);
   int status;
-  while (::waitpid(pid, &status, __WALL) == pid && !WaitStatus(status).gone()) {
+  while (sys::wait_for(pid, &status, __WALL) == pid && !WaitStatus(status).gone()) {
   }
   throw Error::from_errno("cannot launch '" + spec.argv[0] + "' (" + launch_step_name(msg[0]) + ")",
                           msg[1]);
@@ -117,7 +113,7 @@ void check_attachable(pid_t pid) {
   std::string p = std::to_string(pid);
   if (pid <= 0) throw UsageError("bad PID " + p);
   if (pid == ::getpid()) throw UsageError("process " + p + " is probecost itself");
-  if (::kill(pid, 0) < 0 && errno == ESRCH) throw UsageError("no process with PID " + p);
+  if (sys::kill(pid, 0) < 0 && errno == ESRCH) throw UsageError("no process with PID " + p);
   std::string state = stat_field(pid, 3);
   if (state.empty()) throw UsageError("no process with PID " + p);
   // A zombie leader whose other threads live (it called pthread_exit) is a running process.
@@ -139,17 +135,33 @@ pid_t spawn(const LaunchSpec& spec) {
   return pid;
 }
 
-TracedProcess::TracedProcess(pid_t pid, bool launched)
-    : pid_(pid), launched_(launched), memory_(pid), sites_(memory_) {}
+WaitStatus spawn_and_wait(const LaunchSpec& spec) {
+  pid_t pid = spawn(spec);
+  int status = 0;
+  // Woken by the tick and by stop requests: a stop request ends the child (SIGKILL), whose
+  // end is then reaped as any other.
+  while (sys::wait_for(pid, &status, 0, true) < 0) {
+    if (errno != EINTR) throw Error::from_errno("waitpid on '" + spec.argv[0] + "'");
+    if (stop_requested()) sys::kill(pid, SIGKILL);
+  }
+  return WaitStatus(status);
+}
 
-std::unique_ptr<TracedProcess> TracedProcess::launch(const LaunchSpec& spec) {
+TracedProcess::TracedProcess(pid_t pid, bool launched, EventSource& events)
+    : pid_(pid), launched_(launched), events_(events), memory_(pid), sites_(memory_) {}
+
+std::unique_ptr<TracedProcess> TracedProcess::follower(pid_t pid, EventSource& events) {
+  return std::unique_ptr<TracedProcess>(new TracedProcess(pid, false, events));
+}
+
+std::unique_ptr<TracedProcess> TracedProcess::launch(const LaunchSpec& spec, EventSource& events) {
   double children_cpu = children_cpu_seconds();
   int report;
   pid_t pid = fork_child(spec, true, report);
   int status = 0;
   // Retried on EINTR: a stop request now must not read the exec report of a child that is
   // still stopped before its exec (the read would wait for ever).
-  if (sys::wait_for(pid, &status, WUNTRACED) != pid || !WIFSTOPPED(status)) {
+  if (sys::wait_for(pid, &status, WUNTRACED) != pid || !WaitStatus(status).stopped()) {
     check_exec_report(report, pid, spec);  // it failed before its exec: say why
     throw Error("'" + spec.argv[0] + "' " + WaitStatus(status).describe() + " before its exec");
   }
@@ -157,14 +169,14 @@ std::unique_ptr<TracedProcess> TracedProcess::launch(const LaunchSpec& spec) {
   if (sys::ptrace_call(PTRACE_SEIZE, pid, nullptr,
                        reinterpret_cast<void*>(kOptions | PTRACE_O_EXITKILL)) < 0) {
     int err = errno;
-    ::kill(pid, SIGKILL);
-    ::waitpid(pid, &status, 0);
+    sys::kill(pid, SIGKILL);
+    sys::wait_for(pid, &status, 0);
     throw Error::from_errno("cannot trace '" + spec.argv[0] + "' (PTRACE_SEIZE)", err);
   }
   // Seizing a stopped task re-traps it into a ptrace-stop that SIGCONT alone cannot end: it is
   // resumed below, and the exec report is read only once the exec has happened or failed.
-  ::kill(pid, SIGCONT);
-  std::unique_ptr<TracedProcess> proc(new TracedProcess(pid, true));
+  sys::kill(pid, SIGCONT);
+  std::unique_ptr<TracedProcess> proc(new TracedProcess(pid, true, events));
   proc->children_cpu_at_launch_ = children_cpu;
   for (;;) {
     if (sys::wait_for(pid, &status, __WALL) != pid) throw Error::from_errno("waitpid after exec");
@@ -194,7 +206,7 @@ std::unique_ptr<TracedProcess> TracedProcess::launch(const LaunchSpec& spec) {
   return proc;
 }
 
-std::unique_ptr<TracedProcess> TracedProcess::attach(pid_t pid) {
+std::unique_ptr<TracedProcess> TracedProcess::attach(pid_t pid, EventSource& events) {
   check_attachable(pid);
   // A leader that has exited alone cannot be seized (EPERM); its threads are traced without it.
   bool zombie_leader = stat_field(pid, 3) == "Z";
@@ -209,15 +221,25 @@ std::unique_ptr<TracedProcess> TracedProcess::attach(pid_t pid) {
     if (errno == ESRCH) throw UsageError("no process with PID " + std::to_string(pid));
     throw Error("cannot trace process " + std::to_string(pid) + ": " + why);
   }
-  std::unique_ptr<TracedProcess> proc(new TracedProcess(pid, false));
+  // A process that exits while we attach is as good as one that was not there: a usage error
+  // (exit 2), as for a PID that names nothing.
+  auto exited = [pid](const std::string& how) {
+    return UsageError("process " + std::to_string(pid) + " " + how +
+                      " while probecost was attaching");
+  };
+  std::unique_ptr<TracedProcess> proc;
+  try {
+    proc.reset(new TracedProcess(pid, false, events));  // opens /proc/PID/mem
+  } catch (const Error&) {
+    std::string state = stat_field(pid, 3);
+    if (state.empty() || state == "Z" || state == "X") throw exited("exited");
+    throw;
+  }
   if (!zombie_leader) proc->add_task(pid, Task::Role::Thread);
   proc->seize_all_threads();
   if (proc->tasks_.empty()) throw UsageError("process " + std::to_string(pid) + " has exited");
   proc->stop_all(0, true);
-  if (proc->end_) {
-    throw Error("process " + std::to_string(pid) + " " + proc->end_->describe() +
-                " while probecost was attaching");
-  }
+  if (proc->end_) throw exited(proc->end_->describe());
   return proc;
 }
 
@@ -242,7 +264,6 @@ void TracedProcess::resume_after_exec() {
   // The exec event itself may have been kept for the event loop (seen while we waited for
   // something else): it is settled here, by running to the new entry point.
   for (auto& [tid, t] : tasks_) t.deferred.reset();
-  deferred_.clear();
   sites_.clear();
   patches_.clear();
   relocated_.clear();

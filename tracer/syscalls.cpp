@@ -1,5 +1,6 @@
 #include "tracer/syscalls.hpp"
 
+#include <signal.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -66,6 +67,12 @@ int tgkill(pid_t tgid, pid_t tid, int sig) {
   if (std::FILE* f = log_file())
     std::fprintf(f, "%.6f tgkill %d %d sig %d\n", log_time(), tgid, tid, sig);
   return static_cast<int>(::syscall(SYS_tgkill, tgid, tid, sig));
+}
+
+int kill(pid_t pid, int sig) {
+  ++counters().other;
+  if (std::FILE* f = log_file()) std::fprintf(f, "%.6f kill %d sig %d\n", log_time(), pid, sig);
+  return ::kill(pid, sig);
 }
 
 int tkill(pid_t tid, int sig) {

@@ -1,6 +1,7 @@
 #pragma once
-// Every system call the tracer makes on a tracee goes through these wrappers, so that the
-// count per hit is a measured figure (see `probecost compare -v`), not a guess.
+// Every ptrace request, wait and signal the tracer makes on a tracee goes through these
+// wrappers (and every access to its memory through ProcMemory, which counts itself), so that
+// the count per hit is a measured figure (see `probecost compare -v`), not a guess.
 #include <sys/ptrace.h>
 #include <sys/types.h>
 
@@ -24,6 +25,8 @@ long ptrace_call(enum __ptrace_request request, pid_t tid, void* addr = nullptr,
 // unless `interruptible`: the event loop wants EINTR back to notice a tick or a stop request.
 pid_t wait_for(pid_t tid, int* status, int options, bool interruptible = false);
 int tgkill(pid_t tgid, pid_t tid, int sig);
+// kill: a signal to a whole process (SIGKILL, SIGCONT), or 0 to ask whether it exists.
+int kill(pid_t pid, int sig);
 // tkill: a signal to one thread by its tid alone (re-sending a signal the thread received).
 int tkill(pid_t tid, int sig);
 

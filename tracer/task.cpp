@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "common/error.hpp"
+#include "tracer/proc_files.hpp"
 #include "tracer/syscalls.hpp"
 
 namespace probecost {
@@ -29,14 +30,6 @@ bool Task::ptrace_if_alive(__ptrace_request request, void* addr, void* data) {
   if (errno == ESRCH) return false;
   throw Error::from_errno("ptrace request " + std::to_string(request) + " on thread " +
                           std::to_string(tid_));
-}
-
-long Task::xptrace(__ptrace_request request, void* addr, void* data, const char* what) {
-  errno = 0;
-  long r = sys::ptrace_call(request, tid_, addr, data);
-  if (r == -1 && errno)
-    throw Error::from_errno(std::string(what) + " thread " + std::to_string(tid_));
-  return r;
 }
 
 void Task::invalidate_registers() {
@@ -113,6 +106,52 @@ bool Task::detach() {
   return resume_with_signals(PTRACE_DETACH);
 }
 
+bool Task::resume_if_settled() {
+  if (!stopped() || deferred || !runs_with_us()) return false;
+  return resume();
+}
+
+bool Task::resume_keeping_signals() {
+  invalidate_registers();
+  state_ = State::Running;
+  return ptrace_if_alive(PTRACE_CONT);
+}
+
+bool Task::interrupt() {
+  return ptrace_if_alive(PTRACE_INTERRUPT);
+}
+
+std::optional<unsigned long> Task::event_message() {
+  unsigned long msg = 0;
+  if (!ptrace_if_alive(PTRACE_GETEVENTMSG, nullptr, &msg)) return std::nullopt;
+  return msg;
+}
+
+std::optional<TrapCause> Task::trap_cause() {
+  siginfo_t info;
+  if (!ptrace_if_alive(PTRACE_GETSIGINFO, nullptr, &info)) return std::nullopt;
+  return classify_trap(info);
+}
+
+std::optional<siginfo_t> Task::siginfo() {
+  siginfo_t info;
+  if (!ptrace_if_alive(PTRACE_GETSIGINFO, nullptr, &info)) return std::nullopt;
+  return info;
+}
+
+bool Task::set_siginfo(const siginfo_t& info) {
+  siginfo_t copy = info;
+  return ptrace_if_alive(PTRACE_SETSIGINFO, nullptr, &copy);
+}
+
+std::optional<__ptrace_syscall_info> Task::syscall_info() {
+  __ptrace_syscall_info info{};
+  // addr is the size of the buffer; the kernel fills at most that much.
+  if (!ptrace_if_alive(PTRACE_GET_SYSCALL_INFO, reinterpret_cast<void*>(sizeof info), &info))
+    return std::nullopt;
+  return info;
+}
+
 bool Task::resume_listening() {
   invalidate_registers();
   state_ = State::Listening;
@@ -139,11 +178,8 @@ bool sigtrap_pending(pid_t tid) {
 }
 
 char task_state_letter(pid_t tid) {
-  std::ifstream in(proc_path(tid, "stat"));
-  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  auto paren = stat.rfind(')');
-  if (paren == std::string::npos || paren + 2 >= stat.size()) return 0;
-  return stat[paren + 2];
+  std::string state = stat_field(tid, 3);
+  return state.empty() ? 0 : state[0];
 }
 
 bool blocked_in_vfork(pid_t tid) {

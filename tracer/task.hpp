@@ -4,7 +4,8 @@
 // to it. Every ptrace request on a thread goes through it, and each request says whether the
 // thread may be gone: a traced thread can vanish at any ptrace call (ESRCH), for instance when
 // another thread calls exit_group() or the process is sent SIGKILL, which needs no tracer's
-// consent. That is an expected outcome (ptrace_if_alive returns false), not an error.
+// consent. That is an expected outcome (the operation returns false or nothing), not an error.
+#include <signal.h>
 #include <sys/ptrace.h>
 #include <sys/types.h>
 #include <sys/user.h>
@@ -18,6 +19,13 @@
 #include "tracer/wait_status.hpp"
 
 namespace probecost {
+
+// Names a Task across a wait: an exec can end a thread and give its tid (the leader's) to
+// another, so a tid alone does not say that the Task it named is still the same.
+struct TaskRef {
+  pid_t tid;
+  std::uint64_t serial;
+};
 
 // Thrown by the hit path when the thread it works on is gone. The event loop catches it: the
 // thread's exit is reported by waitpid later.
@@ -44,9 +52,8 @@ class Task {
   Task(pid_t tid, Role role) : tid_(tid), role_(role), serial_(next_serial()) {}
 
   pid_t tid() const { return tid_; }
-  // Unique per Task object: an exec can end a thread and give its tid (the leader's) to
-  // another, so a tid alone does not say that a Task& kept across a wait is still valid.
-  std::uint64_t serial() const { return serial_; }
+  // To find this Task again after a wait, if it still exists (TracedProcess::task(TaskRef)).
+  TaskRef ref() const { return {tid_, serial_}; }
   Role role() const { return role_; }
   void set_role(Role r) { role_ = r; }
   // Runs in our address space and is resumed after its stops. A fork child (or a task not yet
@@ -55,15 +62,12 @@ class Task {
   bool runs_with_us() const { return role_ == Role::Thread || role_ == Role::MemorySharer; }
   State state() const { return state_; }
   bool stopped() const { return state_ == State::Stopped; }
-  void set_state(State s) { state_ = s; }
-
-  // ptrace on this thread. False when the thread is gone (ESRCH); any other failure throws.
-  bool ptrace_if_alive(__ptrace_request request, void* addr = nullptr, void* data = nullptr);
-  // ptrace on this thread that must succeed: throws on any failure, naming `what`.
-  long xptrace(__ptrace_request request, void* addr, void* data, const char* what);
 
   // The thread reported a stop: registers read before it are stale from now on.
   void note_stop(WaitStatus ws);
+  // Found a zombie (or gone from /proc) without a report yet: it runs no user code again, and
+  // nobody waits for it to stop.
+  void note_exiting() { state_ = State::Exiting; }
   const WaitStatus& last_stop() const { return last_stop_; }
 
   // RIP alone (PTRACE_PEEKUSER: one register, half the cost of PTRACE_GETREGS), cached for
@@ -79,10 +83,32 @@ class Task {
   // signals are sent again with tgkill, so none is lost: each comes back as a stop of its own.
   // While handlers_watched, PTRACE_SYSCALL instead.
   bool resume();
+  // resume() when the thread is stopped by us with nothing deferred and runs with us (after
+  // an event is handled, or once a stop-the-world is over). False when it is not resumed.
+  bool resume_if_settled();
+  // PTRACE_CONT without a signal: pending_signals stay kept for a later resume(). For a thread
+  // that must first reach a trap of ours (a step-over's, or a queued int3's).
+  bool resume_keeping_signals();
   bool resume_listening();  // PTRACE_LISTEN: stays in group-stop, reports the SIGCONT
   bool single_step();       // PTRACE_SINGLESTEP, never with a signal
+  // PTRACE_INTERRUPT: a running thread reports a PTRACE_EVENT_STOP soon (not a thread inside
+  // vfork(), which reports nothing until its child execs or exits).
+  bool interrupt();
   // Lets go of the thread with its first pending signal (the others are re-sent afterwards).
   bool detach();
+
+  // PTRACE_GETEVENTMSG: at a clone/fork/vfork event, the new task's tid. Nothing when the
+  // thread is gone.
+  std::optional<unsigned long> event_message();
+  // Why the thread's SIGTRAP stop happened, from its siginfo (PTRACE_GETSIGINFO). Nothing when
+  // the thread is gone.
+  std::optional<TrapCause> trap_cause();
+  // PTRACE_GETSIGINFO / PTRACE_SETSIGINFO: in a signal-delivery-stop, what the handler will be
+  // given. Nothing (false) when the thread is gone.
+  std::optional<siginfo_t> siginfo();
+  bool set_siginfo(const siginfo_t& info);
+  // PTRACE_GET_SYSCALL_INFO (Linux 5.3) at a syscall-stop: entry or exit, the number, RIP.
+  std::optional<__ptrace_syscall_info> syscall_info();
 
   // Signals meant for the program, oldest first. One slot would lose a second signal that
   // arrives while the thread is single-stepped over a site.
@@ -101,6 +127,8 @@ class Task {
   bool in_sigreturn = false;
 
  private:
+  // ptrace on this thread. False when the thread is gone (ESRCH); any other failure throws.
+  bool ptrace_if_alive(__ptrace_request request, void* addr = nullptr, void* data = nullptr);
   // Delivers the head of pending_signals through `request`'s data and re-sends the rest.
   bool resume_with_signals(__ptrace_request request);
   void invalidate_registers();
@@ -112,7 +140,7 @@ class Task {
 
   pid_t tid_;
   Role role_;
-  std::uint64_t serial_;
+  std::uint64_t serial_;  // unique per Task object
   State state_ = State::Running;
   WaitStatus last_stop_{0};
   user_regs_struct regs_{};

@@ -1,5 +1,6 @@
 #pragma once
-// A decoded waitpid() status. Nobody else in the project calls WIFSTOPPED and friends.
+// A decoded waitpid() status. probecost's sources decode wait statuses only through it:
+// WIFSTOPPED and friends appear nowhere else outside tests/.
 #include <signal.h>
 #include <sys/ptrace.h>
 

@@ -6,20 +6,21 @@
 #include "common/error.hpp"
 #include "run_capture.hpp"
 #include "tracer/cxx_names.hpp"
-#include "tracer/process.hpp"
+#include "tracer/family.hpp"
 #include "tracer/symbols.hpp"
 
 using namespace probecost;
 
 namespace {
 
-// A launched process, stopped at its entry point with its start-up libraries loaded.
-std::unique_ptr<TracedProcess> at_entry(std::vector<std::string> argv) {
+// A launched process (a family of one), stopped at its entry point with its start-up
+// libraries loaded.
+std::unique_ptr<Family> at_entry(std::vector<std::string> argv) {
   LaunchSpec spec;
   spec.argv = std::move(argv);
-  auto proc = TracedProcess::launch(spec);
-  proc->run_to_entry();
-  return proc;
+  auto family = Family::launch(spec);
+  family->root().run_to_entry();
+  return family;
 }
 
 // The UsageError `f` throws, as text ("" when it throws none).
@@ -47,7 +48,7 @@ std::vector<std::string> demangled(const std::vector<Symbol>& symbols) {
 // without libc6-dbg's .symtab.
 TEST(Symbols, ABareNameIsTheDefaultVersionAndNameAtVersionPicksAnother) {
   auto proc = at_entry({LOOP_TARGET_PIE, "1", "1"});
-  ProcessSymbols symbols(proc->pid());
+  ProcessSymbols symbols(proc->root().pid());
   Symbol memcpy = symbols.resolve("memcpy", "libc.so.6");
   EXPECT_TRUE(memcpy.ifunc);
   EXPECT_EQ(memcpy.name, "memcpy@@GLIBC_2.14");
@@ -67,7 +68,7 @@ TEST(Symbols, ABareNameIsTheDefaultVersionAndNameAtVersionPicksAnother) {
 
 TEST(Symbols, ACxxNameIsEveryOverloadOfOneFunction) {
   auto proc = at_entry({CXX_NAMES, "0"});
-  ProcessSymbols symbols(proc->pid());
+  ProcessSymbols symbols(proc->root().pid());
   EXPECT_EQ(demangled(symbols.resolve_all("middle")),
             (std::vector<std::string>{"middle(double)", "middle(int)", "middle(long)"}));
   EXPECT_EQ(demangled(symbols.resolve_all("ns::Klass::method")),
@@ -93,7 +94,7 @@ TEST(Symbols, ACxxNameIsEveryOverloadOfOneFunction) {
 
 TEST(Symbols, AModuleIsNamedByFileNameSonameOrPath) {
   auto proc = at_entry({CXX_NAMES, "0"});
-  ProcessSymbols symbols(proc->pid());
+  ProcessSymbols symbols(proc->root().pid());
   Symbol by_soname = symbols.resolve("probecost_soname_site", "libprobecost_soname.so.1");
   Symbol by_file = symbols.resolve("probecost_soname_site", "libprobecost_soname.so.1.2.3");
   EXPECT_EQ(by_soname.address, by_file.address);
@@ -111,9 +112,9 @@ TEST(Symbols, AModuleIsNamedByFileNameSonameOrPath) {
     FAIL() << "resolve should have thrown";
   } catch (const UnknownModule& e) {
     std::string what = e.what();
-    EXPECT_NE(
-        what.find("no module 'libprobecost_soname.so' in process " + std::to_string(proc->pid())),
-        std::string::npos)
+    EXPECT_NE(what.find("no module 'libprobecost_soname.so' in process " +
+                        std::to_string(proc->root().pid())),
+              std::string::npos)
         << what;
     EXPECT_NE(what.find("libprobecost_soname.so.1.2.3"), std::string::npos) << what;
     EXPECT_EQ(what.find("no function symbol"), std::string::npos) << what;

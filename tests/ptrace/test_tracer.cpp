@@ -8,9 +8,8 @@
 
 #include "common/error.hpp"
 #include "run_capture.hpp"
+#include "tracer/event_loop.hpp"
 #include "tracer/ifunc.hpp"
-#include "tracer/process.hpp"
-#include "tracer/session.hpp"
 #include "tracer/symbols.hpp"
 
 using namespace probecost;
@@ -45,12 +44,13 @@ TracedRun run_traced(const std::vector<std::string>& argv) {
   LaunchSpec spec;
   spec.argv = argv;
   spec.stdout_fd = out.fd;
-  auto proc = TracedProcess::launch(spec);
+  auto family = Family::launch(spec);
+  TracedProcess* proc = &family->root();
   Symbol site = ProcessSymbols(proc->pid()).resolve(kSite);
   proc->sites().add(site.address, site.name).enable();
   SingleStepOver step;
   Session session(*proc, step);
-  EXPECT_EQ(session.run(), Session::End::ProcessEnded);
+  EXPECT_EQ(run_session(*family, session), RunEnd::ProcessEnded);
   TracedRun r;
   r.hits = proc->sites().find(site.address) ? proc->sites().find(site.address)->hits : 0;
   r.end = proc->end();
@@ -98,7 +98,8 @@ TEST_P(TracerTest, DetachRestoresBytesAndTheProcessRunsOn) {
   spec.argv = target_argv(GetParam(), 2000, 2, {"--pause"});
   spec.stdin_fd = in[0];
   spec.stdout_fd = out.fd;
-  auto proc = TracedProcess::launch(spec);
+  auto family = Family::launch(spec);
+  TracedProcess* proc = &family->root();
   pid_t pid = proc->pid();
   ::close(in[0]);
   Symbol site = ProcessSymbols(pid).resolve(kSite);
@@ -108,8 +109,8 @@ TEST_P(TracerTest, DetachRestoresBytesAndTheProcessRunsOn) {
 
   SingleStepOver step;
   Session session(*proc, step);
-  auto end = session.run([&] { return session.stats().hits == 4000; });
-  ASSERT_EQ(end, Session::End::Predicate);
+  auto end = run_session(*family, session, [&] { return session.stats().hits == 4000; });
+  ASSERT_EQ(end, RunEnd::Predicate);
   proc->detach();
   EXPECT_FALSE(proc->alive());
 
@@ -132,8 +133,8 @@ TEST_P(TracerTest, DestroyingTheOwnerKillsALaunchedProcess) {
     int in[2];
     ASSERT_EQ(::pipe2(in, O_CLOEXEC), 0);
     spec.stdin_fd = in[0];
-    auto proc = TracedProcess::launch(spec);
-    pid = proc->pid();
+    auto family = Family::launch(spec);
+    pid = family->root().pid();
     ::close(in[0]);
     ::close(in[1]);
   }
@@ -154,7 +155,7 @@ TEST(TracerErrors, LaunchingAMissingProgramSaysWhy) {
   LaunchSpec spec;
   spec.argv = {"/no/such/program"};
   try {
-    TracedProcess::launch(spec);
+    Family::launch(spec);
     FAIL() << "launch should have thrown";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("/no/such/program"), std::string::npos) << e.what();
@@ -165,7 +166,8 @@ TEST(TracerErrors, LaunchingAMissingProgramSaysWhy) {
 TEST(TracerErrors, UnknownSymbolNamesSymbolAndProcess) {
   LaunchSpec spec;
   spec.argv = target_argv(LOOP_TARGET_PIE, 1, 1);
-  auto proc = TracedProcess::launch(spec);
+  auto family = Family::launch(spec);
+  TracedProcess* proc = &family->root();
   try {
     ProcessSymbols(proc->pid()).resolve("no_such_function");
     FAIL() << "resolve should have thrown";
@@ -183,7 +185,8 @@ TEST_P(TracerTest, AnIfuncResolverCalledInTheTraceeAgreesWithTheRelocatedSlot) {
   LaunchSpec spec;
   spec.argv = target_argv(GetParam(), 300, 2);
   spec.stdout_fd = out.fd;
-  auto proc = TracedProcess::launch(spec);
+  auto family = Family::launch(spec);
+  TracedProcess* proc = &family->root();
   proc->run_to_entry();  // libc is loaded and relocated
   ProcessSymbols symbols(proc->pid());
   for (const char* name : {"strlen", "memcpy", "strcmp"}) {
@@ -199,7 +202,7 @@ TEST_P(TracerTest, AnIfuncResolverCalledInTheTraceeAgreesWithTheRelocatedSlot) {
   proc->sites().add(site.address, site.name).enable();
   SingleStepOver step;
   Session session(*proc, step);
-  EXPECT_EQ(session.run(), Session::End::ProcessEnded);
+  EXPECT_EQ(run_session(*family, session), RunEnd::ProcessEnded);
   EXPECT_EQ(proc->sites().find(site.address)->hits, 600u);
   ASSERT_TRUE(proc->end());
   EXPECT_TRUE(proc->end()->exited() && proc->end()->exit_code() == 0) << proc->end()->describe();

@@ -1,0 +1,106 @@
+// Following the processes of a trace: a fork child gets a step-over of its own over its copy
+// of the probes; an exec'd process gets its new image probed (or, with --no-follow-exec, the
+// trace ends or lets it go).
+#include "trace/run.hpp"
+#include "tracer/proc_files.hpp"
+
+namespace probecost::trace_run {
+
+void TraceRun::start_session(ProcessTrace& tr) {
+  if (opts_.stacks && !tr.rec.collector) tr.rec.collector.emplace(opts_.stack_depth);
+  tr.session = std::make_unique<Session>(*tr.proc, *tr.step_over);
+  ProcessTrace* t = &tr;
+  tr.session->set_hit_observer([this, t](pid_t tid, StoppedThread& thread, BreakpointSite& site) {
+    if (++t->rec.thread_hits[tid] == 1) {
+      t->rec.thread_names[tid] = thread_name(t->proc->pid(), tid);
+      // A process that shares this one's memory (a vfork child before its exec, a
+      // clone(CLONE_VM) child) hits the same int3: its hits are its own process's.
+      pid_t tgid = tgid_of(tid);
+      if (tgid && tgid != t->proc->pid()) t->rec.sharer_of[tid] = tgid;
+    }
+    ++t->rec.threads_by_site[site.address().value()][tid];
+    if (t->rec.collector) {
+      if (!t->symbols) t->symbols = std::make_unique<ProcessSymbols>(t->proc->proc_tid());
+      t->rec.record_stack(*t->symbols, tid, thread, site);
+    }
+  });
+}
+
+// A fork child holds a copy of its parent's probes (TracedProcess::take_over_fork made them all
+// int3 sites): it gets a step-over of its own, over its own memory.
+void TraceRun::take_fork_child(ProcessTrace& tr, ProcessTrace& parent) {
+  TracedProcess& p = *tr.proc;
+  tr.images.push_back(parent.images.empty() ? std::string() : parent.images.back());
+  tr.probes = parent.probes;
+  for (const auto& pl : parent.installs) {
+    ProbeInstall mine;
+    mine.why_not_jump =
+        pl.jump ? "a fork child: the parent's jump is an int3 in its copy" : pl.why_not_jump;
+    tr.installs.push_back(mine);
+  }
+  tr.step_over = make_step_over(
+      opts_.step_over, p.memory(), [&p](RuntimeAddr near) { return p.map_scratch(near); },
+      &p.relocated());
+  for (const auto& site : p.sites()) {
+    if (site->enabled()) tr.step_over->prepare(*site);
+  }
+}
+
+// Processes that became members of the family since the last look: a fork child, or a vfork
+// child that exec'd. Each is stopped until it is set up here.
+void TraceRun::take_new_processes() {
+  for (TracedProcess* p : family_->take_new_members()) {
+    ProcessTrace& tr = add_process(*p);
+    ProcessTrace* parent = find_process(family_->parent_of(*p));
+    // Outcome::Gone when it was killed while we set it up: its end is reported by the wait,
+    // and its session, as that of a process with nothing probed, has no site to step over.
+    p->unless_gone([&] {
+      if (p->exec_ended()) {
+        follow_exec(tr);
+      } else if (p->alive()) {
+        take_fork_child(tr, *parent);
+      }
+    });
+    if (!tr.step_over) tr.step_over = std::make_unique<SingleStepOver>();
+    start_session(tr);
+    tr.session->start();
+  }
+}
+
+// A process of ours exec'd: its old image's probes went with its address space. Its new image
+// is probed, or, with --no-follow-exec, the trace ends (the root) or lets it go (a child).
+// False when the whole trace is to end.
+bool TraceRun::follow_execs() {
+  for (std::size_t i = 0; i < processes_.size(); ++i) {
+    ProcessTrace& tr = *processes_[i];
+    if (!tr.proc->exec_ended() || !tr.session) continue;
+    if (!opts_.follow_exec) {
+      if (i == 0) return false;
+      close_image(tr);
+      tr.proc->detach();
+      continue;
+    }
+    close_image(tr);
+    follow_exec(tr);
+    tr.session->set_step_over(*tr.step_over);
+    tr.session->start();
+  }
+  return true;
+}
+
+void TraceRun::follow_exec(ProcessTrace& tr) {
+  TracedProcess& p = *tr.proc;
+  p.resume_after_exec();
+  double held_from = now_s();  // the new image's probes going in, every thread stopped
+  install_image(tr);
+  report_.held_s += now_s() - held_from;
+  if (!opts_.announce) return;
+  notes_ << "probecost trace: process " << p.pid();
+  if (TracedProcess* parent = family_->parent_of(p)) {
+    notes_ << " (child of " << parent->pid() << ")";
+  }
+  notes_ << " exec'd " << tr.images.back() << ": " << tr.probes.size()
+         << (tr.probes.size() == 1 ? " probe" : " probes") << " in the new image" << std::endl;
+}
+
+}  // namespace probecost::trace_run

@@ -1,0 +1,130 @@
+// What a run of `probecost trace` found: each image's probes closed into ProbeReports, a
+// ProcessReport per process, and the CPU figures per hit.
+#include <algorithm>
+
+#include "trace/run.hpp"
+
+namespace probecost::trace_run {
+
+// A process's current image's results, once its probes are out (or its address space is
+// gone): jump counts and rings are final then.
+void TraceRun::close_image(ProcessTrace& tr) {
+  std::string image = tr.images.empty() ? std::string() : tr.images.back();
+  if (std::find(report_.images.begin(), report_.images.end(), image) == report_.images.end()) {
+    report_.images.push_back(image);
+  }
+  for (std::size_t i = 0; i < std::min(tr.probes.size(), tr.installs.size()); ++i) {
+    ProbeReport pr;
+    pr.pid = tr.proc->pid();
+    pr.probe = tr.probes[i];
+    pr.image = image;
+    pr.why_not_jump = tr.installs[i].why_not_jump;
+    if (auto j = tr.installs[i].jump) {
+      pr.via = Via::Jump;
+      if (tr.jumps->events()) tr.jumps->drain(*j, true);
+      pr.hits = tr.jumps->hits(*j);
+      pr.events_read = tr.jumps->records_read(*j);
+      pr.events_lost = tr.jumps->records_lost(*j);
+      pr.step_over = "jump over " + std::to_string(tr.jumps->patched_length(*j)) + " bytes";
+    } else {
+      pr.via = Via::Int3;
+      BreakpointSite* site = tr.proc->sites().find(tr.probes[i].address);
+      pr.hits = site ? site->hits : 0;
+      pr.step_over = site ? tr.step_over->describe(*site) : "";
+      pr.threads = tr.rec.threads_by_site[tr.probes[i].address.value()];
+      pr.stacks = tr.rec.top_stacks(tr.probes[i].address.value());
+      split_sharers(tr, pr);
+    }
+    report_.probes.push_back(pr);
+  }
+  report_.hits += jump_hits(tr);  // int3 hits come from the sessions' counts, over every image
+  for (auto& [tid, n] : tr.rec.thread_hits) report_.thread_hits[tid] += n;
+  for (auto& [tid, name] : tr.rec.thread_names) report_.thread_names.emplace(tid, name);
+  tr.rec.forget_image();
+  tr.probes.clear();
+  tr.installs.clear();
+  if (tr.jumps) tr.jumps.reset();
+}
+
+// The hits of threads of other processes that share this one's memory go to rows of their
+// own: one per process, as if it had its own copy of the probe.
+void TraceRun::split_sharers(ProcessTrace& tr, ProbeReport& pr) {
+  std::map<pid_t, ProbeReport> theirs;
+  for (auto it = pr.threads.begin(); it != pr.threads.end();) {
+    auto sharer = tr.rec.sharer_of.find(it->first);
+    if (sharer == tr.rec.sharer_of.end()) {
+      ++it;
+      continue;
+    }
+    ProbeReport& row = theirs.try_emplace(sharer->second, pr).first->second;
+    if (row.pid != sharer->second) {
+      row.pid = sharer->second;
+      row.hits = 0;
+      row.threads.clear();
+      row.stacks.clear();
+    }
+    row.hits += it->second;
+    row.threads[it->first] = it->second;
+    pr.hits -= it->second;
+    it = pr.threads.erase(it);
+  }
+  for (auto& [pid, row] : theirs) {
+    report_.probes.push_back(row);
+    sharers_[pid] = tr.proc->pid();
+  }
+}
+
+// Once every process is let go: each one's last image closed, and its report.
+void TraceRun::report_processes() {
+  for (auto& tr : processes_) {
+    close_image(*tr);
+    report_.hits += tr->session ? tr->session->stats().hits : 0;
+    ProcessReport pr;
+    pr.pid = tr->proc->pid();
+    if (TracedProcess* parent = family_->parent_of(*tr->proc)) pr.parent = parent->pid();
+    pr.images = tr->images;
+    pr.end = tr->proc->end() ? tr->proc->end()->describe() : "let go";
+    report_.processes.push_back(pr);
+  }
+  for (const auto& [pid, parent] : sharers_) {
+    bool member = std::any_of(report_.processes.begin(), report_.processes.end(),
+                              [pid = pid](const ProcessReport& pr) { return pr.pid == pid; });
+    if (member) continue;
+    ProcessReport pr;
+    pr.pid = pid;
+    pr.parent = parent;
+    pr.end = "shared the memory of process " + std::to_string(parent) + " (never exec'd)";
+    report_.processes.push_back(pr);
+  }
+  for (const auto& probe : report_.probes) {
+    for (auto& pr : report_.processes) {
+      if (pr.pid == probe.pid) pr.hits += probe.hits;
+    }
+  }
+  for (const auto& spec : opts_.probes) {
+    if (!probed_specs_.count(spec)) report_.never_probed.push_back(spec);
+  }
+}
+
+// The figures per hit, from the hits counted and `syscalls`, the tracer's system calls.
+void TraceRun::report_figures(std::uint64_t syscalls) {
+  const ProcessTrace& top = *processes_.front();
+  double children_cpu = 0;
+  for (std::size_t i = 1; i < processes_.size(); ++i) {
+    children_cpu += std::max(0.0, processes_[i]->cpu_last - processes_[i]->cpu0);
+  }
+  report_.syscalls_per_hit = report_.hits ? static_cast<double>(syscalls) / report_.hits : 0;
+  // A launched command's CPU (from our RUSAGE_CHILDREN once it is reaped) includes the
+  // children it waited for; an attached process's does not.
+  report_.tracee_cpu_s =
+      std::max(0.0, top.cpu_last - top.cpu0) + (report_.launched ? 0 : children_cpu);
+  if (report_.hits) {
+    report_.tracer_cpu_ns_per_hit = report_.tracer_cpu_s * 1e9 / report_.hits;
+    report_.cpu_ns_per_hit = (report_.tracer_cpu_s + report_.tracee_cpu_s) * 1e9 / report_.hits;
+  }
+  double stack_s = 0;
+  for (auto& tr : processes_) stack_s += tr->rec.stack_seconds;
+  report_.stack_ns_per_hit = report_.hits ? stack_s * 1e9 / report_.hits : 0;
+}
+
+}  // namespace probecost::trace_run
