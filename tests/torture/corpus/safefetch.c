@@ -3,8 +3,10 @@
  * it; a store to a protected page, retried once the page is writable), SIGFPE (a division by
  * zero), SIGILL (ud2) and SIGBUS (a load past the end of a mapped file). Each handler checks
  * RIP, si_addr and the registers the faulting instruction reads against what the original
- * instruction gives; anything else means the program would misbehave, and it exits 99. */
+ * instruction gives; anything else means the program would misbehave, and it exits 99. One
+ * SIGSEGV handler leaves by siglongjmp, so it never returns through rt_sigreturn. */
 #define _GNU_SOURCE
+#include <setjmp.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,18 +53,26 @@ asm(".text\n"
     "  mov %rdi, %rdx\n"
     "  nop\n" LABEL(retry_fault) "  addl $1, (%rdx)\n"
     "  mov (%rdx), %eax\n"
-    "  ret\n" END(t_retry));
+    "  ret\n" END(t_retry)
+    /* long t_jmpload(long* p): *p + 5; the handler leaves by siglongjmp when p is unmapped. */
+    FUNC(t_jmpload)
+    "  mov %rdi, %rsi\n"
+    "  nop\n" LABEL(jmpload_fault) "  mov (%rsi), %rax\n"
+    "  add $5, %rax\n"
+    "  ret\n" END(t_jmpload));
 
 int t_safefetch32(int* adr, int err);
 long t_divide(long a, long b);
 long t_ud2(long x);
 long t_busload(char* p);
 int t_retry(int* p);
+long t_jmpload(long* p);
 extern char safefetch_fault[], safefetch_cont[], divide_fault[], divide_cont[], ud2_fault[],
-    bus_fault[], retry_fault[];
+    bus_fault[], retry_fault[], jmpload_fault[];
 
 static char* g_retry_page;
-static long g_faults[5];
+static long g_faults[6];
+static sigjmp_buf g_jmp;
 
 static void wrong(const char* what, const ucontext_t* uc) {
   char msg[160];
@@ -86,6 +96,10 @@ static void on_segv(int sig, siginfo_t* si, void* ctx) {
     if ((greg_t)si->si_addr != *reg(uc, REG_RDX)) wrong("retry: si_addr is not RDX", uc);
     mprotect(g_retry_page, 4096, PROT_READ | PROT_WRITE);
     ++g_faults[1];
+  } else if (rip == jmpload_fault) {
+    if ((greg_t)si->si_addr != *reg(uc, REG_RSI)) wrong("jmpload: si_addr is not RSI", uc);
+    ++g_faults[5];
+    siglongjmp(g_jmp, 1);
   } else {
     wrong("SIGSEGV at an unknown instruction", uc);
   }
@@ -129,6 +143,13 @@ static void handle(int sig, void (*fn)(int, siginfo_t*, void*)) {
   sigaction(sig, &sa, NULL);
 }
 
+/* t_jmpload(p), or -5 when the handler jumped back here. */
+static long load_or_jump(long* volatile p) {
+  volatile long got = -5;
+  if (sigsetjmp(g_jmp, 1) == 0) got = t_jmpload(p);
+  return got;
+}
+
 /* Two pages of a one-page file: the second is past its end. */
 static char* file_past_end(void) {
   int fd = memfd_create("torture-bus", 0);
@@ -160,10 +181,13 @@ int main(void) {
     h = torture_mix(h, (uint64_t)t_busload(file + (i % 2) * 4096 + i));
     h = torture_mix(h, (uint64_t)t_retry((int*)g_retry_page + i));
     mprotect(g_retry_page, 4096, PROT_READ);
+    long value = 100 + i;
+    h = torture_mix(h, (uint64_t)load_or_jump(i % 2 ? (long*)(none + 128) : &value));
+    h = torture_mix(h, (uint64_t)getuid());  // a system call after a handler that never returned
   }
-  for (int k = 0; k < 5; ++k) h = torture_mix(h, (uint64_t)g_faults[k]);
-  printf("faults: safefetch %ld retry %ld fpe %ld ill %ld bus %ld\n", g_faults[0], g_faults[1],
-         g_faults[2], g_faults[3], g_faults[4]);
+  for (int k = 0; k < 6; ++k) h = torture_mix(h, (uint64_t)g_faults[k]);
+  printf("faults: safefetch %ld retry %ld fpe %ld ill %ld bus %ld longjmp %ld\n", g_faults[0],
+         g_faults[1], g_faults[2], g_faults[3], g_faults[4], g_faults[5]);
   torture_print("safefetch", h);
   return 0;
 }
