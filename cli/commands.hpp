@@ -12,6 +12,7 @@ int compare_command(const std::vector<std::string>& args);
 int overhead_command(const std::vector<std::string>& args);
 int bench_command(const std::vector<std::string>& args);
 int trace_command(const std::vector<std::string>& args);
+int record_command(const std::vector<std::string>& args);
 int experiment_command(const std::vector<std::string>& args);
 int report_command(const std::vector<std::string>& args);
 

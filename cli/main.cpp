@@ -48,6 +48,9 @@ void usage(std::ostream& out) {
   out << "usage: probecost COMMAND [options]\n\n"
          "commands:\n"
          "  trace      int3 probes in a running process (-p PID) or a command, counted\n"
+         "  record     every call of some functions (entry, return, args, latency) to a trace\n"
+         "             file (Chrome JSON for Perfetto, or CTF), from a running process or a "
+         "command\n"
          "  compare    measure the cost per hit of each instrumentation mechanism\n"
          "  overhead   what probes cost a command (or a running process): measured, and\n"
          "             predicted for every mechanism; or the arithmetic alone (--cost)\n"
@@ -80,6 +83,7 @@ int main(int argc, char** argv) {
       if (cmd == "overhead") return probecost::cli::overhead_command(help);
       if (cmd == "bench") return probecost::cli::bench_command(help);
       if (cmd == "trace") return probecost::cli::trace_command(help);
+      if (cmd == "record") return probecost::cli::record_command(help);
       if (cmd == "restore") return probecost::cli::restore_command(help);
     } catch (const std::exception& e) {
       std::cerr << "probecost help " << cmd << ": " << e.what() << "\n";
@@ -103,6 +107,7 @@ int main(int argc, char** argv) {
     if (cmd == "overhead") return probecost::cli::overhead_command(args);
     if (cmd == "bench") return probecost::cli::bench_command(args);
     if (cmd == "trace") return probecost::cli::trace_command(args);
+    if (cmd == "record") return probecost::cli::record_command(args);
     if (cmd == "experiment") return probecost::cli::experiment_command(args);
     if (cmd == "report") return probecost::cli::report_command(args);
     if (cmd == "restore") return probecost::cli::restore_command(args);

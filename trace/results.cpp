@@ -9,6 +9,7 @@ namespace probecost::trace_run {
 // A process's current image's results, once its probes are out (or its address space is
 // gone): jump counts and rings are final then.
 void TraceRun::close_image(ProcessTrace& tr) {
+  drain_calls(tr, true);
   std::string image = tr.images.empty() ? std::string() : tr.images.back();
   if (std::find(report_.images.begin(), report_.images.end(), image) == report_.images.end()) {
     report_.images.push_back(image);

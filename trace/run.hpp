@@ -16,6 +16,8 @@
 
 #include "breakpoint/step_over.hpp"
 #include "common/clock.hpp"
+#include "record/events.hpp"
+#include "trace/call_feed.hpp"
 #include "trace/trace.hpp"
 #include "tracer/event_loop.hpp"
 #include "tracer/family.hpp"
@@ -70,6 +72,7 @@ struct ProcessTrace {
   std::unique_ptr<StepOver> step_over;
   std::unique_ptr<JumpProbes> jumps;
   std::unique_ptr<Session> session;
+  std::unique_ptr<CallFeed> feed;  // `probecost record`: its image's call events
   Recorder rec;
   std::vector<std::string> images;
   double cpu0 = 0, cpu_last = 0;  // its CPU time when we took it, and when last looked at
@@ -95,6 +98,10 @@ class TraceRun {
   std::vector<ResolvedProbe> resolve(ProcessTrace& tr, bool first_image);
   void enable_int3(ProcessTrace& tr, const ResolvedProbe& probe);
   std::vector<ProbeInstall> place_jumps(ProcessTrace& tr);
+  // calls.cpp: `probecost record`'s call probes.
+  std::vector<ProbeInstall> place_calls(ProcessTrace& tr);
+  std::vector<std::uint32_t> recording_probes(const ProcessTrace& tr);
+  void drain_calls(ProcessTrace& tr, bool final);
   ScratchMapper scratch_mapper(TracedProcess& p);
   void start_session(ProcessTrace& tr);
   void take_fork_child(ProcessTrace& tr, ProcessTrace& parent);
@@ -123,6 +130,8 @@ class TraceRun {
   std::map<pid_t, pid_t> sharers_;      // a process that shared a traced one's memory -> that one
   double t0_ = 0, next_progress_ = 0;
   double held_from_;  // every thread is stopped from here until the session runs
+  record::Recorder* recording_ = nullptr;  // `probecost record`: made at the first image
+  std::vector<record::ProbeInfo> recorded_;
 };
 
 }  // namespace probecost::trace_run

@@ -88,6 +88,7 @@ void TraceRun::on_tick() {
   double t = now_s();
   for (auto& tr : processes_) {
     if (tr->proc->alive()) tr->cpu_last = tr->proc->cpu_seconds();
+    drain_calls(*tr, false);
     for (std::size_t i = 0; tr->jumps && tr->jumps->events() && i < tr->jumps->size(); ++i) {
       tr->jumps->drain(i);
     }
@@ -197,7 +198,7 @@ ProcessTrace& TraceRun::begin() {
   }
   start_session(top);
   if (opts_.announce) {
-    notes_ << "probecost trace: tracing process " << p.pid() << " (" << p.thread_count()
+    notes_ << opts_.tool << ": tracing process " << p.pid() << " (" << p.thread_count()
            << (p.thread_count() == 1 ? " thread" : " threads") << ") at " << top.probes.size()
            << (top.probes.size() == 1 ? " probe" : " probes")
            << (opts_.follow_forks ? ", following forks" : "") << "; Ctrl-C to stop" << std::endl;

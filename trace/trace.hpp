@@ -17,6 +17,20 @@
 
 namespace probecost {
 
+namespace record {
+class Recorder;
+struct ProbeInfo;
+}  // namespace record
+
+// `probecost record`: call probes (each function's entry and every way out) instead of
+// counting ones, their events handed to a recording while the process runs.
+struct CallRecording {
+  int args = 0;  // arguments per entry event, 0 to 6
+  // Called once, when the first image's probes are resolved and before any event, with one
+  // ProbeInfo per function probed: the recording their events go to.
+  std::function<record::Recorder&(const std::vector<record::ProbeInfo>&)> start;
+};
+
 // How a probe goes in (--via): an int3, a jump to a trampoline (no trap, no stop per hit), or
 // Auto: a jump where the site allows one, an int3 elsewhere. A probe's report says Int3 or Jump.
 enum class Via { Int3, Jump, Auto };
@@ -37,11 +51,13 @@ struct TraceOptions {
   bool kill_on_exit = false;
   StepOverChoice step_over = StepOverChoice::Auto;
   Via via = Via::Auto;
-  bool events = false;        // jump probes write a record per hit, drained while it runs
-  bool follow_exec = true;    // after an exec, probe the new image (else the trace ends)
-  bool follow_forks = false;  // probe the children of fork, vfork and clone too
-  bool progress = false;      // one line per second on stderr
-  bool announce = true;       // "tracing ..." on stderr once the probes are in
+  bool events = false;  // jump probes write a record per hit, drained while it runs
+  const CallRecording* calls = nullptr;  // record calls (`probecost record`): see above
+  bool follow_exec = true;               // after an exec, probe the new image (else the trace ends)
+  bool follow_forks = false;             // probe the children of fork, vfork and clone too
+  bool progress = false;                 // one line per second on stderr
+  bool announce = true;                  // "tracing ..." on stderr once the probes are in
+  std::string tool = "probecost trace";  // what the notes on stderr begin with
   // A launched command's standard streams (dup2'd onto 0, 1, 2 when >= 0) and the CPU it is
   // pinned to (when >= 0), as in LaunchSpec. `probecost overhead` runs commands this way.
   int stdin_fd = -1, stdout_fd = -1, stderr_fd = -1;

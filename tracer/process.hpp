@@ -15,6 +15,7 @@
 #include <sys/types.h>
 
 #include <array>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -179,6 +180,11 @@ class TracedProcess {
   // The first stop of a task made by fork/clone: resumed, held, or released by its kind.
   // False when the task is held or gone (nothing for the caller to resume).
   bool on_first_stop(Task& task);
+  // Called with each new thread (or task sharing our memory) and its thread pointer (fs_base)
+  // at its parent's clone event, before it runs anything (`probecost record`).
+  void set_new_thread_observer(std::function<void(pid_t, std::uint64_t)> f) {
+    new_thread_ = std::move(f);
+  }
 
   // This process is a fork child of `parent`: wait for its first stop unless it came
   // (`first_stop`), then take over the copy of the parent's probes its memory holds: the int3
@@ -227,6 +233,7 @@ class TracedProcess {
   const std::vector<pid_t>& leftovers() const { return leftovers_; }
 
  private:
+  std::optional<std::uint64_t> thread_pointer_of_child(Task& parent);
   // Runs `inject` on `via` (or any stopped thread) with every other thread stopped meanwhile;
   // nothing when there is no such thread, or it ended while the others stopped.
   template <typename Inject>
@@ -260,6 +267,7 @@ class TracedProcess {
   bool launched_;
   EventSource& events_;
   ProcMemory memory_;
+  std::function<void(pid_t, std::uint64_t)> new_thread_;
   SiteTable sites_;
   std::vector<std::unique_ptr<PatchSite>> patches_;
   CopyMap relocated_;

@@ -86,11 +86,12 @@ TEST(CopyMap, ATrampolinesBlockStartsWithTheFirstDisplacedInstruction) {
   spec.hit_counter = RuntimeAddr(0x403000);
   auto t = build_trampoline(*plan, spec, why);
   ASSERT_TRUE(t) << why;
-  std::int64_t at = t->block - t->address;
+  ASSERT_TRUE(t->block);
+  std::int64_t at = *t->block - t->address;
   ASSERT_GT(at, 0);
   EXPECT_EQ(t->code[at], 0x8b);
   EXPECT_EQ(t->code[at + 1], 0x07);
   ASSERT_EQ(t->copies.size(), 1u);
   EXPECT_EQ(t->copies[0].first, RuntimeAddr(0x401002));
-  EXPECT_EQ(t->copies[0].second, t->block + 2);
+  EXPECT_EQ(t->copies[0].second, *t->block + 2);
 }
