@@ -91,6 +91,7 @@ class TraceRun {
  private:
   TracedProcess& root() { return family_->root(); }
   ProcessTrace& begin();
+  void announce_stacks(ProcessTrace& tr);
   ProcessTrace& add_process(TracedProcess& proc);
   ProcessTrace* find_process(const TracedProcess* proc);
   void install_image(ProcessTrace& tr);
@@ -120,6 +121,7 @@ class TraceRun {
   std::vector<pid_t> leftovers() const;
   std::uint64_t jump_hits(const ProcessTrace& tr) const;
   std::uint64_t hits_so_far() const;
+  long stack_us_per_hit() const;
 
   const TraceOptions& opts_;
   std::ostream& notes_;

@@ -106,14 +106,19 @@ struct TraceReport {
   // written): before `duration_s` starts (for a launched command, from its entry point on),
   // and after each exec the trace followed, within `duration_s`.
   double held_s = 0;
-  double tracer_cpu_s = 0;  // probecost's CPU while the probes were in
+  std::uint64_t int3_hits = 0, jump_hits = 0;  // `hits` by how the probe was in
+  double tracer_cpu_s = 0;                     // probecost's CPU while the probes were in
+  double events_cpu_s = 0;  // the part of it spent reading jump probes' records (--events)
   double tracee_cpu_s = 0;  // the process's CPU meanwhile: its own work and its side of each hit
-  double tracer_cpu_ns_per_hit = 0;  // tracer CPU / hits: the tracer's side of a hit alone
+  // The tracer's side of a hit alone, each kind its own: an int3 hit stops the thread (the
+  // tracer's CPU but the records' reading, over int3 hits); a jump hit is counted in the
+  // tracee, and costs the tracer only the reading of its record (--events; else 0).
+  double tracer_cpu_ns_per_int3_hit = 0, tracer_cpu_ns_per_jump_hit = 0;
   // (tracer + tracee CPU) / hits: both sides of a hit, and the tracee's own work between hits
   // too. Only an untraced run tells the two apart (`probecost overhead` does).
   double cpu_ns_per_hit = 0;
-  double stack_ns_per_hit = 0;  // part of the tracer's spent unwinding (with --stacks)
-  double syscalls_per_hit = 0;
+  double stack_ns_per_hit = 0;  // part of the tracer's spent unwinding, per int3 hit (--stacks)
+  double syscalls_per_int3_hit = 0;  // the tracer's system calls (a jump hit makes none)
   bool stacks = false;
   std::string ending;                 // why the trace ended
   std::string command_end;            // a launched command: how it ended

@@ -67,9 +67,7 @@ Task& TracedProcess::add_task(pid_t tid, Task::Role role) {
 
 double TracedProcess::cpu_seconds() const {
   if (end_cpu_seconds_) return *end_cpu_seconds_;
-  std::string utime = stat_field(pid_, 14), stime = stat_field(pid_, 15);
-  if (utime.empty() || stime.empty()) return 0;
-  return static_cast<double>(std::stoull(utime) + std::stoull(stime)) / sysconf(_SC_CLK_TCK);
+  return std::max(0.0, process_cpu_seconds(pid_));
 }
 
 pid_t TracedProcess::proc_tid() {

@@ -114,8 +114,8 @@ class TracedProcess {
   // How the process ended (its thread-group leader's final status), once it has.
   const std::optional<WaitStatus>& end() const { return end_; }
   // The CPU time the whole process has used so far (user + system), in seconds: from
-  // /proc/PID/stat while it lives; for a launched process that ended, the growth of our
-  // RUSAGE_CHILDREN (exact, and what is left once the process is reaped).
+  // its CPU clock while it lives (0 once it is reaped); for a launched process that ended, the
+  // growth of our RUSAGE_CHILDREN (exact, and what is left once the process is reaped).
   double cpu_seconds() const;
 
   // True when the process is going away under us: none of its threads answers ptrace any more
