@@ -51,6 +51,7 @@ std::optional<RuntimeAddr> Outliner::place(const Instruction& in, std::string& w
   auto bytes = relocate(in, slot, why);
   if (bytes.empty()) return std::nullopt;
   memory_->write(slot, bytes);
+  if (copies_) copies_->add(slot, in.address);
   used_ += kSlotSize;
   return slot;
 }

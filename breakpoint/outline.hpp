@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "breakpoint/copy_map.hpp"
 #include "breakpoint/decoder.hpp"
 #include "breakpoint/tracee_memory.hpp"
 
@@ -29,8 +30,9 @@ std::vector<std::uint8_t> relocate(const Instruction& in, RuntimeAddr at, std::s
 
 class Outliner {
  public:
-  Outliner(TraceeMemory& memory, ScratchMapper mapper)
-      : memory_(&memory), mapper_(std::move(mapper)) {}
+  // `copies`, when given, learns where each copy runs (for the fix-up of a fault in one).
+  Outliner(TraceeMemory& memory, ScratchMapper mapper, CopyMap* copies = nullptr)
+      : memory_(&memory), mapper_(std::move(mapper)), copies_(copies) {}
   // Writes the relocated copy of `in` into a scratch slot; returns the slot, or nothing with
   // `why` set (for good, and for every later site, when the process refused a page). `later`
   // is set instead when no page can be mapped now.
@@ -41,6 +43,7 @@ class Outliner {
  private:
   TraceeMemory* memory_;
   ScratchMapper mapper_;
+  CopyMap* copies_;
   std::vector<RuntimeAddr> pages_;
   std::size_t used_ = kPageSize;  // of the last page
   std::string refused_;           // why the process refused a scratch page

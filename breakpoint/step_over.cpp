@@ -1,5 +1,7 @@
 #include "breakpoint/step_over.hpp"
 
+#include <Zydis/Zydis.h>
+
 #include "breakpoint/emulate.hpp"
 #include "common/error.hpp"
 
@@ -35,9 +37,15 @@ class Reinsert {
   BreakpointSite& site_;
 };
 
-std::optional<RuntimeAddr> rep_next(const std::optional<Instruction>& insn) {
-  if (!insn || !insn->rep) return std::nullopt;
-  return insn->next();
+bool is_pushf(const Instruction& in) {
+  return in.mnemonic == ZYDIS_MNEMONIC_PUSHFQ || in.mnemonic == ZYDIS_MNEMONIC_PUSHF ||
+         in.mnemonic == ZYDIS_MNEMONIC_PUSHFD;
+}
+
+// The trap flag (RFLAGS bit 8) that PTRACE_SINGLESTEP set, in the word a stepped pushf wrote.
+void clear_pushed_trap_flag(StoppedThread& thread, TraceeMemory& memory) {
+  RuntimeAddr flags_byte1(thread.regs().rsp + 1);
+  memory.write_byte(flags_byte1, memory.read_byte(flags_byte1) & ~1u);
 }
 
 // A rep-prefixed string instruction traps after every iteration when single-stepped, with RIP
@@ -65,22 +73,31 @@ void finish_repeats(StoppedThread& thread, RuntimeAddr site, TraceeMemory& memor
 
 }  // namespace
 
+StepFixup StepFixup::of(const std::optional<Instruction>& insn) {
+  StepFixup f;
+  if (insn && insn->rep) f.rep_next = insn->next();
+  f.pushes_flags = insn && is_pushf(*insn);
+  return f;
+}
+
 void SingleStepOver::prepare(BreakpointSite& site) {
-  if (memory_) rep_next_[site.address().value()] = rep_next(decode_site(*memory_, site));
+  if (memory_) fixups_[site.address().value()] = StepFixup::of(decode_site(*memory_, site));
 }
 
 void SingleStepOver::step(StoppedThread& thread, BreakpointSite& site) {
-  auto it = rep_next_.find(site.address().value());
-  step_over(thread, site, memory_, it != rep_next_.end() ? it->second : std::nullopt);
+  auto it = fixups_.find(site.address().value());
+  step_over(thread, site, memory_, it != fixups_.end() ? it->second : StepFixup{});
 }
 
 void SingleStepOver::step_over(StoppedThread& thread, BreakpointSite& site, TraceeMemory* memory,
-                               std::optional<RuntimeAddr> next) {
+                               const StepFixup& fixup) {
   Reinsert reinsert(site);
   thread.set_pc(site.address());
-  // memory is null when no rep site was decoded (no TraceeMemory given): next is empty then.
-  if (thread.single_step() && next && memory)
-    finish_repeats(thread, site.address(), *memory, *next);
+  constexpr unsigned long long kTrapFlag = 0x100;
+  bool own_trap_flag = fixup.pushes_flags && (thread.regs().eflags & kTrapFlag);
+  if (!thread.single_step() || !memory) return;
+  if (fixup.pushes_flags && !own_trap_flag) clear_pushed_trap_flag(thread, *memory);
+  if (fixup.rep_next) finish_repeats(thread, site.address(), *memory, *fixup.rep_next);
 }
 
 std::string FastStepOver::name() const {
@@ -175,7 +192,7 @@ void FastStepOver::step(StoppedThread& thread, BreakpointSite& site) {
       return;
     }
     case Method::SingleStep:
-      SingleStepOver::step_over(thread, site, memory_, rep_next(p.insn));
+      SingleStepOver::step_over(thread, site, memory_, StepFixup::of(p.insn));
       return;
   }
 }
@@ -230,9 +247,9 @@ void check_step_over_name(const std::string& name) {
 }
 
 std::unique_ptr<StepOver> make_step_over(StepOverChoice choice, TraceeMemory& memory,
-                                         ScratchMapper mapper) {
+                                         ScratchMapper mapper, CopyMap* copies) {
   if (choice == StepOverChoice::SingleStep) return std::make_unique<SingleStepOver>(&memory);
-  return std::make_unique<FastStepOver>(choice, memory, std::move(mapper));
+  return std::make_unique<FastStepOver>(choice, memory, std::move(mapper), copies);
 }
 
 std::optional<RuntimeAddr> FastStepOver::copy_of(const BreakpointSite& site) const {

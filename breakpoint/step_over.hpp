@@ -64,12 +64,21 @@ class StepOver {
   virtual std::optional<RuntimeAddr> copy_of(const BreakpointSite&) const { return std::nullopt; }
 };
 
+// What a single-step of an instruction leaves to put right (see SingleStepOver).
+struct StepFixup {
+  std::optional<RuntimeAddr> rep_next;  // a rep string instruction: where the next one starts
+  bool pushes_flags = false;            // pushf: the trap flag it pushed is the step's
+  static StepFixup of(const std::optional<Instruction>& insn);
+};
+
 // The classic debugger way: put the original byte back, rewind RIP onto it, single-step one
 // instruction, write int3 again. Two stops per hit.
 //
 // A rep-prefixed string instruction (rep movsb, rep stosb) traps after every iteration when
 // single-stepped, with RIP still on it: it is stepped until RIP leaves it, so that one call
-// is one hit, not one per byte.
+// is one hit, not one per byte. A single-stepped pushf pushes RFLAGS with the trap flag the
+// step set: popped later, it would trap in the program, so it is cleared in the pushed word
+// (as GDB's amd64_displaced_step_fixup does), unless the program had set it itself.
 class SingleStepOver final : public StepOver {
  public:
   explicit SingleStepOver(TraceeMemory* memory = nullptr) : memory_(memory) {}
@@ -78,14 +87,14 @@ class SingleStepOver final : public StepOver {
   bool needs_all_stop(const BreakpointSite&) const override { return true; }
   bool pc_suffices() const override { return true; }
   void step(StoppedThread& thread, BreakpointSite& site) override;
-  // The step itself, for other strategies' fallback. `rep_next`: for a rep-prefixed
-  // instruction, the address of the next one.
+  // The step itself, for other strategies' fallback (`memory` may be null when `fixup` is
+  // empty).
   static void step_over(StoppedThread& thread, BreakpointSite& site, TraceeMemory* memory,
-                        std::optional<RuntimeAddr> rep_next);
+                        const StepFixup& fixup);
 
  private:
   TraceeMemory* memory_;
-  std::unordered_map<std::uint64_t, std::optional<RuntimeAddr>> rep_next_;
+  std::unordered_map<std::uint64_t, StepFixup> fixups_;
 };
 
 // One stop per hit: the displaced instruction is emulated on the registers, or executed from a
@@ -103,8 +112,8 @@ class FastStepOver final : public StepOver {
   using Mode = StepOverChoice;
   enum class Method { Emulate, Outline, SingleStep };
 
-  FastStepOver(Mode mode, TraceeMemory& memory, ScratchMapper mapper)
-      : mode_(mode), memory_(&memory), outliner_(memory, std::move(mapper)) {}
+  FastStepOver(Mode mode, TraceeMemory& memory, ScratchMapper mapper, CopyMap* copies = nullptr)
+      : mode_(mode), memory_(&memory), outliner_(memory, std::move(mapper), copies) {}
   std::string name() const override;
   void prepare(BreakpointSite& site) override;
   void ready(BreakpointSite& site) override;
@@ -142,7 +151,8 @@ StepOverChoice parse_step_over(const std::string& name);
 const char* step_over_name(StepOverChoice choice);
 // UsageError unless `name` is one of the choices.
 void check_step_over_name(const std::string& name);
+// `copies`, when given, learns where the out-of-line copies run.
 std::unique_ptr<StepOver> make_step_over(StepOverChoice choice, TraceeMemory& memory,
-                                         ScratchMapper mapper);
+                                         ScratchMapper mapper, CopyMap* copies = nullptr);
 
 }  // namespace probecost

@@ -258,11 +258,14 @@ bool emit_exit(Builder& b, const Instruction& exit, std::string& why) {
   return true;
 }
 
-// Where each displaced instruction after the first now runs.
+// Where each displaced instruction now runs (the first: `block`, the others: `copies`).
 void note_copies(const JumpPlan& plan, std::size_t from, const RelocatedBlock& block,
                  Trampoline& t) {
   for (std::size_t i = 0; i < block.offsets.size(); ++i) {
-    if (from + i == 0) continue;
+    if (from + i == 0) {
+      t.block = block.at + block.offsets[i];
+      continue;
+    }
     t.copies.emplace_back(plan.covered[from + i].address, block.at + block.offsets[i]);
   }
 }
@@ -271,7 +274,7 @@ std::optional<Trampoline> generate(const JumpPlan& plan, const TrampolineSpec& s
                                    const Labels& in, Labels& out, std::string& why) {
   Assembler a(spec.address);
   Builder b{a, spec, in, out, {}};
-  Trampoline t{spec.address, {}, {}};
+  Trampoline t{spec.address, {}, {}, {}};
   std::span<const Instruction> covered = plan.covered;
   if (plan.role == PlanRole::Entry) {
     b.body(entry_work(spec));

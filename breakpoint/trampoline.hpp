@@ -86,6 +86,9 @@ struct Trampoline {
   std::vector<std::uint8_t> code;
   // Each displaced instruction after the first, and its copy in the trampoline.
   std::vector<std::pair<RuntimeAddr, RuntimeAddr>> copies;
+  // The first displaced instruction's copy, when it has one (an exit trampoline's lone exit
+  // instruction is emitted, not copied).
+  std::optional<RuntimeAddr> block;
 
   RuntimeAddr end() const { return address + static_cast<std::int64_t>(code.size()); }
   // Where a thread whose RIP is `pc`, between two displaced instructions when the patch goes in,

@@ -42,8 +42,9 @@ void TraceRun::take_fork_child(ProcessTrace& tr, ProcessTrace& parent) {
         pl.jump ? "a fork child: the parent's jump is an int3 in its copy" : pl.why_not_jump;
     tr.installs.push_back(mine);
   }
-  tr.step_over = make_step_over(opts_.step_over, p.memory(),
-                                [&p](RuntimeAddr near) { return p.map_scratch(near); });
+  tr.step_over = make_step_over(
+      opts_.step_over, p.memory(), [&p](RuntimeAddr near) { return p.map_scratch(near); },
+      &p.relocated());
   for (const auto& site : p.sites()) {
     if (site->enabled()) tr.step_over->prepare(*site);
   }

@@ -105,7 +105,7 @@ void TraceRun::install_image(ProcessTrace& tr) {
   tr.symbols = std::make_unique<ProcessSymbols>(p.proc_tid());
   tr.images.push_back(tr.symbols->executable());
   tr.probes = resolve(tr, first);
-  tr.step_over = make_step_over(opts_.step_over, p.memory(), scratch_mapper(p));
+  tr.step_over = make_step_over(opts_.step_over, p.memory(), scratch_mapper(p), &p.relocated());
   tr.jumps.reset();
   tr.feed.reset();
   if (opts_.calls) {

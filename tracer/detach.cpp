@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 
 #include "common/error.hpp"
+#include "tracer/fault_fixup.hpp"
 #include "tracer/guardian.hpp"
 #include "tracer/int3_area.hpp"
 #include "tracer/process.hpp"
@@ -139,6 +140,7 @@ void TracedProcess::detach() {
     // signal goes with PTRACE_DETACH's data. A thread in group-stop stays stopped: the
     // kernel puts a detached thread of a stopped group back into the group-stop.
     if (t.deferred && t.deferred->signal_stop()) {
+      if (t.deferred->stop_signal() != SIGTRAP) fix_up_fault(*this, t, t.deferred->stop_signal());
       t.pending_signals.push_front(t.deferred->stop_signal());
     }
     t.deferred.reset();

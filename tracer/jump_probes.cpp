@@ -52,6 +52,9 @@ std::string JumpProbes::why_not(const JumpPlan& plan, const Probes& probes,
 
 void JumpProbes::install(const Candidate& c, const std::string& label) {
   proc_.add_patch(c.placed->patch, label).install();
+  const Trampoline& t = c.placed->trampoline;
+  if (t.block) proc_.relocated().add(*t.block, c.plan->site);
+  for (const auto& [original, copy] : t.copies) proc_.relocated().add(copy, original);
   ++areas_[c.area].installed;
 }
 

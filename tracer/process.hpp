@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "breakpoint/copy_map.hpp"
 #include "breakpoint/patch_site.hpp"
 #include "breakpoint/site_table.hpp"
 #include "common/error.hpp"
@@ -96,6 +97,9 @@ class TracedProcess {
   // Jump-patched sites: owned here so that every way out removes them, as it does int3 bytes.
   PatchSite& add_patch(const JumpPatch& patch, std::string label);
   const std::vector<std::unique_ptr<PatchSite>>& patches() const { return patches_; }
+  // Where relocated copies of its instructions run (out-of-line copies, jump trampolines): a
+  // fault raised in one is given to the program as the original's (tracer/fault_fixup.hpp).
+  CopyMap& relocated() { return relocated_; }
   std::map<pid_t, Task>& tasks() { return tasks_; }
   Task* task(pid_t tid);
   // The Task `ref` names, if it still exists: after anything that waits (stop_all), a thread
@@ -285,6 +289,7 @@ class TracedProcess {
   std::function<void(pid_t, std::uint64_t)> new_thread_;
   SiteTable sites_;
   std::vector<std::unique_ptr<PatchSite>> patches_;
+  CopyMap relocated_;
   std::map<pid_t, Task> tasks_;
   std::map<pid_t, pid_t> vfork_parent_;  // vfork child -> the thread waiting in vfork()
   std::optional<WaitStatus> end_;

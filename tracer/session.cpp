@@ -4,6 +4,7 @@
 #include <sys/ptrace.h>
 
 #include "common/error.hpp"
+#include "tracer/fault_fixup.hpp"
 #include "tracer/int3_area.hpp"
 #include "tracer/maps.hpp"
 #include "tracer/trap_records.hpp"
@@ -150,10 +151,13 @@ void Session::dispatch(const TaskEvent& ev) {
     return;
   }
   // PTRACE_EVENT_EXEC is settled by the process's bookkeeping; PTRACE_EVENT_STOP (an
-  // interrupt, a new thread's first stop) and syscall-stops are simply resumed.
-  if (ws.ptrace_event() != 0 || ws.syscall_stop()) return;
+  // interrupt, a new thread's first stop) is simply resumed. Syscall-stops come from a thread
+  // in a handler of a fault of a relocated copy (fault_fixup.hpp).
+  if (ws.syscall_stop()) return after_handler(proc_, *t);
+  if (ws.ptrace_event() != 0) return;
   int sig = ws.stop_signal();
   if (sig == SIGTRAP) return on_trap(*t);
+  fix_up_fault(proc_, *t, sig);       // raised by a relocated copy: the original's, to the program
   t->pending_signals.push_back(sig);  // meant for the tracee: deliver it
   ++stats_.signals_passed;
 }

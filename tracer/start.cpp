@@ -274,6 +274,7 @@ void TracedProcess::resume_after_exec() {
   sites_.clear();
   sites_.set_recorder({});
   patches_.clear();
+  relocated_.clear();
   scratch_pages_.clear();
   int3_area_.reset();  // the new image gets its own, with its first int3 probe
   int3_area_tried_ = false;

@@ -99,7 +99,7 @@ bool Task::resume_with_signals(__ptrace_request request) {
 }
 
 bool Task::resume() {
-  return resume_with_signals(PTRACE_CONT);
+  return resume_with_signals(handlers_watched > 0 ? PTRACE_SYSCALL : PTRACE_CONT);
 }
 
 bool Task::detach() {
@@ -142,6 +142,23 @@ std::optional<std::uint64_t> Task::blocked_signals() {
 
 bool Task::set_blocked_signals(std::uint64_t mask) {
   return ptrace_if_alive(PTRACE_SETSIGMASK, reinterpret_cast<void*>(sizeof mask), &mask);
+std::optional<siginfo_t> Task::siginfo() {
+  siginfo_t info;
+  if (!ptrace_if_alive(PTRACE_GETSIGINFO, nullptr, &info)) return std::nullopt;
+  return info;
+}
+
+bool Task::set_siginfo(const siginfo_t& info) {
+  siginfo_t copy = info;
+  return ptrace_if_alive(PTRACE_SETSIGINFO, nullptr, &copy);
+}
+
+std::optional<__ptrace_syscall_info> Task::syscall_info() {
+  __ptrace_syscall_info info{};
+  // addr is the size of the buffer; the kernel fills at most that much.
+  if (!ptrace_if_alive(PTRACE_GET_SYSCALL_INFO, reinterpret_cast<void*>(sizeof info), &info))
+    return std::nullopt;
+  return info;
 }
 
 bool Task::resume_listening() {

@@ -5,6 +5,7 @@
 // thread may be gone: a traced thread can vanish at any ptrace call (ESRCH), for instance when
 // another thread calls exit_group() or the process is sent SIGKILL, which needs no tracer's
 // consent. That is an expected outcome (the operation returns false or nothing), not an error.
+#include <signal.h>
 #include <sys/ptrace.h>
 #include <sys/types.h>
 #include <sys/user.h>
@@ -80,6 +81,7 @@ class Task {
   // signal-delivery-stop (the only stop in which the kernel injects the resume's signal; in
   // any other stop it may silently drop it, see ptrace(2) "Signal injection"). Other pending
   // signals are sent again with tgkill, so none is lost: each comes back as a stop of its own.
+  // While handlers_watched, PTRACE_SYSCALL instead.
   bool resume();
   // resume() when the thread is stopped by us with nothing deferred and runs with us (after
   // an event is handled, or once a stop-the-world is over). False when it is not resumed.
@@ -105,6 +107,12 @@ class Task {
   // thread runs). Nothing, or false, when the thread is gone.
   std::optional<std::uint64_t> blocked_signals();
   bool set_blocked_signals(std::uint64_t mask);
+  // PTRACE_GETSIGINFO / PTRACE_SETSIGINFO: in a signal-delivery-stop, what the handler will be
+  // given. Nothing (false) when the thread is gone.
+  std::optional<siginfo_t> siginfo();
+  bool set_siginfo(const siginfo_t& info);
+  // PTRACE_GET_SYSCALL_INFO (Linux 5.3) at a syscall-stop: entry or exit, the number, RIP.
+  std::optional<__ptrace_syscall_info> syscall_info();
 
   // Signals meant for the program, oldest first. One slot would lose a second signal that
   // arrives while the thread is single-stepped over a site.
@@ -116,6 +124,11 @@ class Task {
   // so nobody waits for it (PTRACE_INTERRUPT stays pending until it returns to user space).
   bool in_vfork = false;
   std::uint64_t hits = 0;
+  // Signal handlers the thread entered since it was given a fault of a relocated copy
+  // (tracer/fault_fixup.hpp): while there are any, resume() uses PTRACE_SYSCALL, so that each
+  // rt_sigreturn is seen (`in_sigreturn`: between its entry and exit stops).
+  int handlers_watched = 0;
+  bool in_sigreturn = false;
 
  private:
   // ptrace on this thread. False when the thread is gone (ESRCH); any other failure throws.

@@ -48,6 +48,29 @@ bool kernel_nop(std::span<const std::uint8_t> b, std::size_t len) {
   return len >= 1 && len <= 8 && b.size() >= len && std::memcmp(b.data(), nops[len], len) == 0;
 }
 
+// is_prefix_bad() of arch/x86/kernel/uprobes.c: LOCK, or a segment override other than FS and
+// GS.
+bool bad_prefix(std::span<const std::uint8_t> b, std::size_t len) {
+  for (std::size_t i = 0; i < len && i < b.size(); ++i) {
+    std::uint8_t p = b[i];
+    if (p == 0x26 || p == 0x2e || p == 0x36 || p == 0x3e || p == 0xf0) return true;
+    bool prefix = p == 0x64 || p == 0x65 || p == 0x66 || p == 0x67 || p == 0xf2 || p == 0xf3 ||
+                  (p >= 0x40 && p <= 0x4f);
+    if (!prefix) return false;
+  }
+  return false;
+}
+
+// A VEX (c4, c5) or EVEX (62) encoded instruction, after any legacy prefixes.
+bool vector_encoded(std::span<const std::uint8_t> b, std::size_t len) {
+  for (std::size_t i = 0; i < len && i < b.size(); ++i) {
+    std::uint8_t p = b[i];
+    if (p == 0xc4 || p == 0xc5 || p == 0x62) return true;
+    if (p != 0x66 && p != 0x67 && p != 0xf2 && p != 0xf3 && p != 0x64 && p != 0x65) return false;
+  }
+  return false;
+}
+
 // push_setup_xol_ops: push r64, with or without REX.B (0x41).
 bool push_reg(std::span<const std::uint8_t> b) {
   std::size_t i = (b.size() > 1 && b[0] == 0x41) ? 1 : 0;
@@ -67,7 +90,18 @@ UprobeHandling uprobe_handling(std::span<const std::uint8_t> bytes, RuntimeAddr 
   }
   h.instruction = insn->text;
   std::uint64_t page_offset = at.value() & 0xfff;
+  if (bad_prefix(bytes, insn->length)) {
+    h.count_differs = "the kernel refuses a uprobe on an instruction with a LOCK or segment prefix";
+  } else if (insn->rep) {
+    h.count_differs = "the kernel's uprobe counts every iteration of a rep string instruction";
+  }
+  if (insn->text.rfind("pushf", 0) == 0) {
+    h.harms = "single-stepped out of line, pushf pushes the step's trap flag";
+  } else if (vector_encoded(bytes, insn->length)) {
+    h.harms = "stepped out of line, some VEX and EVEX instructions see zeroed vector registers";
+  }
   if (insn->length == 5 && kernel_nop(bytes, 5) && page_offset <= 4096 - 5) {
+    h.harms = "the 5-byte NOP becomes a call, which writes the red zone";
     h.how =
         "5-byte NOP: emulated on the first hit, then rewritten into a call to the uprobe "
         "trampoline (uprobe syscall, no trap) where the kernel optimises uprobes (x86-64, "

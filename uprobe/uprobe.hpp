@@ -34,6 +34,18 @@ struct UprobeHandling {
   std::string instruction;  // as decoded
   std::string how;          // one line for the report
   bool single_stepped = false;
+  // How the kernel's uprobe changes what the program does, if it does (Linux 6.18): a 5-byte
+  // NOP is rewritten into a `call`, which writes its return address at RSP-8, into the red zone
+  // where a leaf function may keep live data; a pushf single-stepped out of line pushes the trap
+  // flag of the step, and the program's popf later traps (SIGTRAP); some VEX and EVEX
+  // instructions single-stepped out of line see zeroed vector registers (`vmovdqu %ymm0,(%rdi)`
+  // stores zeros; 6 of the torture corpus's 22 VEX/EVEX sites changed its results).
+  std::string harms;
+  // Why the kernel's count is not one per execution of the instruction, if it is not: it
+  // refuses the instruction (is_prefix_bad: LOCK, or an ES, CS, SS or DS prefix such as CET's
+  // `notrack`), or a rep string instruction, single-stepped one iteration at a time from the
+  // [uprobes] page, hits again at every iteration.
+  std::string count_differs;
 };
 UprobeHandling uprobe_handling(std::span<const std::uint8_t> bytes, RuntimeAddr at);
 

@@ -37,5 +37,10 @@ Outcome seccomp_cycle(const Config& cfg, const Cycle& c, const std::string& filt
 Outcome sigkill_rate_cycle(const Config& cfg, const Cycle& c, int rate);
 // fault_foreign (its own int3 hook, a kernel uprobe): SIGKILL of probecost, then restore.
 Outcome foreign_cycle(const Config& cfg, const Cycle& c);
+// fault_handler --kind segv|fpe|ill|bus: a handler that knows the faulting instruction by its
+// address, the instruction probed (issue 15 item 4); launched with exact counts, or attached.
+Outcome handler_cycle(const Config& cfg, const Cycle& c, const std::string& kind, bool launched);
+// fault_handler --kind park: attached while a handler is parked over the probed range (item 3).
+Outcome parked_cycle(const Config& cfg, const Cycle& c);
 
 }  // namespace fault

@@ -104,6 +104,7 @@ Child::Child(const std::vector<std::string>& argv, const SpawnFds& fds) {
     sigset_t none;
     sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    if (fds.stop_before_exec) ::raise(SIGSTOP);
     ::execv(args[0], args.data());
     ::_exit(127);
   }

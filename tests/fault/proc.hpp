@@ -52,6 +52,9 @@ class LineReader {
 struct SpawnFds {
   int in = -1, out = -1, err = -1;  // dup2'd onto 0, 1, 2 when >= 0 (else /dev/null)
   int ctl = -1;                     // dup2'd onto 3 when >= 0, left open across exec
+  // The child stops itself (SIGSTOP) just before its exec, so that perf events can be bound
+  // to it before the program runs (Child::wait_stopped, then SIGCONT).
+  bool stop_before_exec = false;
 };
 
 // A child process; killed (SIGKILL) and reaped on destruction if still there.

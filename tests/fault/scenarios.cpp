@@ -415,6 +415,14 @@ const std::vector<Scenario>& scenarios() {
        }},
       {"restore-foreign", "SIGKILL, then restore beside the program's own int3 and a uprobe", 5, 30,
        false, false, foreign_cycle},
+      {"fault-handler", "SafeFetch-style handlers (SEGV, FPE, ILL, BUS) on a probed fault", 8, 80,
+       true, false,
+       [](const Config& cfg, const Cycle& c) {
+         static const char* kinds[] = {"segv", "fpe", "ill", "bus"};
+         return handler_cycle(cfg, c, kinds[(c.index / 2) % 4], c.index % 2 == 0);
+       }},
+      {"parked-handler", "attached while a handler is parked over the probed range", 5, 40, true,
+       false, parked_cycle},
   };
   return all;
 }

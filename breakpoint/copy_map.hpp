@@ -1,0 +1,32 @@
+#pragma once
+// Where relocated copies of a tracee's instructions run: the out-of-line copies of the int3
+// step-over (one instruction each, in a scratch page) and the instructions a jump displaces (in
+// its trampoline). Each copy stands for one original instruction. A fault the copy raises must
+// reach the program as the original's (tracer/fault_fixup.hpp), and a thread sent back to a
+// displaced original, inside a jump's patched bytes, must continue in its copy.
+#include <cstdint>
+#include <map>
+#include <optional>
+
+#include "common/address.hpp"
+
+namespace probecost {
+
+class CopyMap {
+ public:
+  // The instruction at `original` runs from `copy` too.
+  void add(RuntimeAddr copy, RuntimeAddr original);
+  // The original of the copy that starts at `pc` (a fault's RIP is at the instruction that
+  // faulted, not inside it); nothing for any other address.
+  std::optional<RuntimeAddr> original_of(RuntimeAddr pc) const;
+  // The copy of the instruction at `original`: the newest, if it was copied more than once.
+  std::optional<RuntimeAddr> copy_of(RuntimeAddr original) const;
+  bool empty() const { return to_original_.empty(); }
+  // The address space is gone (exec): so are the copies.
+  void clear();
+
+ private:
+  std::map<std::uint64_t, std::uint64_t> to_original_, to_copy_;
+};
+
+}  // namespace probecost
