@@ -24,6 +24,7 @@ void TraceRun::start_session(ProcessTrace& tr) {
       t->rec.record_stack(*t->symbols, tid, thread, site);
     }
   });
+  hook_link_map(tr);
 }
 
 // A fork child holds a copy of its parent's probes (TracedProcess::take_over_fork made them all
@@ -32,6 +33,8 @@ void TraceRun::take_fork_child(ProcessTrace& tr, ProcessTrace& parent) {
   TracedProcess& p = *tr.proc;
   tr.images.push_back(parent.images.empty() ? std::string() : parent.images.back());
   tr.probes = parent.probes;
+  tr.pending = parent.pending;
+  tr.link_map = parent.link_map;  // the same dynamic linker, its r_brk site copied
   for (const auto& pl : parent.installs) {
     ProbeInstall mine;
     mine.why_not_jump =
@@ -82,6 +85,7 @@ bool TraceRun::follow_execs() {
     close_image(tr);
     follow_exec(tr);
     tr.session->set_step_over(*tr.step_over);
+    hook_link_map(tr);
     tr.session->start();
   }
   return true;

@@ -51,7 +51,9 @@ nlohmann::json to_json(const TraceReport& r) {
                       {"via", via_name(p.via)},
                       {"image", p.image},
                       {"why_not_jump", p.why_not_jump},
-                      {"step_over", p.step_over}});
+                      {"step_over", p.step_over},
+                      {"loads", p.loads},
+                      {"unloaded", p.unloaded}});
     if (p.via == Via::Int3) {
       nlohmann::json by_thread = nlohmann::json::array();
       for (const auto& [tid, hits] : p.threads) by_thread.push_back(thread_json(r, tid, hits));
@@ -287,6 +289,8 @@ void write_text(std::ostream& out, const TraceReport& r, unsigned top, bool verb
       }
       how << (p.via == Via::Int3 ? "int3, " : "") << p.step_over;
       if (!p.why_not_jump.empty()) how << "; no jump: " << p.why_not_jump;
+      if (p.loads > 1) how << "; its library loaded " << p.loads << " times, the hits of each added";
+      if (p.unloaded) how << "; its library was dlclose'd: hits until then";
       if (p.events_read || p.events_lost) {
         how << "; events: " << p.events_read << " records read, " << p.events_lost << " lost";
       }

@@ -20,6 +20,7 @@
 #include "tracer/event_loop.hpp"
 #include "tracer/family.hpp"
 #include "tracer/jump_probes.hpp"
+#include "tracer/link_map.hpp"
 #include "tracer/process.hpp"
 #include "tracer/session.hpp"
 #include "tracer/stacks.hpp"
@@ -73,6 +74,10 @@ struct ProcessTrace {
   Recorder rec;
   std::vector<std::string> images;
   double cpu0 = 0, cpu_last = 0;  // its CPU time when we took it, and when last looked at
+  // Probes whose module is not loaded (yet): they go in when the dynamic linker, watched at its
+  // r_brk (link_map), says a dlopen mapped it.
+  std::vector<std::string> pending;
+  std::optional<LinkMapWatch> link_map;
 };
 
 // One run of `probecost trace`: its processes, an image at a time each (a new one after each
@@ -94,7 +99,17 @@ class TraceRun {
   void refuse_leftovers(ProcessTrace& tr);
   std::vector<ResolvedProbe> resolve(ProcessTrace& tr, bool first_image);
   void enable_int3(ProcessTrace& tr, const ResolvedProbe& probe);
-  std::vector<ProbeInstall> place_jumps(ProcessTrace& tr);
+  std::vector<ProbeInstall> place_jumps(ProcessTrace& tr, std::size_t from);
+  void place_probes(ProcessTrace& tr, std::size_t from);
+  // pending.cpp: probes of libraries that come and go.
+  std::vector<std::string> split_pending(ProcessTrace& tr, std::vector<std::string> specs);
+  void watch_link_map(ProcessTrace& tr);
+  void hook_link_map(ProcessTrace& tr);
+  void on_link_map(ProcessTrace& tr, Task& task);
+  void retire(ProcessTrace& tr, const std::vector<LeftAlone>& gone);
+  void install_pending(ProcessTrace& tr, Task& task);
+  ProbeReport probe_row(ProcessTrace& tr, std::size_t i, const std::string& image);
+  void merge_loads();
   ScratchMapper scratch_mapper(TracedProcess& p);
   void start_session(ProcessTrace& tr);
   void take_fork_child(ProcessTrace& tr, ProcessTrace& parent);

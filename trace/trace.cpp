@@ -176,6 +176,12 @@ void TraceRun::let_go() {
     p.detach();
     release_leftovers(leftovers(), 0, false);
   }
+  for (const auto& t : processes_) {
+    for (const auto& what : t->proc->left_alone()) {
+      notes_ << "probecost trace: left alone in process " << t->proc->pid() << ": " << what
+             << std::endl;
+    }
+  }
 }
 
 // The root's probes in, its session ready, and the user told: every thread is still stopped.

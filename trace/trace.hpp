@@ -66,6 +66,10 @@ struct ProbeReport {
   std::uint64_t hits = 0;
   std::map<pid_t, std::uint64_t> threads;  // int3 probes: hits by thread
   std::vector<StackCount> stacks;          // most frequent first
+  // Its library came and went (dlclose, dlopen again): how many times it was probed (hits of
+  // every load added), and whether it was unloaded at the end (hits until the dlclose).
+  unsigned loads = 1;
+  bool unloaded = false;
 };
 
 // One process of the trace: the one started or attached to, and with --follow-forks every

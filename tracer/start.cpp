@@ -267,6 +267,7 @@ void TracedProcess::resume_after_exec() {
   sites_.clear();
   patches_.clear();
   scratch_pages_.clear();
+  code_.clear();
   exec_ended_ = false;
   // The guardian holds the old address space's /proc/PID/mem: a new one watches the new.
   if (guardian_) {
