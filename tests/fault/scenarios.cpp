@@ -476,6 +476,9 @@ const std::vector<Scenario>& scenarios() {
        [](const Config& cfg, const Cycle& c) { return rep_site(cfg, c, "stosb"); }},
       {"attach-exact", "attach, a known round of calls, SIGINT: hits equal calls", 12, 100, true,
        false, attach_exact},
+      {"dlopen", "dlopen, dlclose, reopen at the same address (same library, another) while hit",
+       8, 60, true, false,
+       [](const Config& cfg, const Cycle& c) { return dl_cycle(cfg, c, c.index % 4); }},
       {"sigkill", "probecost killed by SIGKILL mid-trace; then probecost restore", 8, 60, false,
        true, sigkill},
   };
