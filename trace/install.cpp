@@ -109,7 +109,13 @@ void TraceRun::place_probes(ProcessTrace& tr, std::size_t from) {
 void TraceRun::install_image(ProcessTrace& tr) {
   TracedProcess& p = *tr.proc;
   bool first = !tr.symbols && &p == &root();
-  tr.symbols = std::make_unique<ProcessSymbols>(p.proc_tid());
+  if (first && prepared_ && prepared_->code_maps == code_maps(p.proc_tid())) {
+    tr.symbols = std::move(prepared_->symbols);  // read before the stop, and still true
+    report_.symbols_before_stop = true;
+  } else {
+    tr.symbols = std::make_unique<ProcessSymbols>(p.proc_tid());
+  }
+  prepared_.reset();
   tr.images.push_back(tr.symbols->executable());
   tr.pending.clear();
   tr.link_map.reset();

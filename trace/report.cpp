@@ -82,6 +82,8 @@ nlohmann::json to_json(const TraceReport& r) {
       {"threads", threads},
       {"hits", r.hits},
       {"held_s", r.held_s},
+      {"symbols_before_stop", r.symbols_before_stop},
+      {"modules_read_held", r.modules_read_held},
       {"tracer_cpu_s", r.tracer_cpu_s},
       {"tracee_cpu_s", r.tracee_cpu_s},
       {"tracer_cpu_ns_per_hit", r.tracer_cpu_ns_per_hit},

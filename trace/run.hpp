@@ -80,12 +80,27 @@ struct ProcessTrace {
   std::optional<LinkMapWatch> link_map;
 };
 
+// What can be read of a process before it is stopped (prepare.cpp): its symbols, and the
+// modules' code and branch index that jump plans need. The stop then only checks and writes.
+struct Prepared {
+  std::unique_ptr<ProcessSymbols> symbols;
+  std::string code_maps;  // its executable file mappings, as /proc/PID/maps gave them
+};
+// Nothing for a launched command (it has not run yet), or when the process cannot be read.
+std::unique_ptr<Prepared> prepare(const TraceOptions& opts);
+// The executable file mappings of `pid` (what ProcessSymbols saw, if they are unchanged).
+std::string code_maps(pid_t pid);
+
 // One run of `probecost trace`: its processes, an image at a time each (a new one after each
 // exec).
 class TraceRun {
  public:
   TraceRun(const TraceOptions& opts, std::ostream& notes)
-      : opts_(opts), notes_(notes), family_(start_target(opts)), held_from_(now_s()) {}
+      : opts_(opts),
+        notes_(notes),
+        prepared_(prepare(opts)),
+        family_(start_target(opts)),
+        held_from_(now_s()) {}
   // Attaches to opts.pid, or launches opts.command and runs it to its entry point.
   static std::unique_ptr<Family> start_target(const TraceOptions& opts);
   TraceReport run();
@@ -131,6 +146,7 @@ class TraceRun {
 
   const TraceOptions& opts_;
   std::ostream& notes_;
+  std::unique_ptr<Prepared> prepared_;  // the root's, used once stopped if still true
   std::unique_ptr<Family> family_;
   std::vector<std::unique_ptr<ProcessTrace>> processes_;  // the root first
   TraceReport report_;

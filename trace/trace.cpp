@@ -4,6 +4,7 @@
 
 #include "common/error.hpp"
 #include "trace/run.hpp"
+#include "tracer/module_code.hpp"
 #include "tracer/syscalls.hpp"
 
 namespace probecost {
@@ -196,7 +197,11 @@ ProcessTrace& TraceRun::begin() {
   // Interrupted while starting: nothing goes in, and the process is let go as it is.
   if (stop_requested()) {
     top.step_over = std::make_unique<SingleStepOver>();  // no site: never used
-  } else if (p.unless_gone([&] { install_image(top); }) == Outcome::Gone) {
+  } else if (std::uint64_t files = ModuleCode::files_read();
+             p.unless_gone([&] {
+               install_image(top);
+               report_.modules_read_held = ModuleCode::files_read() - files;
+             }) == Outcome::Gone) {
     // A write or an injected system call that failed because the process is exiting under
     // us: there is nothing to probe; the session reports its end.
     if (!top.step_over) top.step_over = std::make_unique<SingleStepOver>();

@@ -94,6 +94,11 @@ struct TraceReport {
   // written): before `duration_s` starts (for a launched command, from its entry point on),
   // and after each exec the trace followed, within `duration_s`.
   double held_s = 0;
+  // What the first image's probes needed while the process was held: its symbols read before
+  // the stop (true when they were, and still held), and the modules' files read and decoded
+  // while held (0 when they were read before).
+  bool symbols_before_stop = false;
+  std::uint64_t modules_read_held = 0;
   double tracer_cpu_s = 0;  // probecost's CPU while the probes were in
   double tracee_cpu_s = 0;  // the process's CPU meanwhile: its own work and its side of each hit
   double tracer_cpu_ns_per_hit = 0;  // tracer CPU / hits: the tracer's side of a hit alone
