@@ -109,13 +109,15 @@ void TraceRun::place_probes(ProcessTrace& tr, std::size_t from) {
 void TraceRun::install_image(ProcessTrace& tr) {
   TracedProcess& p = *tr.proc;
   bool first = !tr.symbols && &p == &root();
-  if (first && prepared_ && prepared_->code_maps == code_maps(p.proc_tid())) {
-    tr.symbols = std::move(prepared_->symbols);  // read before the stop, and still true
-    report_.symbols_before_stop = true;
+  auto ready = tr.images.empty() ? prepared_.find(p.pid()) : prepared_.end();
+  if (ready != prepared_.end() && ready->second &&
+      ready->second->code_maps == code_maps(p.proc_tid())) {
+    tr.symbols = std::move(ready->second->symbols);  // read before the stop, and still true
+    if (first) report_.symbols_before_stop = true;
   } else {
     tr.symbols = std::make_unique<ProcessSymbols>(p.proc_tid());
   }
-  prepared_.reset();
+  if (ready != prepared_.end()) prepared_.erase(ready);
   tr.images.push_back(tr.symbols->executable());
   tr.pending.clear();
   tr.link_map.reset();

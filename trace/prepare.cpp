@@ -22,14 +22,20 @@ std::string code_maps(pid_t pid) {
   return out.str();
 }
 
-std::unique_ptr<Prepared> prepare(const TraceOptions& opts) {
-  if (!opts.pid) return nullptr;
+std::map<pid_t, std::unique_ptr<Prepared>> prepare_all(const TraceOptions& opts) {
+  std::map<pid_t, std::unique_ptr<Prepared>> out;
+  if (opts.pid) out[opts.pid] = prepare(opts, opts.pid);
+  for (pid_t pid : opts.more_pids) out[pid] = prepare(opts, pid);
+  return out;
+}
+
+std::unique_ptr<Prepared> prepare(const TraceOptions& opts, pid_t pid) {
   auto out = std::make_unique<Prepared>();
   try {
-    out->code_maps = code_maps(opts.pid);
-    out->symbols = std::make_unique<ProcessSymbols>(opts.pid);
+    out->code_maps = code_maps(pid);
+    out->symbols = std::make_unique<ProcessSymbols>(pid);
     if (opts.via == Via::Int3 || opts.stacks) return out;
-    auto maps = read_maps(opts.pid);
+    auto maps = read_maps(pid);
     for (const auto& spec : opts.probes) {
       std::vector<ResolvedProbe> probes;
       try {
@@ -39,7 +45,7 @@ std::unique_ptr<Prepared> prepare(const TraceOptions& opts) {
                                                        parse_probe(spec).module)) {
           for (const auto& m : maps) {
             std::string why;
-            if (m.exec && m.contains(s.address)) ModuleCode::of(opts.pid, m, why);
+            if (m.exec && m.contains(s.address)) ModuleCode::of(pid, m, why);
           }
         }
       } catch (const Error&) {

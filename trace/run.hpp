@@ -86,8 +86,10 @@ struct Prepared {
   std::unique_ptr<ProcessSymbols> symbols;
   std::string code_maps;  // its executable file mappings, as /proc/PID/maps gave them
 };
-// Nothing for a launched command (it has not run yet), or when the process cannot be read.
-std::unique_ptr<Prepared> prepare(const TraceOptions& opts);
+// Nothing when the process cannot be read.
+std::unique_ptr<Prepared> prepare(const TraceOptions& opts, pid_t pid);
+// Every -p process's (none for a launched command: it has not run yet).
+std::map<pid_t, std::unique_ptr<Prepared>> prepare_all(const TraceOptions& opts);
 // The executable file mappings of `pid` (what ProcessSymbols saw, if they are unchanged).
 std::string code_maps(pid_t pid);
 
@@ -98,7 +100,7 @@ class TraceRun {
   TraceRun(const TraceOptions& opts, std::ostream& notes)
       : opts_(opts),
         notes_(notes),
-        prepared_(prepare(opts)),
+        prepared_(prepare_all(opts)),
         family_(start_target(opts)),
         held_from_(now_s()) {}
   // Attaches to opts.pid, or launches opts.command and runs it to its entry point.
@@ -127,6 +129,7 @@ class TraceRun {
   void merge_loads();
   ScratchMapper scratch_mapper(TracedProcess& p);
   void start_session(ProcessTrace& tr);
+  void attach_others();
   void take_fork_child(ProcessTrace& tr, ProcessTrace& parent);
   void take_new_processes();
   bool follow_execs();
@@ -146,7 +149,8 @@ class TraceRun {
 
   const TraceOptions& opts_;
   std::ostream& notes_;
-  std::unique_ptr<Prepared> prepared_;  // the root's, used once stopped if still true
+  // Each -p process's, used once it is stopped if still true.
+  std::map<pid_t, std::unique_ptr<Prepared>> prepared_;
   std::unique_ptr<Family> family_;
   std::vector<std::unique_ptr<ProcessTrace>> processes_;  // the root first
   TraceReport report_;

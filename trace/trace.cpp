@@ -207,7 +207,7 @@ ProcessTrace& TraceRun::begin() {
     if (!top.step_over) top.step_over = std::make_unique<SingleStepOver>();
   }
   start_session(top);
-  if (opts_.announce) {
+  if (opts_.announce && opts_.more_pids.empty()) {
     notes_ << "probecost trace: tracing process " << p.pid() << " (" << p.thread_count()
            << (p.thread_count() == 1 ? " thread" : " threads") << ") at " << top.probes.size()
            << (top.probes.size() == 1 ? " probe" : " probes")
@@ -226,6 +226,7 @@ TraceReport TraceRun::run() {
   next_progress_ = t0_ + 1;
   std::uint64_t syscalls0 = sys::counters().total();
   top.session->start();
+  attach_others();
   RunEnd end = loop();
   report_.tracer_cpu_s = thread_cpu_s() - cpu0;
   if (opts_.progress) notes_ << "\r\033[K" << std::flush;

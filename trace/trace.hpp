@@ -27,7 +27,8 @@ const char* via_name(Via via);
 void check_via(const std::string& via);
 
 struct TraceOptions {
-  pid_t pid = 0;                     // attach to this process, or
+  pid_t pid = 0;                     // attach to this process (and to more_pids), or
+  std::vector<pid_t> more_pids;      // the second and later -p
   std::vector<std::string> command;  // launch this one
   std::vector<std::string> probes;
   bool all_matches = false;
