@@ -1,6 +1,7 @@
 #pragma once
 // Test helper: run a command to its end with stdout and stderr captured in memory files (no
 // pipe to fill up, no deadlock) and an optional stdin.
+#include <errno.h>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -10,6 +11,16 @@
 #include <vector>
 
 namespace probecost::test {
+
+// waitpid that retries on EINTR: a Family alive in this process keeps its Ticker's SIGALRM
+// (installed without SA_RESTART, so that the tracer's own waits wake) firing every period.
+inline int wait_child(pid_t pid) {
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) return -1;
+  }
+  return status;
+}
 
 inline std::string read_fd(int fd) {
   std::string out;
@@ -46,8 +57,7 @@ inline Result run_command(const std::vector<std::string>& argv) {
     ::execv(args[0], args.data());
     ::_exit(127);
   }
-  int status = 0;
-  ::waitpid(pid, &status, 0);
+  int status = wait_child(pid);
   Result r;
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   r.out = out.contents();
