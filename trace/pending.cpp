@@ -87,7 +87,8 @@ void TraceRun::hook_link_map(ProcessTrace& tr) {
 // away ends, and what a dlopen brought goes in.
 void TraceRun::on_link_map(ProcessTrace& tr, Task& task) {
   if (!tr.link_map->consistent(tr.proc->memory())) return;
-  if (!tr.symbols) tr.symbols = std::make_unique<ProcessSymbols>(tr.proc->proc_tid());  // a fork child
+  if (!tr.symbols)
+    tr.symbols = std::make_unique<ProcessSymbols>(tr.proc->proc_tid());  // a fork child
   auto gone = tr.proc->forget_moved_code();
   if (!gone.empty()) retire(tr, gone);
   if (!tr.pending.empty()) install_pending(tr, task);
@@ -155,17 +156,16 @@ void TraceRun::install_pending(ProcessTrace& tr, Task& task) {
   try {
     place_probes(tr, from);
   } catch (const UsageError& e) {  // --via jump refused one: nothing of them went in
-    notes_ << "probecost trace: not probed in process " << p.pid() << ": " << e.what()
-           << std::endl;
+    notes_ << "probecost trace: not probed in process " << p.pid() << ": " << e.what() << std::endl;
     tr.probes.resize(from);
     tr.installs.resize(from);
     return;
   }
   if (!opts_.announce) return;
   for (std::size_t i = from; i < tr.probes.size(); ++i) {
-    notes_ << "probecost trace: process " << p.pid() << " loaded "
-           << base_name(tr.probes[i].module) << ": " << tr.probes[i].spec << " is in ("
-           << (tr.installs[i].jump ? "jump" : "int3") << ")" << std::endl;
+    notes_ << "probecost trace: process " << p.pid() << " loaded " << base_name(tr.probes[i].module)
+           << ": " << tr.probes[i].spec << " is in (" << (tr.installs[i].jump ? "jump" : "int3")
+           << ")" << std::endl;
   }
 }
 

@@ -41,8 +41,8 @@ std::unique_ptr<Prepared> prepare(const TraceOptions& opts, pid_t pid) {
       try {
         // No memory to read yet (an IFUNC's slots), no resolver to call: what a plain symbol
         // names is enough to know the module.
-        for (const auto& s : out->symbols->resolve_all(parse_probe(spec).symbol,
-                                                       parse_probe(spec).module)) {
+        for (const auto& s :
+             out->symbols->resolve_all(parse_probe(spec).symbol, parse_probe(spec).module)) {
           for (const auto& m : maps) {
             std::string why;
             if (m.exec && m.contains(s.address)) ModuleCode::of(pid, m, why);

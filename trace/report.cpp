@@ -291,7 +291,8 @@ void write_text(std::ostream& out, const TraceReport& r, unsigned top, bool verb
       }
       how << (p.via == Via::Int3 ? "int3, " : "") << p.step_over;
       if (!p.why_not_jump.empty()) how << "; no jump: " << p.why_not_jump;
-      if (p.loads > 1) how << "; its library loaded " << p.loads << " times, the hits of each added";
+      if (p.loads > 1)
+        how << "; its library loaded " << p.loads << " times, the hits of each added";
       if (p.unloaded) how << "; its library was dlclose'd: hits until then";
       if (p.events_read || p.events_lost) {
         how << "; events: " << p.events_read << " records read, " << p.events_lost << " lost";

@@ -197,8 +197,7 @@ ProcessTrace& TraceRun::begin() {
   // Interrupted while starting: nothing goes in, and the process is let go as it is.
   if (stop_requested()) {
     top.step_over = std::make_unique<SingleStepOver>();  // no site: never used
-  } else if (std::uint64_t files = ModuleCode::files_read();
-             p.unless_gone([&] {
+  } else if (std::uint64_t files = ModuleCode::files_read(); p.unless_gone([&] {
                install_image(top);
                report_.modules_read_held = ModuleCode::files_read() - files;
              }) == Outcome::Gone) {

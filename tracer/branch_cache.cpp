@@ -15,7 +15,8 @@ constexpr char kMagic[8] = {'P', 'C', 'B', 'R', 'I', 'X', '1', '\n'};
 // FNV-1a over the pairs: a flipped bit or a torn write shows.
 std::uint64_t checksum(const char* data, std::size_t n) {
   std::uint64_t h = 1469598103934665603ull;
-  for (std::size_t i = 0; i < n; ++i) h = (h ^ static_cast<unsigned char>(data[i])) * 1099511628211ull;
+  for (std::size_t i = 0; i < n; ++i)
+    h = (h ^ static_cast<unsigned char>(data[i])) * 1099511628211ull;
   return h;
 }
 

@@ -6,14 +6,14 @@ namespace probecost {
 
 std::optional<CodeIdentity> code_identity(const std::vector<Mapping>& maps, RuntimeAddr at) {
   for (const auto& m : maps) {
-    if (m.contains(at)) return CodeIdentity{m.file_id, static_cast<std::uint64_t>(at - m.start) + m.offset, m.path};
+    if (m.contains(at))
+      return CodeIdentity{m.file_id, static_cast<std::uint64_t>(at - m.start) + m.offset, m.path};
   }
   return std::nullopt;
 }
 
-std::string why_not_ours(const CodeIdentity& then, const std::vector<Mapping>& maps,
-                         RuntimeAddr at, std::span<const std::uint8_t> ours,
-                         std::span<const std::uint8_t> now) {
+std::string why_not_ours(const CodeIdentity& then, const std::vector<Mapping>& maps, RuntimeAddr at,
+                         std::span<const std::uint8_t> ours, std::span<const std::uint8_t> now) {
   auto id = code_identity(maps, at);
   std::string was = then.path.empty() ? then.file_id : then.path;
   if (!id) return "nothing is mapped there any more (" + was + " was unmapped: dlclose?)";

@@ -28,8 +28,7 @@ std::optional<CodeIdentity> code_identity(const std::vector<Mapping>& maps, Runt
 
 // Empty when the bytes at `at` may be put back: the mapping there is `then`'s and `now` (the
 // bytes there) is exactly `ours` (what probecost wrote). Otherwise why they must be left alone.
-std::string why_not_ours(const CodeIdentity& then, const std::vector<Mapping>& maps,
-                         RuntimeAddr at, std::span<const std::uint8_t> ours,
-                         std::span<const std::uint8_t> now);
+std::string why_not_ours(const CodeIdentity& then, const std::vector<Mapping>& maps, RuntimeAddr at,
+                         std::span<const std::uint8_t> ours, std::span<const std::uint8_t> now);
 
 }  // namespace probecost

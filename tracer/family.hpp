@@ -95,7 +95,7 @@ class Family final : public EventSource {
   std::deque<pid_t> deferred_;  // tasks given a deferred event, oldest first
   std::map<pid_t, WaitStatus> orphans_;
   std::set<const TracedProcess*> attached_;  // attach_another()'s
-  std::size_t handed_out_ = 1;  // members before this index have been taken
+  std::size_t handed_out_ = 1;               // members before this index have been taken
   bool following_ = false;
 };
 

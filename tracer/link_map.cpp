@@ -28,13 +28,15 @@ std::optional<LinkMapWatch> LinkMapWatch::find(const ProcessSymbols& symbols,
                                                TraceeMemory& memory) {
   auto r_debug = symbols.data_symbol("_r_debug");
   if (!r_debug) return std::nullopt;
-  auto brk = read_field<ElfW(Addr)>(memory, *r_debug + static_cast<std::int64_t>(offsetof(struct r_debug, r_brk)));
+  auto brk = read_field<ElfW(Addr)>(
+      memory, *r_debug + static_cast<std::int64_t>(offsetof(struct r_debug, r_brk)));
   if (!brk || !*brk) return std::nullopt;
   return LinkMapWatch(*r_debug, RuntimeAddr(*brk));
 }
 
 bool LinkMapWatch::consistent(TraceeMemory& memory) const {
-  auto state = read_field<int>(memory, r_debug_ + static_cast<std::int64_t>(offsetof(struct r_debug, r_state)));
+  auto state = read_field<int>(
+      memory, r_debug_ + static_cast<std::int64_t>(offsetof(struct r_debug, r_state)));
   return state && *state == r_debug::RT_CONSISTENT;
 }
 

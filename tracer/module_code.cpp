@@ -1,16 +1,14 @@
 #include "tracer/module_code.hpp"
 
+#include <elfutils/libdwelf.h>
 #include <gelf.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <map>
-
-#include <elfutils/libdwelf.h>
-
-#include <cstdio>
 
 #include "common/error.hpp"
 #include "tracer/branch_cache.hpp"

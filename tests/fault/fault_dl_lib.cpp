@@ -11,7 +11,8 @@ extern "C" __attribute__((noipa, visibility("default"))) std::uint64_t dl_probe(
 #endif
 }
 
-extern "C" __attribute__((noipa, visibility("default"))) std::uint64_t dl_expected(std::uint64_t x) {
+extern "C" __attribute__((noipa, visibility("default"))) std::uint64_t dl_expected(
+    std::uint64_t x) {
 #if FAULT_DL == 1
   return x * 2654435761u + 1;
 #else

@@ -94,8 +94,8 @@ INSTANTIATE_TEST_SUITE_P(Via, TraceDlopen, ::testing::Values("int3", "jump"));
 
 // Launched: the probe waits for the program's own dlopen, then counts every call.
 TEST(TraceDlopenLaunched, CountsWhatTheProgramCounted) {
-  auto r = run_command({PROBECOST_BIN, "trace", "-q", "-f", "json", "-b", kSpec, "--", DLOPEN_TARGET,
-                        std::string("open ") + DL_LIB_1, "call 300", "close",
+  auto r = run_command({PROBECOST_BIN, "trace", "-q", "-f", "json", "-b", kSpec, "--",
+                        DLOPEN_TARGET, std::string("open ") + DL_LIB_1, "call 300", "close",
                         std::string("open ") + DL_LIB_1, "call 200"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("calls=500 wrong=0"), std::string::npos) << r.out;
@@ -109,8 +109,9 @@ TEST(TraceDlopenLaunched, CountsWhatTheProgramCounted) {
 // With -F, a child that execs the program and dlopens the library later.
 TEST(TraceDlopenLaunched, FollowsForksToADlopenInAChild) {
   std::string spec = std::string(DL_LIB_1) + ":probecost_dl_site";
-  auto r = run_command({PROBECOST_BIN, "trace", "-q", "-F", "-f", "json", "-b", spec, "--", "/bin/sh",
-                        "-c", std::string(DLOPEN_TARGET) + " 'open " + DL_LIB_1 + "' 'call 400'"});
+  auto r =
+      run_command({PROBECOST_BIN, "trace", "-q", "-F", "-f", "json", "-b", spec, "--", "/bin/sh",
+                   "-c", std::string(DLOPEN_TARGET) + " 'open " + DL_LIB_1 + "' 'call 400'"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("calls=400 wrong=0"), std::string::npos) << r.out;
   Json report = Json::parse(r.err.substr(r.err.find('{')));
