@@ -112,9 +112,11 @@ void TraceRun::retire(ProcessTrace& tr, const std::vector<LeftAlone>& gone) {
     report_.probes.push_back(row);
     tr.rec.threads_by_site.erase(tr.probes[i].address.value());
     tr.proc->sites().remove(tr.probes[i].address);  // forgotten: removing writes nothing
-    for (const auto& spec : opts_.probes) {
-      if (row.probe.spec.find(spec) != std::string::npos &&
-          std::find(tr.pending.begin(), tr.pending.end(), spec) == tr.pending.end()) {
+    // Its spec, or each of the specs merged into it ("SPEC1, SPEC2": merge_same_address).
+    std::istringstream specs(row.probe.spec);
+    for (std::string spec; std::getline(specs, spec, ',');) {
+      spec.erase(0, spec.find_first_not_of(' '));
+      if (std::find(tr.pending.begin(), tr.pending.end(), spec) == tr.pending.end()) {
         tr.pending.push_back(spec);
       }
     }
