@@ -26,7 +26,10 @@ std::optional<T> read_field(TraceeMemory& memory, RuntimeAddr at) {
 
 std::optional<LinkMapWatch> LinkMapWatch::find(const ProcessSymbols& symbols,
                                                TraceeMemory& memory) {
-  auto r_debug = symbols.data_symbol("_r_debug");
+  // Looked for in the x86-64 dynamic linker first: reading every module's symbol table (a
+  // Python's libpython has tens of thousands) would take milliseconds of the attach.
+  auto r_debug = symbols.data_symbol("_r_debug", "ld-linux-x86-64.so.2");
+  if (!r_debug) r_debug = symbols.data_symbol("_r_debug");
   if (!r_debug) return std::nullopt;
   auto brk = read_field<ElfW(Addr)>(
       memory, *r_debug + static_cast<std::int64_t>(offsetof(struct r_debug, r_brk)));

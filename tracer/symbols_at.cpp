@@ -52,9 +52,11 @@ std::string ProcessSymbols::describe(RuntimeAddr at) const {
   return demangle(name) + off + in;
 }
 
-std::optional<RuntimeAddr> ProcessSymbols::data_symbol(const std::string& name) const {
+std::optional<RuntimeAddr> ProcessSymbols::data_symbol(const std::string& name,
+                                                       const std::string& module) const {
   std::optional<RuntimeAddr> out;
   for_each_module(dwfl_, [&](Dwfl_Module* mod) {
+    if (!module_matches(mod, module)) return true;
     int n = dwfl_module_getsymtab(mod);
     for (int i = 1; i < n && !out; ++i) {
       GElf_Sym sym;
