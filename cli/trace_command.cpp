@@ -1,4 +1,4 @@
-// probecost trace (-p PID | -- COMMAND ARGS...) -b PROBE [-b PROBE ...] [options]
+// probecost trace (-p PID[,PID...] ... | -- COMMAND ARGS...) -b PROBE [-b PROBE ...] [options]
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -76,7 +76,8 @@ int trace_command(const std::vector<std::string>& all_args) {
   TraceOptions opts;
   std::string format, output, list, duration, stack_depth, top_text, folded, via, step_over;
   po::options_description desc(
-      "probecost trace (-p PID | -- COMMAND ARGS...) -b PROBE [-b PROBE ...] [options]\n\n"
+      "probecost trace (-p PID[,PID...] [-p PID...] | -- COMMAND ARGS...) -b PROBE [-b PROBE ...] "
+      "[options]\n\n"
       "Puts int3 probes into a running process or a command, counts every hit with an empty\n"
       "handler, and leaves the process as it was. PROBE: SYMBOL, MODULE:SYMBOL "
       "(libc.so.6:malloc),\n"
