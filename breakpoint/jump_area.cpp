@@ -112,7 +112,7 @@ std::optional<Trampoline> AreaWriter::place_code(const JumpPlan& plan, const Tra
 
 std::optional<PlacedSite> AreaWriter::add_site(const JumpPlan& plan, const SiteOptions& options,
                                                std::string& why) {
-  const bool events = options.events;
+  const bool events = options.events && !options.calls;
   AreaHeader& h = header();
   std::size_t index = h.site_count;
   if (index >= layout_.site_capacity) {
@@ -134,7 +134,8 @@ std::optional<PlacedSite> AreaWriter::add_site(const JumpPlan& plan, const SiteO
   spec.hit_counter =
       tracee(layout_.sites_offset + index * sizeof(SiteEntry) + offsetof(SiteEntry, hits));
   spec.flag_save = options.flag_save;
-  if (layout_.cpus && !events) {
+  spec.calls = options.calls;
+  if (layout_.cpus && !events && !options.calls) {
     spec.per_cpu = PerCpuCounter{tracee(counter_row(index)), layout_.cpus, layout_.rseq_offset};
   }
   std::uint32_t ring = rings_used_;
@@ -150,9 +151,9 @@ std::optional<PlacedSite> AreaWriter::add_site(const JumpPlan& plan, const SiteO
   e.hits = 0;
   e.id = options.id;
   e.length = static_cast<std::uint8_t>(plan.length);
-  e.flags = static_cast<std::uint8_t>((events ? kSiteEvents : 0) |
-                                      (spec.flag_save != FlagSave::None ? kSitePreservesFlags : 0) |
-                                      (spec.per_cpu ? kSitePerCpu : 0));
+  e.flags = static_cast<std::uint8_t>(
+      (events ? kSiteEvents : 0) | (spec.flag_save != FlagSave::None ? kSitePreservesFlags : 0) |
+      (spec.per_cpu ? kSitePerCpu : 0) | (spec.calls ? kSiteCalls : 0));
   e.ring = events ? static_cast<std::uint16_t>(ring) : 0;
   rings_used_ += events;
   std::memcpy(e.original, patch.original.data(), sizeof e.original);
@@ -259,6 +260,15 @@ std::optional<ParsedArea> parse_area(std::span<const std::uint8_t> bytes, Runtim
     std::memcpy(&e, bytes.data() + h.sites_offset + i * sizeof(SiteEntry), sizeof e);
     if (why = check_site(h, e, i); !why.empty()) return std::nullopt;
     area.sites.push_back(parsed(e));
+    // A site that counts per CPU: its row of counters too, when the bytes reach them.
+    std::uint64_t row = h.counters_offset + std::uint64_t{i} * h.cpus * 64;
+    if ((e.flags & kSitePerCpu) && h.cpus && row + std::uint64_t{h.cpus} * 64 <= bytes.size()) {
+      for (std::uint32_t cpu = 0; cpu < h.cpus; ++cpu) {
+        std::uint64_t n;
+        std::memcpy(&n, bytes.data() + row + cpu * 64, 8);
+        area.sites.back().hits += n;
+      }
+    }
   }
   return area;
 }

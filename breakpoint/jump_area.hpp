@@ -59,11 +59,13 @@ static_assert(sizeof(AreaHeader) == 128);
 inline constexpr std::uint8_t kSiteEvents = 1;          // the trampoline writes records
 inline constexpr std::uint8_t kSitePreservesFlags = 2;  // it saves the status flags
 inline constexpr std::uint8_t kSitePerCpu = 4;          // it counts per CPU (rseq)
+inline constexpr std::uint8_t kSiteCalls = 8;           // it writes call records (rseq)
 
 struct alignas(64) SiteEntry {
   std::uint64_t address;      // the patched site, in the tracee
   std::uint64_t trampoline;   // its trampoline, in the tracee
-  std::uint64_t hits;         // +1 at every hit (lock inc, or with events lock xadd)
+  std::uint64_t hits;         // +1 at every hit (lock inc, or with events lock xadd); 0 for
+                              // call records, counted in their buffer
   std::uint32_t id;           // the probe's id in event records
   std::uint8_t length;        // bytes patched: 5..16
   std::uint8_t flags;         // kSiteEvents | kSitePreservesFlags
@@ -99,6 +101,8 @@ struct SiteOptions {
   std::uint32_t id = 0;  // in its event records
   bool events = false;   // write a record per hit (needs a free ring)
   FlagSave flag_save = FlagSave::Lahf;
+  // Call records (entry, exit or both, by the plan's role) instead of counting or events.
+  std::optional<CallRecordTarget> calls;
 };
 
 struct PlacedSite {
@@ -160,7 +164,8 @@ struct ParsedArea {
 };
 
 // Reads an area from a copy of its bytes (they may stop after the site table: the code and the
-// ring are not needed). `mapped_at`: where the mapping that held them starts in the tracee.
+// ring are not needed; a site that counts per CPU has its hits whole when they reach its row of
+// counters). `mapped_at`: where the mapping that held them starts in the tracee.
 // Checks every field and bound before trusting it; nothing, with `why`, if anything is off.
 std::optional<ParsedArea> parse_area(std::span<const std::uint8_t> bytes, RuntimeAddr mapped_at,
                                      std::string& why);

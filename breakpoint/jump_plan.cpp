@@ -14,39 +14,6 @@ std::string at(const Instruction& in) {
   return "'" + in.text + "' at " + in.address.hex();
 }
 
-// Linear decoding from the function's start: compilers put no data inside x86-64 functions
-// (jump tables live in .rodata), so every byte belongs to one instruction.
-std::optional<std::vector<Instruction>> decode_function(RuntimeAddr function,
-                                                        std::span<const std::uint8_t> code,
-                                                        std::string& why) {
-  std::vector<Instruction> out;
-  for (std::size_t off = 0; off < code.size();) {
-    auto in = decode(code.subspan(off, std::min<std::size_t>(15, code.size() - off)),
-                     function + static_cast<std::int64_t>(off));
-    if (!in) {
-      why = "the bytes at " + (function + static_cast<std::int64_t>(off)).hex() +
-            " do not decode as an x86-64 instruction";
-      return std::nullopt;
-    }
-    out.push_back(*in);
-    off += in->length;
-  }
-  return out;
-}
-
-// A jump through a fixed RIP-relative slot (`jmp *foo@GOTPCREL(%rip)`, a tail call with -fno-plt)
-// goes to one function's entry, not into a table; any other indirect jump may be a jump table.
-std::string why_indirect(const std::vector<Instruction>& function) {
-  for (const auto& in : function) {
-    if (in.flow == Flow::IndirectJump && !in.rip_relative) {
-      return "the function has an indirect jump (" + at(in) +
-             "), perhaps through a jump table whose targets cannot be known: one could be inside "
-             "the patched range";
-    }
-  }
-  return {};
-}
-
 // Why `in`, in the patched range, cannot run from the trampoline; empty if it can.
 std::string why_not_in_range(const Instruction& in) {
   switch (in.flow) {
@@ -115,6 +82,37 @@ std::string why_branch_into(const std::vector<Instruction>& function, RuntimeAdd
 
 }  // namespace
 
+// A jump through a fixed RIP-relative slot (`jmp *foo@GOTPCREL(%rip)`, a tail call with -fno-plt)
+// goes to one function's entry, not into a table; any other indirect jump may be a jump table.
+std::string why_indirect_jump(const std::vector<Instruction>& function) {
+  for (const auto& in : function) {
+    if (in.flow == Flow::IndirectJump && !in.rip_relative) {
+      return "the function has an indirect jump (" + at(in) +
+             "), perhaps through a jump table whose targets cannot be known: one could be inside "
+             "the patched range";
+    }
+  }
+  return {};
+}
+
+std::optional<std::vector<Instruction>> decode_function(RuntimeAddr function,
+                                                        std::span<const std::uint8_t> code,
+                                                        std::string& why) {
+  std::vector<Instruction> out;
+  for (std::size_t off = 0; off < code.size();) {
+    auto in = decode(code.subspan(off, std::min<std::size_t>(15, code.size() - off)),
+                     function + static_cast<std::int64_t>(off));
+    if (!in) {
+      why = "the bytes at " + (function + static_cast<std::int64_t>(off)).hex() +
+            " do not decode as an x86-64 instruction";
+      return std::nullopt;
+    }
+    out.push_back(*in);
+    off += in->length;
+  }
+  return out;
+}
+
 std::optional<JumpPlan> plan_jump(RuntimeAddr function, std::span<const std::uint8_t> code,
                                   RuntimeAddr site, std::string& why) {
   RuntimeAddr end = function + static_cast<std::int64_t>(code.size());
@@ -133,7 +131,7 @@ std::optional<JumpPlan> plan_jump(RuntimeAddr function, std::span<const std::uin
     return std::nullopt;
   }
   std::size_t index = static_cast<std::size_t>(first - insns->begin());
-  if (why = why_indirect(*insns); !why.empty()) return std::nullopt;
+  if (why = why_indirect_jump(*insns); !why.empty()) return std::nullopt;
   std::size_t count = cover(*insns, index, end, why);
   if (!count) return std::nullopt;
 

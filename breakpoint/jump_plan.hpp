@@ -30,7 +30,13 @@ namespace probecost {
 inline constexpr std::size_t kJumpLength = 5;       // e9 rel32
 inline constexpr std::size_t kMaxPatchLength = 16;  // original bytes kept per site
 
+// What a patch's trampoline wraps: the first instructions at a site (a probe, a function's entry),
+// a function's exit (the instructions before a ret or tail jump, then that exit itself: the last
+// one covered), or a function short enough to patch whole, from its entry to an exit.
+enum class PlanRole { Entry, Exit, Call };
+
 struct JumpPlan {
+  PlanRole role = PlanRole::Entry;
   RuntimeAddr function;              // where the containing function starts
   RuntimeAddr site;                  // the first patched byte
   std::vector<Instruction> covered;  // the whole instructions the jump replaces
@@ -40,6 +46,17 @@ struct JumpPlan {
   RuntimeAddr end() const { return site + static_cast<std::int64_t>(length); }
   std::span<const std::uint8_t> original_bytes() const { return {original.data(), length}; }
 };
+
+// Every instruction of the function at `function` whose bytes are `code`, decoded linearly from
+// its start: compilers put no data inside x86-64 functions (jump tables live in .rodata), so
+// every byte belongs to one instruction. Nothing, with `why`, when a byte does not decode.
+std::optional<std::vector<Instruction>> decode_function(RuntimeAddr function,
+                                                        std::span<const std::uint8_t> code,
+                                                        std::string& why);
+
+// Why no byte of the function may be patched because of its indirect jumps (one through a
+// register or memory may go through a jump table, to targets nobody can list); empty if none.
+std::string why_indirect_jump(const std::vector<Instruction>& function);
 
 // `code`: the bytes of the whole function that starts at `function` (its ELF symbol's start and
 // size: the caller reads them). Nothing, with a human reason in `why`, when the site must be

@@ -84,7 +84,8 @@ bool copy_rebiased(const Instruction& in, x86::Assembler& out, std::string& why)
 }  // namespace
 
 std::optional<RelocatedBlock> relocate_block(std::span<const Instruction> block, RuntimeAddr at,
-                                             std::string& why) {
+                                             std::string& why, bool jump_back) {
+  if (block.empty()) return RelocatedBlock{at, {}, {}};
   for (const auto& in : block) {
     if (why = why_not_relocatable(in); !why.empty()) return std::nullopt;
   }
@@ -103,7 +104,7 @@ std::optional<RelocatedBlock> relocate_block(std::span<const Instruction> block,
       return std::nullopt;
     }
   }
-  out.jump(block.back().next());
+  if (jump_back) out.jump(block.back().next());
   return RelocatedBlock{at, out.bytes(), std::move(offsets)};
 }
 

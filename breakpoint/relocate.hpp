@@ -33,7 +33,9 @@ struct RelocatedBlock {
 std::string why_not_relocatable(const Instruction& in);
 
 // `block`: consecutive instructions. Nothing, with `why` set, when one cannot run from `at`.
+// Without `jump_back`, the copy ends with the last instruction's: the caller appends what runs
+// next (an exit trampoline's record and its own copy of the ret).
 std::optional<RelocatedBlock> relocate_block(std::span<const Instruction> block, RuntimeAddr at,
-                                             std::string& why);
+                                             std::string& why, bool jump_back = true);
 
 }  // namespace probecost

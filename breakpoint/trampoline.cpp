@@ -4,7 +4,7 @@
 
 #include "breakpoint/event_ring.hpp"
 #include "breakpoint/relocate.hpp"
-#include "breakpoint/x86_asm.hpp"
+#include "breakpoint/trampoline_code.hpp"
 #include "common/error.hpp"
 
 namespace probecost {
@@ -12,10 +12,9 @@ namespace probecost {
 namespace {
 
 using namespace x86;
+using namespace tramp;
 
-constexpr std::uint8_t kInt3Byte = 0xCC;
 constexpr std::int64_t kRedZone = 128;  // SysV ABI: below %rsp, a leaf function's to use
-constexpr ZydisInstructionAttributes kLock = ZYDIS_ATTRIB_HAS_LOCK;
 
 // Whether data at `target` is in RIP-relative reach of a whole trampoline at `at`: decided once
 // per trampoline, so that which registers it saves and how it addresses agree.
@@ -24,29 +23,18 @@ bool near(RuntimeAddr at, RuntimeAddr target) {
   return within_rel32(at, target, kTrampolineMax);
 }
 
-// The operand for the 8 bytes at `target`: RIP-relative if in reach, else through `scratch`
-// loaded with the absolute address.
-ZydisEncoderOperand reach(Assembler& a, RuntimeAddr target, ZydisRegister scratch, bool is_near) {
-  if (is_near) return rip(target);
-  a.must(ZYDIS_MNEMONIC_MOV, {reg(scratch), imm(static_cast<std::int64_t>(target.value()))});
-  return mem(scratch, 0);
-}
-
-constexpr auto RAX = ZYDIS_REGISTER_RAX, RCX = ZYDIS_REGISTER_RCX, RDX = ZYDIS_REGISTER_RDX,
-               RSI = ZYDIS_REGISTER_RSI, RDI = ZYDIS_REGISTER_RDI, RSP = ZYDIS_REGISTER_RSP,
-               EAX = ZYDIS_REGISTER_EAX, ECX = ZYDIS_REGISTER_ECX, EDX = ZYDIS_REGISTER_EDX,
-               AL = ZYDIS_REGISTER_AL;
-
 // The register that holds the absolute address of an operand out of RIP-relative reach: RSI,
 // never RAX (which holds the saved flags when they are kept).
 constexpr auto kScratch = RSI;
+
+// What one body does: count the hit, write the marker's record, or a call record.
+enum class Work { Count, Event, Entry, Exit };
 
 // %rcx = the hit's position (the hit counter, incremented), %rax = TSC. The position comes
 // from the hit counter: the one locked instruction of the hit.
 void take_position_and_time(Assembler& a, const TrampolineSpec& spec) {
   a.must(ZYDIS_MNEMONIC_MOV, {reg(ECX), imm(1)});
-  a.must(ZYDIS_MNEMONIC_XADD,
-         {reach(a, spec.hit_counter, kScratch, near(spec.address, spec.hit_counter)), reg(RCX)},
+  a.must(ZYDIS_MNEMONIC_XADD, {reach(a, spec.address, spec.hit_counter, kScratch), reg(RCX)},
          kLock);
   a.must(ZYDIS_MNEMONIC_RDTSC, {});  // edx:eax; not ordered with the xadd, nor needs to be
   a.must(ZYDIS_MNEMONIC_SHL, {reg(RDX), imm(32)});
@@ -85,24 +73,16 @@ void emit_record(Assembler& a, const TrampolineSpec& spec) {
 }
 
 // The registers the body writes, in push order.
-std::vector<ZydisRegister> clobbered(const TrampolineSpec& spec) {
-  if (spec.events) return {RAX, RCX, RDX, RSI};
+std::vector<ZydisRegister> clobbered(const TrampolineSpec& spec, Work work) {
+  if (work != Work::Count) return {RAX, RCX, RDX, RSI};
   std::vector<ZydisRegister> out;
   if (spec.per_cpu) out = {RAX, RCX};
   if (!near(spec.address, spec.hit_counter)) out.push_back(kScratch);
   return out;
 }
 
-// Where the per-CPU counting code jumps: found by a first pass, used by the second (every branch
-// is rel32 and every RIP-relative operand disp32, so the layout does not depend on them).
-struct Labels {
-  RuntimeAddr arm, start, post_commit, abort, fallback, descriptor;
-  bool operator==(const Labels&) const = default;
-};
-
 void lock_inc_counter(Assembler& a, const TrampolineSpec& spec) {
-  a.must(ZYDIS_MNEMONIC_INC,
-         {reach(a, spec.hit_counter, kScratch, near(spec.address, spec.hit_counter))}, kLock);
+  a.must(ZYDIS_MNEMONIC_INC, {reach(a, spec.address, spec.hit_counter, kScratch)}, kLock);
 }
 
 // Counting without a locked instruction: each CPU has its own counter, and a restartable sequence
@@ -110,40 +90,26 @@ void lock_inc_counter(Assembler& a, const TrampolineSpec& spec) {
 // its counter" atomic with respect to preemption, migration and signals: if any comes between
 // the two, the kernel sends the thread to `abort`, which starts over. The increment is the
 // commit. A thread without rseq (cpu_id < 0) or on a CPU beyond the row counts with lock inc.
-void emit_per_cpu_count(Assembler& a, const TrampolineSpec& spec, const Labels& in, Labels& out) {
+void emit_per_cpu_count(Assembler& a, const TrampolineSpec& spec, const Rseq& in, Rseq& out) {
   const PerCpuCounter& pc = *spec.per_cpu;
-  const std::int64_t rseq_cs = pc.rseq_offset + 8, cpu_id = pc.rseq_offset + 4;
-  constexpr ZydisInstructionAttributes kFs = ZYDIS_ATTRIB_HAS_SEGMENT_FS;
-  out.arm = a.here();  // rseq->rseq_cs = &descriptor (the kernel clears it when it aborts)
-  a.must(ZYDIS_MNEMONIC_LEA, {reg(RAX), rip(in.descriptor)});
-  a.must(ZYDIS_MNEMONIC_MOV, {mem(ZYDIS_REGISTER_NONE, rseq_cs), reg(RAX)}, kFs);
-  out.start = a.here();
-  a.must(ZYDIS_MNEMONIC_MOV, {reg(EAX), mem(ZYDIS_REGISTER_NONE, cpu_id, 4)}, kFs);
+  arm_rseq(a, pc.rseq_offset, in.main, out.main);
+  out.main.start = a.here();
+  a.must(ZYDIS_MNEMONIC_MOV, {reg(EAX), mem(ZYDIS_REGISTER_NONE, pc.rseq_offset + 4, 4)}, kFs);
   a.must(ZYDIS_MNEMONIC_CMP, {reg(EAX), imm(pc.cpus)});
-  if (!a.branch32(ZYDIS_MNEMONIC_JNB, in.fallback)) throw Error("per-CPU fallback out of reach");
+  if (!a.branch32(ZYDIS_MNEMONIC_JNB, in.no_cpu)) throw Error("per-CPU fallback out of reach");
   a.must(ZYDIS_MNEMONIC_SHL, {reg(EAX), imm(6)});  // 64 bytes per counter: no false sharing
   a.must(ZYDIS_MNEMONIC_LEA, {reg(RCX), rip(pc.counters)});
   a.must(ZYDIS_MNEMONIC_INC, {mem(RCX, 0, 8, RAX, 1)});  // the commit
-  out.post_commit = a.here();
+  out.main.post_commit = a.here();
 }
 
 // After the jump back: what the per-CPU path reaches only when it must.
-void emit_per_cpu_cold(Assembler& a, const TrampolineSpec& spec, const Labels& in, Labels& out) {
-  // The kernel checks these 4 bytes before an abort address against the signature the thread
-  // registered (glibc: RSEQ_SIG, 0x53053053 on x86).
-  constexpr std::uint8_t kRseqSig[] = {0x53, 0x30, 0x05, 0x53};
-  a.raw(kRseqSig);
-  out.abort = a.here();
-  a.branch32(ZYDIS_MNEMONIC_JMP, in.arm);
-  out.fallback = a.here();
+void emit_per_cpu_cold(Assembler& a, const TrampolineSpec& spec, const Rseq& in, Rseq& out) {
+  emit_abort(a, in.main, out.main);
+  out.no_cpu = a.here();
   lock_inc_counter(a, spec);
-  a.branch32(ZYDIS_MNEMONIC_JMP, in.post_commit);
-  while (a.here().value() % 32) a.raw(std::array<std::uint8_t, 1>{kInt3Byte});
-  // struct rseq_cs {u32 version, flags; u64 start_ip, post_commit_offset, abort_ip}, 32-aligned.
-  out.descriptor = a.here();
-  std::uint64_t cs[4] = {0, in.start.value(), static_cast<std::uint64_t>(in.post_commit - in.start),
-                         in.abort.value()};
-  a.raw({reinterpret_cast<const std::uint8_t*>(cs), sizeof cs});
+  a.branch32(ZYDIS_MNEMONIC_JMP, in.main.post_commit);
+  emit_descriptor(a, in.main, out.main);
 }
 
 // lock inc and lock xadd write the six status flags, and nothing says they are dead where the
@@ -174,27 +140,158 @@ void restore_flags(Assembler& a, FlagSave how) {
   a.must(ZYDIS_MNEMONIC_POP, {reg(RAX)});
 }
 
-void emit_body(Assembler& a, const TrampolineSpec& spec, const Labels& in, Labels& out) {
-  auto saved = clobbered(spec);
+// The pushes a body makes, in order (0 stands for the flags), and where they leave each
+// original register.
+Frame frame_of(const std::vector<ZydisRegister>& pushes) {
+  Frame f;
+  auto n = static_cast<std::int64_t>(pushes.size());
+  f.above = kRedZone + 8 * n;
+  for (std::int64_t i = 0; i < n; ++i) {
+    if (pushes[i] != ZYDIS_REGISTER_NONE) f.saved.emplace_back(pushes[i], 8 * (n - 1 - i));
+  }
+  return f;
+}
+
+void emit_body(Assembler& a, const TrampolineSpec& spec, Work work, const Rseq& in, Rseq& out) {
+  auto saved = clobbered(spec, work);
   const bool flags = spec.flag_save != FlagSave::None;
   // With the flags saved by lahf, %rax is on the stack already and free for the body.
   if (spec.flag_save == FlagSave::Lahf) std::erase(saved, RAX);
+  std::vector<ZydisRegister> pushes;
+  if (spec.flag_save == FlagSave::Lahf) pushes = {RAX, ZYDIS_REGISTER_NONE};
+  if (spec.flag_save == FlagSave::Pushfq) pushes = {ZYDIS_REGISTER_NONE};
+  pushes.insert(pushes.end(), saved.begin(), saved.end());
   // A push writes below %rsp, which may be a leaf function's red zone in use: step over it with
   // lea, which unlike sub leaves the flags alone.
-  bool pushes = !saved.empty() || flags;
-  if (pushes) a.must(ZYDIS_MNEMONIC_LEA, {reg(RSP), mem(RSP, -kRedZone)});
+  bool any = !pushes.empty();
+  if (any) a.must(ZYDIS_MNEMONIC_LEA, {reg(RSP), mem(RSP, -kRedZone)});
   if (flags) save_flags(a, spec.flag_save);
   for (auto r : saved) a.must(ZYDIS_MNEMONIC_PUSH, {reg(r)});
-  if (spec.events) {
-    emit_record(a, spec);
-  } else if (spec.per_cpu) {
-    emit_per_cpu_count(a, spec, in, out);
-  } else {
-    lock_inc_counter(a, spec);
+  switch (work) {
+    case Work::Event:
+      emit_record(a, spec);
+      break;
+    case Work::Entry:
+    case Work::Exit:
+      emit_call_record(a, spec, work == Work::Exit, frame_of(pushes), in, out);
+      break;
+    case Work::Count:
+      if (spec.per_cpu) {
+        emit_per_cpu_count(a, spec, in, out);
+      } else {
+        lock_inc_counter(a, spec);
+      }
+      break;
   }
   for (auto r = saved.rbegin(); r != saved.rend(); ++r) a.must(ZYDIS_MNEMONIC_POP, {reg(*r)});
   if (flags) restore_flags(a, spec.flag_save);
-  if (pushes) a.must(ZYDIS_MNEMONIC_LEA, {reg(RSP), mem(RSP, kRedZone)});
+  if (any) a.must(ZYDIS_MNEMONIC_LEA, {reg(RSP), mem(RSP, kRedZone)});
+}
+
+// The two passes' labels: one restartable sequence per body that has one, and the end of a
+// conditional tail call's record (where its not-taken side goes).
+struct Labels {
+  std::vector<Rseq> cs;
+  RuntimeAddr not_taken;
+  bool operator==(const Labels&) const = default;
+};
+
+// A body, and its labels' slot when it has a restartable sequence.
+struct Builder {
+  Assembler& a;
+  const TrampolineSpec& spec;
+  const Labels& in;
+  Labels& out;
+  std::vector<Work> bodies;
+
+  void body(Work work) {
+    std::size_t i = bodies.size();
+    bodies.push_back(work);
+    if (out.cs.size() <= i) {
+      // Any address of this trampoline will do in the first pass: every branch reaches it.
+      Sequence here{a.here(), a.here(), a.here(), a.here(), a.here()};
+      out.cs.resize(i + 1, Rseq{here, here, a.here(), a.here()});
+    }
+    Rseq guess = i < in.cs.size() ? in.cs[i] : out.cs[i];
+    emit_body(a, spec, work, guess, out.cs[i]);
+  }
+  void cold() {
+    for (std::size_t i = 0; i < bodies.size(); ++i) {
+      Rseq guess = i < in.cs.size() ? in.cs[i] : out.cs[i];
+      if (bodies[i] == Work::Count && spec.per_cpu) emit_per_cpu_cold(a, spec, guess, out.cs[i]);
+      if (bodies[i] == Work::Entry || bodies[i] == Work::Exit)
+        emit_call_record_cold(a, spec, guess, out.cs[i]);
+    }
+  }
+};
+
+Work entry_work(const TrampolineSpec& spec) {
+  if (spec.calls) return Work::Entry;
+  return spec.events ? Work::Event : Work::Count;
+}
+
+// The inverse of a jcc: its condition code with the low bit flipped.
+ZydisMnemonic inverse(const Instruction& jcc) {
+  static constexpr ZydisMnemonic kByCondition[16] = {
+      ZYDIS_MNEMONIC_JO, ZYDIS_MNEMONIC_JNO, ZYDIS_MNEMONIC_JB,  ZYDIS_MNEMONIC_JNB,
+      ZYDIS_MNEMONIC_JZ, ZYDIS_MNEMONIC_JNZ, ZYDIS_MNEMONIC_JBE, ZYDIS_MNEMONIC_JNBE,
+      ZYDIS_MNEMONIC_JS, ZYDIS_MNEMONIC_JNS, ZYDIS_MNEMONIC_JP,  ZYDIS_MNEMONIC_JNP,
+      ZYDIS_MNEMONIC_JL, ZYDIS_MNEMONIC_JNL, ZYDIS_MNEMONIC_JLE, ZYDIS_MNEMONIC_JNLE};
+  return kByCondition[(jcc.condition & 0xf) ^ 1];
+}
+
+// The exit record, then the exit itself. A conditional tail call records only its taken side.
+bool emit_exit(Builder& b, const Instruction& exit, std::string& why) {
+  Assembler& a = b.a;
+  if (exit.flow == Instruction::Flow::RelCondJump) {
+    a.branch32(inverse(exit), b.in.not_taken);
+    b.body(Work::Exit);
+    a.jump(exit.target);
+    b.out.not_taken = a.here();
+    a.jump(exit.next());
+    return true;
+  }
+  b.body(Work::Exit);
+  auto copy = relocate_block({&exit, 1}, a.here(), why, false);
+  if (!copy) return false;
+  a.raw(copy->bytes);
+  return true;
+}
+
+// Where each displaced instruction after the first now runs.
+void note_copies(const JumpPlan& plan, std::size_t from, const RelocatedBlock& block,
+                 Trampoline& t) {
+  for (std::size_t i = 0; i < block.offsets.size(); ++i) {
+    if (from + i == 0) continue;
+    t.copies.emplace_back(plan.covered[from + i].address, block.at + block.offsets[i]);
+  }
+}
+
+std::optional<Trampoline> generate(const JumpPlan& plan, const TrampolineSpec& spec,
+                                   const Labels& in, Labels& out, std::string& why) {
+  Assembler a(spec.address);
+  Builder b{a, spec, in, out, {}};
+  Trampoline t{spec.address, {}, {}};
+  std::span<const Instruction> covered = plan.covered;
+  if (plan.role == PlanRole::Entry) {
+    b.body(entry_work(spec));
+    auto block = relocate_block(covered, a.here(), why);
+    if (!block) return std::nullopt;
+    a.raw(block->bytes);
+    note_copies(plan, 0, *block, t);
+  } else {
+    if (!spec.calls) throw Error("an exit trampoline without call records");
+    if (plan.role == PlanRole::Call) b.body(Work::Entry);
+    auto prefix = relocate_block(covered.first(covered.size() - 1), a.here(), why, false);
+    if (!prefix) return std::nullopt;
+    a.raw(prefix->bytes);
+    note_copies(plan, 0, *prefix, t);
+    if (covered.size() > 1) t.copies.emplace_back(covered.back().address, a.here());
+    if (!emit_exit(b, covered.back(), why)) return std::nullopt;
+  }
+  b.cold();
+  t.code = a.bytes();
+  return t;
 }
 
 }  // namespace
@@ -206,32 +303,14 @@ std::optional<RuntimeAddr> Trampoline::moved_pc(RuntimeAddr pc) const {
   return std::nullopt;
 }
 
-namespace {
-
-std::optional<Trampoline> generate(const JumpPlan& plan, const TrampolineSpec& spec,
-                                   const Labels& in, Labels& out, std::string& why) {
-  Assembler a(spec.address);
-  emit_body(a, spec, in, out);
-  auto block = relocate_block(plan.covered, a.here(), why);
-  if (!block) return std::nullopt;
-  a.raw(block->bytes);
-  if (spec.per_cpu && !spec.events) emit_per_cpu_cold(a, spec, in, out);
-  Trampoline t{spec.address, a.bytes(), {}};
-  for (std::size_t i = 1; i < plan.covered.size(); ++i) {
-    t.copies.emplace_back(plan.covered[i].address, block->at + block->offsets[i]);
-  }
-  return t;
-}
-
-}  // namespace
-
 std::optional<Trampoline> build_trampoline(const JumpPlan& plan, const TrampolineSpec& spec,
                                            std::string& why) {
   if (spec.per_cpu && !near(spec.address, spec.per_cpu->counters)) {
     why = "per-CPU counters out of RIP-relative reach of the trampoline";
     return std::nullopt;
   }
-  Labels guess{spec.address, spec.address, spec.address, spec.address, spec.address, spec.address};
+  Labels guess;
+  guess.not_taken = spec.address;
   Labels found = guess;
   if (!generate(plan, spec, guess, found, why)) return std::nullopt;
   Labels check = found;

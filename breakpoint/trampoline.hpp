@@ -12,9 +12,18 @@
 //                                 rseq: no locked instruction, see PerCpuCounter)
 //   or lock xadd hits + record    events: the same counter gives the record's slot; rdtsc,
 //                                 24-byte record (event_ring.hpp)
+//   or a call record              `probecost record`: {tsc, thread pointer, sp, args} into the
+//                                 CPU's buffer in a restartable sequence (call_buffer.hpp)
 //   [pops]; pop %rax; add $0x7f,%al; sahf; pop %rax; lea 128(%rsp),%rsp
 //   the displaced instructions, relocated
 //   jmp site+length
+//
+// A function's exit (PlanRole::Exit) is the other way round: the instructions before the ret
+// or tail jump run first, relocated, so that the exit record sees %rsp and %rax as the ret
+// will; then the record; then the ret (or the jump, or for a conditional tail call the jcc's
+// taken side alone). A function short enough to patch whole (PlanRole::Call) gets both. No
+// return address is ever changed: the unwinder (C++ exceptions, backtraces) sees the program's
+// own frames.
 //
 // Memory the body touches is reached RIP-relative when within +-2 GiB of the trampoline, else
 // through a register loaded with its absolute address.
@@ -23,6 +32,7 @@
 #include <string>
 #include <vector>
 
+#include "breakpoint/call_buffer.hpp"
 #include "breakpoint/jump_plan.hpp"
 
 namespace probecost {
@@ -44,6 +54,14 @@ struct PerCpuCounter {
   std::int32_t rseq_offset = 0;  // glibc's __rseq_offset in the tracee
 };
 
+// Call records into the per-CPU call buffer (needs glibc's rseq registration, as PerCpuCounter).
+struct CallRecordTarget {
+  RuntimeAddr control;  // CPU 0's control block, in the tracee
+  jump::CallBufferLayout layout;
+  std::uint32_t id = 0;  // the probe's, in its records (below layout.max_ids)
+  std::int32_t rseq_offset = 0;
+};
+
 // How a trampoline keeps the status flags: lahf/seto..sahf (the default), or pushfq/popfq,
 // slower. None leaves them to the counting's lock inc: wrong wherever code reads the flags it
 // finds (an entry included), kept only to measure what keeping them costs and to show tests
@@ -58,6 +76,9 @@ struct TrampolineSpec {
   // Counting per CPU (ignored with events, which count with their lock xadd); the hit counter
   // then only counts threads without rseq. Hits = hit counter + the row's sum.
   std::optional<PerCpuCounter> per_cpu;
+  // Call records instead of counting: an entry, exit or both records by the plan's role (the
+  // hit counter is not touched).
+  std::optional<CallRecordTarget> calls;
 };
 
 struct Trampoline {
@@ -75,7 +96,8 @@ struct Trampoline {
 };
 
 // Nothing, with `why`, when the displaced instructions cannot run from spec.address (a
-// RIP-relative operand or a branch target out of reach).
+// RIP-relative operand or a branch target out of reach). An exit or whole-function plan needs
+// spec.calls.
 std::optional<Trampoline> build_trampoline(const JumpPlan& plan, const TrampolineSpec& spec,
                                            std::string& why);
 

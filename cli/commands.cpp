@@ -81,7 +81,9 @@ int compare_command(const std::vector<std::string>& args) {
 }
 
 int bench_command(const std::vector<std::string>& args) {
-  if (args.empty() || args[0] != "step-over") {
+  // `probecost bench --help`: step-over's help, the one benchmark there is.
+  bool help = !args.empty() && (args[0] == "--help" || args[0] == "-h");
+  if (!help && (args.empty() || args[0] != "step-over")) {
     throw UsageError("which benchmark? 'probecost bench step-over' is the one there is");
   }
   BenchConfig cfg;
@@ -104,7 +106,7 @@ int bench_command(const std::vector<std::string>& args) {
       "format,f", po::value(&format)->default_value("text"), "text, json or csv")(
       "output,o", po::value(&output), "write to FILE")("inferior", po::value(&cfg.inferior),
                                                        "path of probecost-inferior");
-  std::vector<std::string> rest(args.begin() + 1, args.end());
+  std::vector<std::string> rest(args.begin() + (help ? 0 : 1), args.end());
   auto vm = parse_options(rest, desc, "bench step-over");
   if (vm.count("help")) {
     std::cout << desc << "\n";

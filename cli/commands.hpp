@@ -12,17 +12,16 @@ int compare_command(const std::vector<std::string>& args);
 int overhead_command(const std::vector<std::string>& args);
 int bench_command(const std::vector<std::string>& args);
 int trace_command(const std::vector<std::string>& args);
+int record_command(const std::vector<std::string>& args);
 int experiment_command(const std::vector<std::string>& args);
 int report_command(const std::vector<std::string>& args);
 
-// `name` (or every experiment for "all"), with a progress line on a terminal.
-std::vector<Experiment> run_experiments(const std::string& name, const ExperimentConfig& cfg);
+// `name` (or every experiment for "all"), with progress on stderr (progress_for), said to
+// come from `command`.
+std::vector<Experiment> run_experiments(const std::string& name, const ExperimentConfig& cfg,
+                                        const std::string& command = "experiment");
 // {"experiments": [...]}
 nlohmann::json experiments_json(const std::vector<Experiment>& list);
 int restore_command(const std::vector<std::string>& args);
-
-// PATH when given and executable; else probecost-inferior next to probecost. UsageError when
-// it is missing.
-std::string find_inferior(std::string path);
 
 }  // namespace probecost::cli

@@ -1,6 +1,4 @@
 // probecost experiment NAME|all: the seeds' measurements redone, each beside the seed's figures.
-#include <unistd.h>
-
 #include <boost/program_options.hpp>
 #include <iostream>
 
@@ -47,15 +45,14 @@ po::options_description experiment_options(ExperimentArgs& a, std::vector<std::s
 
 }  // namespace
 
-std::vector<Experiment> run_experiments(const std::string& name, const ExperimentConfig& cfg) {
+std::vector<Experiment> run_experiments(const std::string& name, const ExperimentConfig& cfg,
+                                        const std::string& command) {
   std::vector<std::string> names =
       name == "all" ? experiment_names() : std::vector<std::string>{name};
   std::vector<Experiment> out;
   for (const auto& n : names) {
-    Progress progress;
-    if (::isatty(STDERR_FILENO)) {
-      progress = [n](int d, int t, const std::string& w) { progress_line(d, t, n + ": " + w); };
-    }
+    Progress line = progress_for(command);
+    Progress progress = [line, n](int d, int t, const std::string& w) { line(d, t, n + ": " + w); };
     out.push_back(run_experiment(n, cfg, progress));
   }
   return out;
@@ -71,13 +68,18 @@ int experiment_command(const std::vector<std::string>& args) {
   ExperimentArgs a;
   std::vector<std::string> mechs;
   po::options_description desc = experiment_options(a, mechs);
+  // NAME is positional: parsed, but not listed among the options in --help (the usage line and
+  // the list above it say what it is).
   po::positional_options_description pos;
   pos.add("name", 1);
   std::string name;
-  desc.add_options()("name", po::value(&name), "");
+  po::options_description hidden;
+  hidden.add_options()("name", po::value(&name));
+  po::options_description all;
+  all.add(desc).add(hidden);
   po::variables_map vm;
   try {
-    po::store(po::command_line_parser(args).options(desc).positional(pos).run(), vm);
+    po::store(po::command_line_parser(args).options(all).positional(pos).run(), vm);
     po::notify(vm);
   } catch (const po::error& e) {
     throw UsageError(std::string(e.what()) + " (see 'probecost experiment --help')");

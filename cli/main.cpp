@@ -47,7 +47,11 @@ __attribute__((constructor(101))) void install_stop_handlers() {
 void usage(std::ostream& out) {
   out << "usage: probecost COMMAND [options]\n\n"
          "commands:\n"
-         "  trace      int3 probes in a running process (-p PID) or a command, counted\n"
+         "  trace      probes in a running process (-p PID) or a command, counted: jumps where\n"
+         "             they fit, int3 elsewhere\n"
+         "  record     every call of some functions (entry, return, args, latency) to a trace\n"
+         "             file (Chrome JSON for Perfetto, or CTF), from a running process or a "
+         "command\n"
          "  compare    measure the cost per hit of each instrumentation mechanism\n"
          "  overhead   what probes cost a command (or a running process): measured, and\n"
          "             predicted for every mechanism; or the arithmetic alone (--cost)\n"
@@ -61,6 +65,39 @@ void usage(std::ostream& out) {
          "command.\n";
 }
 
+using Command = int (*)(const std::vector<std::string>&);
+
+// Every subcommand, by the name it is called with; nullptr for none.
+Command find_command(const std::string& name) {
+  static const std::pair<const char*, Command> commands[] = {
+      {"trace", probecost::cli::trace_command},
+      {"record", probecost::cli::record_command},
+      {"compare", probecost::cli::compare_command},
+      {"overhead", probecost::cli::overhead_command},
+      {"experiment", probecost::cli::experiment_command},
+      {"report", probecost::cli::report_command},
+      {"restore", probecost::cli::restore_command},
+      {"bench", probecost::cli::bench_command},
+  };
+  for (const auto& [n, command] : commands) {
+    if (name == n) return command;
+  }
+  return nullptr;
+}
+
+// Runs a subcommand: bad usage is exit 2, any other failure exit 1, each said on stderr.
+int run(const std::string& name, Command command, const std::vector<std::string>& args) {
+  try {
+    return command(args);
+  } catch (const probecost::UsageError& e) {
+    std::cerr << "probecost " << name << ": " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "probecost " << name << ": " << e.what() << "\n";
+    return 1;
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -70,50 +107,25 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::string cmd = argv[1];
+  std::vector<std::string> args(argv + 2, argv + argc);
   if (cmd == "help" && argc > 2) {
-    // `probecost help trace` is `probecost trace --help`.
+    // `probecost help trace` is `probecost trace --help` (`help bench step-over` too).
     cmd = argv[2];
-    std::vector<std::string> help = {"--help"};
-    if (cmd == "bench") help.insert(help.begin(), argv + 3, argv + argc);
-    try {
-      if (cmd == "compare") return probecost::cli::compare_command(help);
-      if (cmd == "overhead") return probecost::cli::overhead_command(help);
-      if (cmd == "bench") return probecost::cli::bench_command(help);
-      if (cmd == "trace") return probecost::cli::trace_command(help);
-      if (cmd == "restore") return probecost::cli::restore_command(help);
-    } catch (const std::exception& e) {
-      std::cerr << "probecost help " << cmd << ": " << e.what() << "\n";
-      return 2;
-    }
-    std::cerr << "probecost: no command '" << cmd << "'\n";
-    usage(std::cerr);
-    return 2;
-  }
-  if (cmd == "-h" || cmd == "--help" || cmd == "help") {
+    args.assign(argv + 3, argv + argc);
+    if (cmd != "bench") args.clear();
+    args.push_back("--help");
+  } else if (cmd == "-h" || cmd == "--help" || cmd == "help") {
     usage(std::cout);
     return 0;
-  }
-  if (cmd == "--version") {
+  } else if (cmd == "--version") {
     std::cout << "probecost " PROBECOST_VERSION "\n";
     return 0;
   }
-  std::vector<std::string> args(argv + 2, argv + argc);
-  try {
-    if (cmd == "compare") return probecost::cli::compare_command(args);
-    if (cmd == "overhead") return probecost::cli::overhead_command(args);
-    if (cmd == "bench") return probecost::cli::bench_command(args);
-    if (cmd == "trace") return probecost::cli::trace_command(args);
-    if (cmd == "experiment") return probecost::cli::experiment_command(args);
-    if (cmd == "report") return probecost::cli::report_command(args);
-    if (cmd == "restore") return probecost::cli::restore_command(args);
+  Command command = find_command(cmd);
+  if (!command) {
     std::cerr << "probecost: unknown command '" << cmd << "'\n";
     usage(std::cerr);
     return 2;
-  } catch (const probecost::UsageError& e) {
-    std::cerr << "probecost " << cmd << ": " << e.what() << "\n";
-    return 2;
-  } catch (const std::exception& e) {
-    std::cerr << "probecost " << cmd << ": " << e.what() << "\n";
-    return 1;
   }
+  return run(cmd, command, args);
 }

@@ -46,7 +46,10 @@ po::options_description describe_options(Args& a) {
       "workload's event rate (hits per untraced second), the measured slowdown, extra CPU and\n"
       "CPU per hit, and for every mechanism of a calibration the predicted CPU share and\n"
       "slowdown (cost per hit x rate), with the prediction's error for the mechanism used.\n"
-      "With -p, watches a running process for S seconds untraced, then S seconds traced.\n"
+      "With -p, watches a running process by turns for S seconds with jump probes at the\n"
+      "same sites (a few ns a hit: its rate of events as if untraced), then S seconds traced\n"
+      "as asked: the slowdown is the ratio of the two rates. Where no jump fits, its CPU alone.\n"
+      "Ctrl-C reports the pairs done so far, marked partial.\n"
       "With --cost, only the arithmetic: CPU share = rate x cost; slowdown = 1 + share.\n"
       "Example: probecost overhead --cost 2.01us --rate 750k   (the 2006 int3 figure)\n\noptions");
   desc.add_options()("help,h", "this help")("probe,b", po::value(&a.probes)->composing(),
@@ -56,9 +59,9 @@ po::options_description describe_options(Args& a) {
       "via", po::value(&a.via)->default_value("auto"), "int3, jump or auto (as for trace)")(
       "step-over", po::value(&a.step_over)->default_value("auto"),
       "int3 probes: singlestep, emulate, outline or auto")(
-      "repeat,r", po::value(&a.repeat), "untraced + traced pairs (default 3; 1 with -p)")(
-      "warmup", po::value(&a.warmup)->default_value("1"),
-      "untraced runs first, not counted (warm caches)")(
+      "repeat,r", po::value(&a.repeat)->default_value("3"),
+      "untraced (or reference) + traced pairs")("warmup", po::value(&a.warmup)->default_value("1"),
+                                                "untraced runs first, not counted (warm caches)")(
       "placement", po::value(&a.placement)->default_value("free"),
       "free (nothing pinned, as trace runs), same-cpu (probecost and the command on CPU 0)\n"
       "or split (CPUs 0 and 1); the calibration is made at the same placement")(
@@ -159,9 +162,7 @@ OverheadConfig measurement_config(const Args& a, const std::vector<std::string>&
   check_step_over_name(a.step_over);
   cfg.step_over = a.step_over;
   constexpr unsigned kMostRuns = 1000;
-  cfg.repeat = a.repeat.empty()
-                   ? (cfg.pid ? 1 : 3)
-                   : static_cast<unsigned>(parse_count("--repeat", a.repeat, 1, kMostRuns));
+  cfg.repeat = static_cast<unsigned>(parse_count("--repeat", a.repeat, 1, kMostRuns));
   cfg.warmup = static_cast<unsigned>(parse_count("--warmup", a.warmup, 0, kMostRuns));
   cfg.placement = parse_placement(a.placement);
   if (cfg.placement == Placement::Follow) {
@@ -216,6 +217,12 @@ int measurement(const Args& a, const std::vector<std::string>& command) {
   std::ostringstream text;
   write_overhead(text, result, f);
   out.write(text.str());
+  if (m.partial) {
+    // A stop signal: what was done is reported (above), marked partial.
+    std::cerr << "probecost overhead: interrupted after " << m.traced.size() << " of " << m.planned
+              << " pairs: the report is partial\n";
+    if (m.traced.empty()) return 1;
+  }
   if (!result.trustworthy()) {
     std::cerr << "probecost overhead: some figures are not to be trusted (see WARNING)\n";
     return 1;

@@ -78,9 +78,11 @@ int trace_command(const std::vector<std::string>& all_args) {
   po::options_description desc(
       "probecost trace (-p PID[,PID...] [-p PID...] | -- COMMAND ARGS...) -b PROBE [-b PROBE ...] "
       "[options]\n\n"
-      "Puts int3 probes into a running process or a command, counts every hit with an empty\n"
-      "handler, and leaves the process as it was. PROBE: SYMBOL, MODULE:SYMBOL "
-      "(libc.so.6:malloc),\n"
+      "Puts probes into a running process or a command, counts every hit with an empty\n"
+      "handler, and leaves the process as it was. Each probe is a jump to a trampoline where\n"
+      "the site allows one (no trap: a few ns a hit, counted in the process), else an int3\n"
+      "(every hit stops the thread for probecost: microseconds); --via chooses, and the report\n"
+      "says which each probe got and why. PROBE: SYMBOL, MODULE:SYMBOL (libc.so.6:malloc),\n"
       "SYMBOL+OFFSET, or 0xADDRESS; MODULE by file name or SONAME; C++ functions by demangled\n"
       "name (middle: every overload; 'middle(long)'; ns::Klass::method); SYMBOL@VERSION.\n"
       "An IFUNC (strlen, memcpy) is probed at the implementation\n"
@@ -98,7 +100,10 @@ int trace_command(const std::vector<std::string>& all_args) {
       "list,l", po::value(&list), "list the target's function symbols matching a glob, and exit")(
       "all-matches", po::bool_switch(&opts.all_matches),
       "a symbol found in several modules: probe all of them")(
-      "stacks", po::bool_switch(&opts.stacks), "capture the call stack at every hit")(
+      "stacks", po::bool_switch(&opts.stacks),
+      "capture the call stack at every hit: every probe is then an int3 (a jump never stops "
+      "the thread), and each hit costs probecost an unwind too, tens of microseconds (said "
+      "before the trace starts)")(
       "folded", po::value(&folded),
       "with --stacks: also write them folded to FILE (flamegraph.pl, speedscope)")(
       "stack-depth", po::value(&stack_depth)->default_value("16"), "frames per stack")(

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/error.hpp"
+#include "compare/verdict.hpp"
 
 namespace probecost {
 
@@ -84,8 +85,10 @@ nlohmann::json to_json(const CompareResult& r) {
             {"placement", placement_name(c.placement)},
             {"tracer_cpu", r.cpus.tracer_cpu},
             {"tracee_cpu", r.cpus.tracee_cpu},
-            {"rates_per_s", c.rates}}},
-          {"mechanisms", mechs}};
+            {"rates_per_s", c.rates},
+            {"inferior", c.inferior}}},
+          {"mechanisms", mechs},
+          {"verdict", verdict_json(r)}};
 }
 
 void write_csv(std::ostream& out, const CompareResult& r) {
@@ -104,49 +107,6 @@ void write_csv(std::ostream& out, const CompareResult& r) {
           << ",\"" << r.machine.cpu_model << "\"\n";
     }
   }
-}
-
-// The closing line, in the style of the 2006 mail.
-void write_verdict(std::ostream& out, const CompareResult& r) {
-  const MechanismResult* marker = nullptr;
-  const MechanismResult* worst = nullptr;
-  for (const auto& m : r.mechanisms) {
-    if (m.mechanism.is(MechanismId::Marker)) marker = &m;
-    if (m.mechanism.probing() && (!worst || m.cpu_ns_per_hit.median > worst->cpu_ns_per_hit.median))
-      worst = &m;
-  }
-  if (!worst || r.config.rates.empty()) return;
-  double rate = r.config.rates.front();
-  auto clause = [&](const MechanismResult& m) {
-    return m.mechanism.name + ": " + group_thousands(rate) + " events/s x " +
-           human_ns(m.cpu_ns_per_hit.median) +
-           "/event = " + percent(rate * m.cpu_ns_per_hit.median / 1e7) + " of a CPU";
-  };
-  out << "\nVerdict: " << clause(*worst);
-  for (const auto& m : r.mechanisms) {
-    // The 2006 measurement itself, when it ran.
-    if (m.mechanism.is(MechanismId::Int3Signal) && &m != worst) out << "; " << clause(m);
-  }
-  for (const auto& m : r.mechanisms) {
-    // The dynamic probe that needs no trap, against the static marker.
-    if (m.mechanism.is(MechanismId::Jump) && &m != worst) {
-      out << "; " << clause(m);
-      if (marker && marker->cpu_ns_per_hit.median > 0) {
-        out << " (" << times(m.cpu_ns_per_hit.median / marker->cpu_ns_per_hit.median)
-            << "x the marker)";
-      }
-    }
-  }
-  if (marker && marker != worst) {
-    out << "; " << clause(*marker);
-    if (marker->cpu_ns_per_hit.median > 0) {
-      // The costliest probing mechanism, named: with only `jump` beside the marker it is no
-      // breakpoint, and a ratio near 1 needs its decimals.
-      double ratio = worst->cpu_ns_per_hit.median / marker->cpu_ns_per_hit.median;
-      out << ". " << worst->mechanism.name << " costs " << times(ratio) << " times the marker";
-    }
-  }
-  out << ".\n";
 }
 
 void write_text(std::ostream& out, const CompareResult& r, bool verbose) {

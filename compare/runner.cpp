@@ -3,6 +3,7 @@
 #include <sched.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -20,6 +21,7 @@
 #include "compare/uprobe_run.hpp"
 #include "tracer/event_loop.hpp"
 #include "tracer/jump_probes.hpp"
+#include "tracer/maps.hpp"
 #include "tracer/proc_files.hpp"
 #include "tracer/symbols.hpp"
 #include "tracer/syscalls.hpp"
@@ -233,14 +235,17 @@ void run_jump(const Mechanism& m, Family& family, Sample& s) {
   auto probe = jumps.add(sym.address, symbols, kJumpEventId, sym.name, why);
   if (!probe) throw Error("cannot patch a jump at " + sym.name + ": " + why);
   s.step_over_plan = "jump over " + std::to_string(jumps.patched_length(*probe)) + " bytes";
+  populate_jump_areas(p);
   SingleStepOver unused;
   Session session(p, unused);
   sys::Counters before = sys::counters();
   double cpu0 = thread_cpu_ns();
-  // Records are read after the run, as the marker's are: a consumer's cost is not the probe's.
   RunEnd end = run_session(family, session);
-  jumps.drain(*probe, true);
   s.tracer_cpu_ns = thread_cpu_ns() - cpu0;
+  // Records are read after the run and outside its CPU time, as the marker's are: a consumer's
+  // cost is not the probe's (and reading all of a short run's records, but only the last
+  // ring's worth of a long one's, would make the figure depend on the run's length).
+  jumps.drain(*probe, true);
   s.tracer_syscalls = sys::counters().total() - before.total();
   s.tracer_stops = session.stats().stops;
   s.hits = jumps.hits(*probe);
@@ -308,6 +313,20 @@ void run_traced(const Mechanism& m, const LaunchSpec& spec, const RunConfig& cfg
 }
 
 }  // namespace
+
+// Linux 5.14's MADV_POPULATE_WRITE; Debian 12's headers predate it.
+constexpr long kMadvPopulateWrite = 23;
+
+void populate_jump_areas(TracedProcess& p) {
+  std::string name = std::string("/memfd:") + jump::kAreaName;
+  for (const Mapping& m : read_maps(p.proc_tid())) {
+    // The trampolines' pages are read-execute in the tracee, and read by instruction fetch only.
+    if (!m.write || m.path.rfind(name, 0) != 0) continue;
+    p.syscall_in_tracee(SYS_madvise,
+                        {static_cast<long>(m.start.value()), static_cast<long>(m.end - m.start),
+                         kMadvPopulateWrite, 0, 0, 0});
+  }
+}
 
 Sample run_once(const Mechanism& m, const RunConfig& cfg) {
   Sample s;

@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <new>
 
 namespace probecost::marker {
@@ -18,14 +19,19 @@ Ring& thread_init(std::size_t capacity) {
   if (t_ring) return *t_ring;
   std::size_t cap = 1;
   while (cap < capacity) cap <<= 1;
-  std::size_t bytes = cap * sizeof(Record);
-  // MAP_POPULATE pre-faults the ring: the first lap round it would otherwise take one page
-  // fault per 4 KiB, which would be charged to the marker's per-event cost.
+  void* mem = map_ring_memory(cap * sizeof(Record));
+  t_ring = new Ring{static_cast<Record*>(mem), cap - 1, 0};
+  return *t_ring;
+}
+
+void* map_ring_memory(std::size_t bytes) {
   void* mem = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
   if (mem == MAP_FAILED) throw std::bad_alloc();
-  t_ring = new Ring{static_cast<Record*>(mem), cap - 1, 0};
-  return *t_ring;
+  // MAP_POPULATE faulted the pages in (zeroed by the kernel, perhaps with stores that bypass
+  // the cache); writing every line once brings them into this CPU's caches and TLB.
+  std::memset(mem, 0, bytes);
+  return mem;
 }
 
 void thread_release() {

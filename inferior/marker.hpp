@@ -44,8 +44,14 @@ inline bool enabled() {
 }
 void set_enabled(bool on);
 
-// Allocates and pre-faults this thread's ring (idempotent). Capacity is rounded up to 2^k.
+// Allocates, pre-faults and warms this thread's ring (idempotent). Capacity is rounded up to
+// 2^k.
 Ring& thread_init(std::size_t capacity = kDefaultCapacity);
+// `bytes` of zeroed memory for a ring, every page faulted in and every line written once, as
+// LTTng touches its buffers at session setup: the first lap round a ring otherwise pays a page
+// fault per 4 KiB and a cache miss per line, which would be charged to the first events (and
+// make a short run's cost per event look several times a long one's). std::bad_alloc on failure.
+void* map_ring_memory(std::size_t bytes);
 // Frees this thread's ring. Records read through view() are invalid afterwards.
 void thread_release();
 

@@ -9,6 +9,8 @@
 #include <new>
 #include <stdexcept>
 
+#include "inferior/marker.hpp"
+
 extern "C" {
 bool probecost_variant_flag = false;
 std::uint64_t probecost_variant_salt = 0x5eed;
@@ -133,10 +135,7 @@ void set_enabled(bool on) {
 
 void thread_init() {
   if (t_ring) return;
-  // MAP_POPULATE: no page fault on the first lap is charged to the probe.
-  void* mem = ::mmap(nullptr, kWords * 8, PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-  if (mem == MAP_FAILED) throw std::bad_alloc();
+  void* mem = probecost::marker::map_ring_memory(kWords * 8);  // no first-lap faults or misses
   t_ring = new Ring{static_cast<std::uint64_t*>(mem), kWords - 1, 0, 0, 0};
 }
 

@@ -4,6 +4,11 @@
 // untraced run's time give the workload's event rate; a calibration's cost per hit of every
 // mechanism times that rate is the prediction (the 2006 mail's sum, for the user's program),
 // and the measured slowdown says how far the prediction for the mechanism used was off.
+//
+// A running process (-p PID) has no end to time, so its work is measured by its own rate of
+// events: windows with jump probes at the same sites (a few ns a hit: the untraced rate, near
+// enough) alternate with windows of the mechanism under test, and the slowdown is the ratio of
+// the two rates. Where no jump fits any site, only the process's CPU can be compared.
 #include <sys/types.h>
 
 #include <array>
@@ -36,6 +41,10 @@ struct OverheadConfig {
   bool show_output = false;  // the command's stdout and stderr go to probecost's stderr
 };
 
+// What the traced runs are compared with: the command run untraced, or (attached) windows with
+// jump probes at the sites where one fits, whose events count the process's work.
+enum class Reference { Untraced, Jump };
+
 // One run of a launched command, or one window of an attached process.
 struct RunRecord {
   double wall_s = 0;  // traced: without held_s
@@ -50,6 +59,13 @@ struct RunRecord {
   double tracer_setup_cpu_s = 0;  // and putting them in (symbols, bytes): not counted
   std::uint64_t hits = 0;
   std::vector<std::uint64_t> probe_hits;  // in the order of the probes
+  // Attached with a jump reference: the hits at the reference's sites (all of a reference
+  // window's; a tested window's at those sites only).
+  std::uint64_t reference_hits = 0;
+  bool cut_short = false;  // attached: the window ended early, at a stop signal
+  // Attached: when the window began and ended (CLOCK_MONOTONIC s; a traced window's from when
+  // its probes were in), to set beside the process's own log of its work.
+  double start_s = 0, end_s = 0;
   // Where the time went: the command's context switches (launched: its tree's), probecost's
   // moves between CPUs, and how often, looked at every 100 ms, probecost ran on another CPU
   // than the one the command last ran on (then each hit's two wake-ups cross CPUs).
@@ -67,6 +83,11 @@ struct ProbeUse {
   std::string why_not_jump;
 };
 
+// A probe where no jump fits, and why: left out of an attached measurement's reference.
+struct NoJump {
+  std::string spec, why;
+};
+
 struct Measurement {
   std::vector<std::string> command;
   pid_t pid = 0;  // attached; 0 launched
@@ -79,7 +100,15 @@ struct Measurement {
   std::string stdin_path;    // launched: the command's stdin
   bool show_output = false;  // launched: its stdout and stderr went to probecost's stderr
   std::vector<ProbeUse> probes;
-  std::vector<RunRecord> untraced, traced;  // run i of each is a pair, run back to back
+  // Run i of each is a pair, run back to back. Attached with Reference::Jump, `untraced` holds
+  // the reference windows (jump probes at reference_probes).
+  std::vector<RunRecord> untraced, traced;
+  Reference reference = Reference::Untraced;
+  std::vector<std::string> reference_probes;  // Reference::Jump: the specs it probes
+  std::vector<NoJump> no_jump;                // attached: the probes it leaves out, and why
+  double check_held_s = 0;  // attached: held stopped while probecost looked where jumps fit
+  unsigned planned = 0;     // pairs asked for (--repeat)
+  bool partial = false;     // a stop signal ended the measurement early
   std::array<double, 3> load_before = {-1, -1, -1}, load_after = {-1, -1, -1};
   int cpus_online = 0;
   // The share of the machine's CPU time (all CPUs) that other processes used while it ran:
@@ -104,11 +133,14 @@ struct OverheadResult {
   std::vector<MechanismId> mechanisms_used;  // by the probes, each once
   std::uint64_t hits = 0;                    // per run: the traced runs' median
   std::vector<std::uint64_t> probe_hits;
-  double event_rate_per_s = 0;      // hits per untraced wall second
-  double event_rate_per_cpu_s = 0;  // hits per untraced CPU second
+  double event_rate_per_s = 0;      // hits per untraced (reference) wall second
+  double event_rate_per_cpu_s = 0;  // hits per untraced (reference) CPU second
   std::vector<std::size_t> pairs;   // the pairs the figures are from (failed ones left out)
   Summary untraced_wall, untraced_cpu, traced_wall, traced_cpu, tracer_cpu, held;
-  std::optional<Summary> slowdown;  // none attached: nothing to time the end of
+  // Launched: traced / untraced wall time; attached: the reference's rate of events over the
+  // tested window's. None attached without a jump reference: nothing to time the work by.
+  std::optional<Summary> slowdown;
+  std::optional<Summary> reference_rate, traced_rate;  // attached, jump reference: hits/s
   Summary extra_cpu_percent, cpu_ns_per_hit;
   std::optional<Summary> wall_ns_per_hit;
   double tracer_ns_per_hit = 0, command_ns_per_hit = 0;  // the two sides of cpu_ns_per_hit
@@ -145,8 +177,8 @@ std::string mechanism_of(const ProbeUse& probe, const std::string& step_over);
 std::optional<MechanismId> mechanism_id_of(const ProbeUse& probe, const std::string& step_over);
 
 // Runs the command (or watches the process) untraced and traced by turns. `progress` gets a
-// line before each run. Error when interrupted; UsageError when the command cannot be run
-// as asked (it execs another program, a probe cannot be placed).
+// line before each run. A stop signal ends it early, with the pairs done so far (partial);
+// UsageError when the command cannot be run as asked (a probe cannot be placed).
 Measurement measure(const OverheadConfig& cfg,
                     const std::function<void(const std::string&)>& progress);
 

@@ -26,6 +26,12 @@ std::string age(double s) {
   return num(s / 86400, 1) + " days";
 }
 
+std::string join(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& i : items) out += (out.empty() ? "" : ", ") + i;
+  return out;
+}
+
 std::string command_line(const std::vector<std::string>& argv) {
   std::string out;
   for (const auto& a : argv) {
@@ -33,114 +39,6 @@ std::string command_line(const std::vector<std::string>& argv) {
     out += (out.empty() ? "" : " ") + (plain ? a : "'" + a + "'");
   }
   return out;
-}
-
-json summary(const Summary& s) {
-  return {{"median", s.median}, {"min", s.min}, {"max", s.max}};
-}
-
-json optional_summary(const std::optional<Summary>& s) {
-  return s ? summary(*s) : json(nullptr);
-}
-
-json run_json(const RunRecord& run, bool traced) {
-  json j = {{"traced", traced},
-            {"wall_s", run.wall_s},
-            {"cpu_s", run.cpu_s},
-            {"ok", run.ok},
-            {"voluntary_switches", run.voluntary_switches},
-            {"involuntary_switches", run.involuntary_switches}};
-  if (!run.end.empty()) j["end"] = run.end;
-  if (traced) {
-    j["held_s"] = run.held_s;
-    j["tracer_cpu_s"] = run.tracer_cpu_s;
-    j["tracer_setup_cpu_s"] = run.tracer_setup_cpu_s;
-    j["hits"] = run.hits;
-    j["probe_hits"] = run.probe_hits;
-    j["tracer_migrations"] = run.tracer_migrations;
-    j["cpu_samples"] = run.cpu_samples;
-    j["cpu_samples_apart"] = run.cpu_samples_apart;
-  }
-  return j;
-}
-
-json to_json(const OverheadResult& r) {
-  const Measurement& m = r.m;
-  json probes = json::array();
-  for (std::size_t i = 0; i < m.probes.size(); ++i) {
-    const auto& p = m.probes[i];
-    probes.push_back({{"spec", p.spec},
-                      {"hits", i < r.probe_hits.size() ? r.probe_hits[i] : 0},
-                      {"via", p.via},
-                      {"how", p.how},
-                      {"why_not_jump", p.why_not_jump}});
-  }
-  json predicted = json::array();
-  for (const auto& p : r.predicted) {
-    predicted.push_back({{"mechanism", p.mechanism},
-                         {"cpu_ns_per_hit", p.cpu_ns_per_hit},
-                         {"cpu_percent", p.cpu_percent},
-                         {"slowdown", p.slowdown},
-                         {"wall_ns_per_hit", p.wall_ns_per_hit},
-                         {"cpu_share_percent", p.cpu_share_percent}});
-  }
-  json runs = json::array();
-  for (std::size_t i = 0; i < m.traced.size() || i < m.untraced.size(); ++i) {
-    if (i < m.traced.size()) runs.push_back(run_json(m.traced[i], true));
-    if (i < m.untraced.size()) runs.push_back(run_json(m.untraced[i], false));
-  }
-  const Calibration& c = r.calibration;
-  return {
-      {"command", m.attached ? json(nullptr) : json(m.command)},
-      {"pid", m.attached ? json(m.pid) : json(nullptr)},
-      {"repeat", std::max(m.traced.size(), m.untraced.size())},
-      {"via", m.via},
-      {"mechanism", r.mechanism},
-      {"probes", probes},
-      {"hits", r.hits},
-      {"event_rate_per_s", r.event_rate_per_s},
-      {"event_rate_per_cpu_s", r.event_rate_per_cpu_s},
-      {"untraced", {{"wall_s", summary(r.untraced_wall)}, {"cpu_s", summary(r.untraced_cpu)}}},
-      {"traced",
-       {{"wall_s", summary(r.traced_wall)},
-        {"cpu_s", summary(r.traced_cpu)},
-        {"tracer_cpu_s", summary(r.tracer_cpu)},
-        {"held_s", summary(r.held)}}},
-      {"measured",
-       {{"slowdown", optional_summary(r.slowdown)},
-        {"extra_cpu_percent", summary(r.extra_cpu_percent)},
-        {"cpu_ns_per_hit", summary(r.cpu_ns_per_hit)},
-        {"wall_ns_per_hit", optional_summary(r.wall_ns_per_hit)},
-        {"tracer_cpu_ns_per_hit", r.tracer_ns_per_hit},
-        {"command_cpu_ns_per_hit", r.command_ns_per_hit}}},
-      {"evidence",
-       {{"cpu_samples", r.cpu_samples},
-        {"cpu_samples_apart", r.cpu_samples_apart},
-        {"tracer_migrations_per_1000_hits", r.tracer_migrations_per_1000_hits},
-        {"command_switches_per_hit", r.command_switches_per_hit}}},
-      {"predicted", predicted},
-      {"prediction_error_percent",
-       r.prediction_error_percent ? json(*r.prediction_error_percent) : json(nullptr)},
-      {"prediction_error_basis", r.error_basis},
-      {"calibration",
-       {{"source", c.source},
-        {"age_s", c.age_s},
-        {"machine", c.machine},
-        {"placement", c.placement},
-        {"load_1min", c.load_1min >= 0 ? json(c.load_1min) : json(nullptr)},
-        {"others_cpu_share", c.others_cpu_share >= 0 ? json(c.others_cpu_share) : json(nullptr)}}},
-      {"step_over", m.step_over},
-      {"placement", placement_name(m.placement)},
-      {"cpus", m.cpus},
-      {"warmup", m.warmup},
-      {"duration_s", m.attached ? json(m.duration_s) : json(nullptr)},
-      {"load_average", {{"before", m.load_before}, {"after", m.load_after}}},
-      {"others_cpu_share", m.others_cpu_share >= 0 ? json(m.others_cpu_share) : json(nullptr)},
-      {"explanations", r.explanations},
-      {"notes", r.notes},
-      {"warnings", r.warnings},
-      {"cannot_know", r.cannot_know},
-      {"runs", runs}};
 }
 
 std::string range(const Summary& s, const std::function<std::string(double)>& f) {
@@ -159,9 +57,18 @@ void write_header(std::ostream& out, const OverheadResult& r) {
   const Measurement& m = r.m;
   unsigned n = static_cast<unsigned>(m.traced.size());
   if (m.attached) {
-    out << "probecost overhead: process " << m.pid << ", " << n << " x ("
-        << plain_number(m.duration_s) << " s untraced, then " << plain_number(m.duration_s)
-        << " s traced)\n";
+    bool jumps = m.reference == Reference::Jump;
+    std::string s = plain_number(m.duration_s) + " s";
+    out << "probecost overhead: process " << m.pid << ", " << n << " x (" << s
+        << (jumps ? " with jump probes, the reference" : " untraced") << ", then " << s
+        << " traced)\n";
+    out << "  reference: "
+        << (jumps ? "jump probes at " + join(m.reference_probes) +
+                        " (a few ns a hit): its rate of events there, as if untraced"
+                  : std::string("no probe; no jump fits any probed site, so only the "
+                                "process's CPU is compared"))
+        << "; held " << num(m.check_held_s * 1e3, 0)
+        << " ms while probecost looked where jumps fit\n";
   } else {
     out << "probecost overhead: " << command_line(m.command) << "\n";
     out << "  " << n << " traced and " << m.untraced.size() << " untraced runs by turns, after "
@@ -176,7 +83,11 @@ void write_header(std::ostream& out, const OverheadResult& r) {
   out << "  load average " << num(m.load_before[0], 2) << " before, " << num(m.load_after[0], 2)
       << " after, on " << m.cpus_online << " CPUs; other processes used "
       << num(100 * std::max(0.0, m.others_cpu_share), 0) << "% of the CPUs' time meanwhile\n\n";
-  out << pad("probe", 32, true) << pad("hits/run", 12) << "  how\n";
+  if (m.partial) {
+    out << "  PARTIAL: interrupted after " << n << " of " << m.planned
+        << (m.attached ? " pairs of windows" : " pairs of runs") << "\n";
+  }
+  out << pad("probe", 32, true) << pad(m.attached ? "hits/window" : "hits/run", 12) << "  how\n";
   for (std::size_t i = 0; i < m.probes.size(); ++i) {
     const auto& p = m.probes[i];
     out << pad(p.spec, 32, true)
@@ -192,26 +103,40 @@ void write_measured(std::ostream& out, const OverheadResult& r) {
   // Appended, not "+" + std::string: GCC 12 warns wrongly (-Wrestrict, PR 105651).
   auto pct = [](double v) { return std::string(v >= 0 ? "+" : "").append(percent(v)); };
   auto times = [](double v) { return num(v, 3) + "x"; };
+  auto rate = [](double v) { return group_thousands(v) + "/s"; };
   bool attached = r.m.attached;
+  bool jumps = attached && r.m.reference == Reference::Jump;
   out << "\n"
-      << pad(attached ? "untraced window" : "untraced", 22, true) << pad("median", 12)
-      << "  (min .. max)\n";
+      << pad(jumps      ? "reference windows"
+             : attached ? "untraced window"
+                        : "untraced",
+             22, true)
+      << pad("median", 12) << "  (min .. max)\n";
   line(out, "wall time", r.untraced_wall, secs);
   line(out, attached ? "CPU time, process" : "CPU time, command", r.untraced_cpu, secs);
+  if (r.reference_rate) line(out, "events", *r.reference_rate, rate, "at the reference's probes");
   out << "  " << pad("event rate", 20, true) << pad(group_thousands(r.event_rate_per_s), 12)
-      << "  hits per second" << (attached ? " (of the traced window)" : "") << ", "
-      << group_thousands(r.event_rate_per_cpu_s) << " per CPU second"
+      << "  hits per second"
+      << (jumps      ? " as untraced, all probes"
+          : attached ? " (of the traced window)"
+                     : "")
+      << ", " << group_thousands(r.event_rate_per_cpu_s) << " per CPU second"
       << (attached ? "" : " (" + group_thousands(static_cast<double>(r.hits)) + " hits per run)")
       << "\n";
   out << "\n"
-      << pad(attached ? "traced window" : "traced", 22, true) << pad("median", 12)
+      << pad(attached ? "traced windows" : "traced", 22, true) << pad("median", 12)
       << "  (min .. max)\n";
   line(out, "wall time", r.traced_wall, secs,
        "held " + num(r.held.median * 1e3, 0) + " ms more while the probes went in");
   line(out, attached ? "CPU time, process" : "CPU time, command", r.traced_cpu, secs);
   line(out, "CPU time, probecost", r.tracer_cpu, secs);
-  if (r.slowdown) line(out, "slowdown", *r.slowdown, times);
-  line(out, "extra CPU", r.extra_cpu_percent, pct);
+  if (r.traced_rate) line(out, "events", *r.traced_rate, rate, "at the reference's probes");
+  if (r.slowdown) {
+    line(out, "slowdown", *r.slowdown, times,
+         jumps ? "the reference's rate of events over the traced windows'" : "");
+  }
+  line(out, "extra CPU", r.extra_cpu_percent, pct,
+       jumps ? "for the same work (events at the reference's probes)" : "");
   std::string sides = "= probecost " + human_ns(r.tracer_ns_per_hit) + " + the " +
                       (attached ? "process " : "command ") + human_ns(r.command_ns_per_hit);
   const CalibrationRow* row = r.calibration.find(r.mechanism);
@@ -295,7 +220,7 @@ void write_text(std::ostream& out, const OverheadResult& r) {
 
 void write_overhead(std::ostream& out, const OverheadResult& r, Format f) {
   if (f == Format::Json) {
-    out << json_dump(to_json(r)) << "\n";
+    out << json_dump(overhead_json(r)) << "\n";
   } else {
     write_text(out, r);
   }

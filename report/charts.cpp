@@ -39,49 +39,62 @@ double decade_above(double v) {
   return std::pow(10, std::ceil(std::log10(v)));
 }
 
-// The colour of a mechanism named in an experiment's data.
-int family_color(const std::string& name) {
-  switch (find_mechanism(name).value_or(MechanismId::Custom)) {
-    case MechanismId::Marker:
-    case MechanismId::MarkerOff:
-      return 2;
-    case MechanismId::Int3Signal:
-      return 1;
-    case MechanismId::Uprobe:
-    case MechanismId::UprobeNop5:
-    case MechanismId::UprobePush:
-      return 3;
-    case MechanismId::Jump:
-      return 4;
-    default:
-      return 0;  // the ptrace tracer
-  }
-}
-
 // Mechanisms of int3-vs-marker with a positive cost.
-std::vector<nlohmann::json> measured(const Experiment& e) {
-  std::vector<nlohmann::json> out;
+std::vector<MechanismCost> measured(const Experiment& e) {
+  std::vector<MechanismCost> out;
   for (const auto& m : e.data.at("mechanisms")) {
-    if (m.value("skipped", "").empty() && m.at("per_hit_ns").get<double>() > 0) out.push_back(m);
+    if (!m.value("skipped", "").empty()) continue;
+    double v = m.at("per_hit_ns").get<double>();
+    out.push_back({m.at("name").get<std::string>(), v, m.value("per_hit_ns_min", v),
+                   m.value("per_hit_ns_max", v), m.at("cpu_ns_per_hit").get<double>()});
   }
   return out;
 }
 
 }  // namespace
 
-std::string cost_chart(const Experiment& e) {
-  auto mechs = measured(e);
-  if (mechs.empty()) return "";
-  svg::BarChart c{"cost-per-hit", "Cost per hit, ns (log scale), " + e.placement, {}, {}, {}, {}};
-  double lo = seeds::kLtt2006_ns, hi = seeds::kInt3_2006_ns;
-  for (const auto& m : mechs) {
-    double v = m.at("per_hit_ns").get<double>();
-    lo = std::min(lo, v);
-    hi = std::max(hi, m.value("per_hit_ns_max", v));
-    c.bars.push_back({m.at("name").get<std::string>(), v,
-                      std::max(m.value("per_hit_ns_min", v), v / 100), m.value("per_hit_ns_max", v),
-                      family_color(m.at("name").get<std::string>()), ns_label(v)});
+std::string mechanism_color(const std::string& name) {
+  switch (find_mechanism(name).value_or(MechanismId::Custom)) {
+    case MechanismId::Baseline:
+      return "#7f7f7f";
+    case MechanismId::MarkerOff:
+      return "#98df8a";
+    case MechanismId::Marker:
+      return "#2ca02c";
+    case MechanismId::Int3Signal:
+      return "#d62728";
+    case MechanismId::Int3Ptrace:
+      return "#08306b";
+    case MechanismId::Int3PtraceFast:
+      return "#1f77b4";
+    case MechanismId::PtraceFloor:
+      return "#17becf";
+    case MechanismId::Jump:
+      return "#9467bd";
+    case MechanismId::Uprobe:
+      return "#ff7f0e";
+    case MechanismId::UprobeNop5:
+      return "#bcbd22";
+    case MechanismId::UprobePush:
+      return "#8c564b";
+    case MechanismId::Custom:
+      break;
   }
+  return "#e377c2";
+}
+
+std::string cost_chart(const std::string& id, const std::string& title,
+                       const std::vector<MechanismCost>& costs) {
+  svg::BarChart c{id, title, {}, {}, {}, {}};
+  double lo = seeds::kLtt2006_ns, hi = seeds::kInt3_2006_ns;
+  for (const auto& m : costs) {
+    if (m.per_hit_ns <= 0) continue;
+    lo = std::min(lo, m.per_hit_ns);
+    hi = std::max(hi, m.per_hit_ns_max);
+    c.bars.push_back({m.name, m.per_hit_ns, std::max(m.per_hit_ns_min, m.per_hit_ns / 100),
+                      m.per_hit_ns_max, mechanism_color(m.name), ns_label(m.per_hit_ns)});
+  }
+  if (c.bars.empty()) return "";
   c.x = {"ns per hit, minus the baseline (median; whisker: min .. max of the runs)",
          decade_below(lo),
          decade_above(hi),
@@ -90,42 +103,58 @@ std::string cost_chart(const Experiment& e) {
          {}};
   c.guides = {{true, seeds::kInt3_2006_ns, "2006 int3: 2.01 µs"},
               {true, seeds::kLtt2006_ns, "2006 LTT: 220 ns"}};
-  c.legend = {{"static marker", 2},
-              {"int3 + signal handler in the process", 1},
-              {"ptrace tracer", 0},
-              {"jump patched in by the ptrace tracer", 4},
-              {"kernel uprobe", 3}};
   return svg::bar_chart(c);
 }
 
-std::string cpu_share_chart(const Experiment& e) {
-  auto mechs = measured(e);
-  if (mechs.empty()) return "";
-  svg::LineChart c{"cpu-share", "CPU share against event rate (log-log)", {}, {}, {}, {}};
-  c.x = {"events per second", 1e3, 1e8, true, rate_label, {}};
-  c.y = {"share of one CPU", 1e-3, 1e5, true, percent_label, {}};
-  for (const auto& m : mechs) {
-    double cost = m.at("cpu_ns_per_hit").get<double>();
-    if (cost <= 0) continue;
-    svg::Series s{m.at("name").get<std::string>(), {}};
-    for (double r = 1e3; r <= 1e8 * 1.001; r *= std::sqrt(10.0))
-      s.points.push_back({r, r * cost / 1e7});
+std::string cpu_share_chart(const std::string& id, const std::string& title,
+                            const std::vector<MechanismCost>& costs) {
+  svg::LineChart c{id, title, {}, {}, {}, {}, true};
+  constexpr double kFrom = 1e3, kTo = 1e8;
+  double lo = 0, hi = 0;
+  for (const auto& m : costs) {
+    if (m.cpu_ns_per_hit <= 0) continue;
+    svg::Series s{m.name, {}, mechanism_color(m.name)};
+    for (double r = kFrom; r <= kTo * 1.001; r *= std::sqrt(10.0)) {
+      s.points.push_back({r, r * m.cpu_ns_per_hit / 1e7});
+    }
+    lo = lo > 0 ? std::min(lo, s.points.front().second) : s.points.front().second;
+    hi = std::max(hi, s.points.back().second);
     c.series.push_back(s);
   }
+  if (c.series.empty()) return "";
+  c.x = {"events per second", kFrom, kTo, true, rate_label, {}};
+  // Every line whole: from the cheapest at the lowest rate to the dearest at the highest.
+  c.y = {"share of one CPU",
+         decade_below(std::min(lo, 1.0)),
+         decade_above(std::max(hi, 100.0)),
+         true,
+         percent_label,
+         {}};
   c.guides = {{true, 750'000, "750,000/s"}, {false, 100, "100% of a CPU"}};
   return svg::line_chart(c);
 }
 
+std::string cost_chart(const Experiment& e) {
+  return cost_chart("cost-per-hit", "Cost per hit, ns (log scale), " + e.placement, measured(e));
+}
+
+std::string cpu_share_chart(const Experiment& e) {
+  return cpu_share_chart("cpu-share", "CPU share against event rate (log-log)", measured(e));
+}
+
 std::string scalability_chart(const Experiment& e) {
-  svg::LineChart c{"scalability",
-                   "Cost per hit, all threads, as threads hit one probe (" + e.placement + ")",
-                   {},
-                   {},
-                   {},
-                   {}};
+  svg::LineChart c{
+      "scalability",
+      "Cost per hit as 1 to 8 threads hit one probe, all threads' hits, placement " + e.placement,
+      {},
+      {},
+      {},
+      {},
+      true};
   double lo = 1e12, hi = 0;
   for (const auto& s : e.data.at("series")) {
-    svg::Series series{s.at("mechanism").get<std::string>(), {}};
+    std::string name = s.at("mechanism").get<std::string>();
+    svg::Series series{name, {}, mechanism_color(name)};
     for (const auto& p : s.at("points")) {
       double v = p.at("wall_ns_per_hit").get<double>();
       if (v <= 0) continue;
@@ -159,13 +188,14 @@ std::string multi_probe_chart(const Experiment& e) {
     if (v <= 0) continue;
     if (!by_name.count(name)) order.push_back(name);
     by_name[name].name = name;
+    by_name[name].color = mechanism_color(name);
     by_name[name].points.push_back({r.at("handlers").get<double>(), v});
     lo = std::min(lo, v);
     hi = std::max(hi, v);
   }
   if (order.empty()) return "";
   svg::LineChart c{
-      "multi-probe", "Cost per hit with 1 to 8 handlers on one address", {}, {}, {}, {}};
+      "multi-probe", "Cost per hit with 1 to 8 handlers on one address", {}, {}, {}, {}, true};
   for (const auto& n : order) c.series.push_back(by_name[n]);
   c.x = {"handlers on the probed address",
          1,

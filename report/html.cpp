@@ -37,9 +37,30 @@ svg.chart .whisker { stroke: #000; stroke-width: 1.5; }
 svg.chart path.series { fill: none; stroke-width: 2.2; }
 )";
 
-// After layout, each chart says how many of its marks the browser drew with a size: the test
-// (tests/cli/report_render.sh) reads these attributes from the rendered DOM.
+// After layout, each chart says how many of its marks the browser drew with a size, how many
+// of its texts stick out of it (a title or a label cut off), how many line labels overlap one
+// another and how many value labels a whisker crosses: the test (tests/cli/report_render.sh)
+// reads these attributes from the rendered DOM.
 const char* kCheckScript = R"(
+function overlaps(a, b) {
+  return a.x < b.x + b.width && b.x < a.x + a.width && a.y < b.y + b.height && b.y < a.y + a.height;
+}
+// Each element's box on the page (rotated labels included), in the chart's own units.
+function boxes(svg, selector) {
+  var page = svg.getBoundingClientRect(), scale = svg.viewBox.baseVal.width / page.width;
+  return Array.prototype.map.call(svg.querySelectorAll(selector), function (el) {
+    var r = el.getBoundingClientRect();
+    return {x: (r.left - page.left) * scale, y: (r.top - page.top) * scale,
+            width: r.width * scale, height: r.height * scale};
+  });
+}
+function pairs(a, b, same) {
+  var n = 0;
+  a.forEach(function (x, i) {
+    b.forEach(function (y, j) { if ((!same || i < j) && overlaps(x, y)) n++; });
+  });
+  return n;
+}
 document.addEventListener('DOMContentLoaded', function () {
   var drawn = 0;
   document.querySelectorAll('svg.chart').forEach(function (svg) {
@@ -50,6 +71,16 @@ document.addEventListener('DOMContentLoaded', function () {
     });
     svg.setAttribute('data-marks-drawn', marks);
     if (marks > 0) { svg.setAttribute('data-drawn', 'yes'); drawn++; }
+    var view = svg.viewBox.baseVal, outside = 0;
+    boxes(svg, 'text').forEach(function (b) {
+      if (b.x < -0.5 || b.y < -0.5 || b.x + b.width > view.width + 0.5 ||
+          b.y + b.height > view.height + 0.5) outside++;
+    });
+    svg.setAttribute('data-text-outside', outside);
+    var labels = boxes(svg, 'text.end-label');
+    svg.setAttribute('data-labels-overlapping', pairs(labels, labels, true));
+    svg.setAttribute('data-whiskers-through-values',
+                     pairs(boxes(svg, 'line.whisker'), boxes(svg, 'text.value'), false));
   });
   document.body.setAttribute('data-charts-drawn', drawn);
 });
@@ -116,7 +147,8 @@ void machine_section(std::ostream& out, const std::vector<Experiment>& list) {
 
 }  // namespace
 
-void write_html_report(std::ostream& out, const std::vector<Experiment>& list) {
+void write_html_report(std::ostream& out, const std::vector<Experiment>& list,
+                       const std::vector<UserResult>& results) {
   out << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
       << "<title>probecost: the seeds' measurements on today's machine</title>\n<style>" << kStyle
       << "</style></head>\n<body>\n"
@@ -124,14 +156,15 @@ void write_html_report(std::ostream& out, const std::vector<Experiment>& list) {
          "machine</h1>\n<p>Each section redoes one of the measurements probecost grew from, "
          "with the seed's own figures beside today's and what changed since. Costs are per hit "
          "of a probe site, minus the same site unprobed.</p>\n";
-  if (list.empty()) {
+  if (list.empty() && results.empty()) {
     out << "<p>No experiments.</p></body></html>\n";
     return;
   }
-  machine_section(out, list);
+  if (!list.empty()) machine_section(out, list);
   for (const char* name : {"int3-vs-marker", "markers", "scalability", "multi-probe"}) {
     if (const Experiment* e = find(list, name)) section(out, *e);
   }
+  for (std::size_t i = 0; i < results.size(); ++i) out << user_result_section(results[i], i + 1);
   out << "<script>" << kCheckScript << "</script>\n</body></html>\n";
 }
 

@@ -11,7 +11,11 @@ void TraceRun::start_session(ProcessTrace& tr) {
   if (opts_.stacks && !tr.rec.collector) tr.rec.collector.emplace(opts_.stack_depth);
   tr.session = std::make_unique<Session>(*tr.proc, *tr.step_over);
   ProcessTrace* t = &tr;
+  tr.proc->set_new_thread_observer([t](pid_t tid, std::uint64_t fs_base) {
+    if (t->feed) t->feed->thread_appeared(tid, fs_base);
+  });
   tr.session->set_hit_observer([this, t](pid_t tid, StoppedThread& thread, BreakpointSite& site) {
+    if (t->feed) t->feed->on_int3(tid, site.address(), thread.regs());
     if (++t->rec.thread_hits[tid] == 1) {
       t->rec.thread_names[tid] = thread_name(t->proc->pid(), tid);
       // A process that shares this one's memory (a vfork child before its exec, a
@@ -52,7 +56,7 @@ void TraceRun::attach_others() {
     try {
       p = &family_->attach_another(pid);
     } catch (const Error& e) {
-      notes_ << "probecost trace: not tracing process " << pid << ": " << e.what() << std::endl;
+      notes_ << opts_.tool << ": not tracing process " << pid << ": " << e.what() << std::endl;
       continue;
     }
     ProcessTrace& tr = add_process(*p);
@@ -65,7 +69,7 @@ void TraceRun::attach_others() {
     tr.session->start();
   }
   if (opts_.announce) {
-    notes_ << "probecost trace: tracing processes " << traced << "; Ctrl-C to stop" << std::endl;
+    notes_ << opts_.tool << ": tracing processes " << traced << "; Ctrl-C to stop" << std::endl;
   }
 }
 
@@ -140,7 +144,7 @@ void TraceRun::follow_exec(ProcessTrace& tr) {
   install_image(tr);
   report_.held_s += now_s() - held_from;
   if (!opts_.announce) return;
-  notes_ << "probecost trace: process " << p.pid();
+  notes_ << opts_.tool << ": process " << p.pid();
   if (TracedProcess* parent = family_->parent_of(p)) {
     notes_ << " (child of " << parent->pid() << ")";
   }

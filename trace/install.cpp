@@ -25,7 +25,7 @@ std::vector<ResolvedProbe> TraceRun::resolve(ProcessTrace& tr, bool first_image)
         out.insert(out.end(), r.begin(), r.end());
       } catch (const UsageError& e) {
         if (opts_.announce) {
-          notes_ << "probecost trace: not probed in " << (first_image ? "" : "the new image of ")
+          notes_ << opts_.tool << ": not probed in " << (first_image ? "" : "the new image of ")
                  << "process " << p.pid() << ": " << e.what() << std::endl;
         }
       }
@@ -86,7 +86,7 @@ std::vector<ProbeInstall> TraceRun::place_jumps(ProcessTrace& tr, std::size_t fr
       throw no_jump(tr.probes[which[k]], pid, why[k]);
   }
   if (!tr.jumps->mapping_refused().empty() && opts_.announce) {
-    notes_ << "probecost trace: no jump in process " << pid << ", " << tr.jumps->mapping_refused()
+    notes_ << opts_.tool << ": no jump in process " << pid << ", " << tr.jumps->mapping_refused()
            << "; its probes are int3" << std::endl;
   }
   out.erase(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(from));
@@ -124,6 +124,16 @@ void TraceRun::install_image(ProcessTrace& tr) {
   tr.probes = resolve(tr, first);
   tr.step_over = make_step_over(opts_.step_over, p.memory(), scratch_mapper(p));
   tr.jumps.reset();
+  tr.feed.reset();
+  if (opts_.calls) {
+    JumpOptions jo;
+    jo.calls.args = opts_.calls->args;
+    jo.calls.max_ids = static_cast<std::uint32_t>(std::max<std::size_t>(tr.probes.size(), 1));
+    tr.jumps = std::make_unique<JumpProbes>(p, jo);
+    refuse_leftovers(tr);
+    tr.installs = place_calls(tr);
+    return;
+  }
   if (opts_.via != Via::Int3 && !opts_.stacks) {
     JumpOptions jo;
     jo.events = opts_.events;
@@ -144,7 +154,7 @@ ScratchMapper TraceRun::scratch_mapper(TracedProcess& p) {
       return p.map_scratch(near);
     } catch (const Error& e) {
       if (!said && opts_.announce) {
-        notes_ << "probecost trace: " << e.what()
+        notes_ << opts_.tool << ": " << e.what()
                << ": no out-of-line step-over in it, its int3 probes are emulated or "
                   "single-stepped"
                << std::endl;

@@ -41,13 +41,14 @@ bool loadable(const std::string& module, const ProcessSymbols& symbols) {
 
 // The specs that can be resolved now; those of a library not loaded yet wait in tr.pending.
 std::vector<std::string> TraceRun::split_pending(ProcessTrace& tr, std::vector<std::string> specs) {
+  if (opts_.calls) return specs;  // `probecost record`'s call probes go in with the image only
   std::erase_if(specs, [&](const std::string& spec) {
     ProbeSpec ps = parse_probe(spec);
     if (ps.module.empty() || tr.symbols->has_module(ps.module)) return false;
     if (!loadable(ps.module, *tr.symbols)) return false;  // resolve says what it has
     tr.pending.push_back(spec);
     if (opts_.announce) {
-      notes_ << "probecost trace: " << spec << " waits: process " << tr.proc->pid()
+      notes_ << opts_.tool << ": " << spec << " waits: process " << tr.proc->pid()
              << " has not loaded " << ps.module << "; it goes in when the process loads it"
              << std::endl;
     }
@@ -67,7 +68,7 @@ void TraceRun::watch_link_map(ProcessTrace& tr) {
   tr.link_map = LinkMapWatch::find(*tr.symbols, p.memory());
   if (!tr.link_map) {
     if (!tr.pending.empty() && opts_.announce) {
-      notes_ << "probecost trace: process " << p.pid()
+      notes_ << opts_.tool << ": process " << p.pid()
              << " has no dynamic linker to load a library later: its waiting probes never go in"
              << std::endl;
     }
@@ -105,7 +106,7 @@ void TraceRun::retire(ProcessTrace& tr, const std::vector<LeftAlone>& gone) {
     ProbeReport row = probe_row(tr, i, image);
     row.unloaded = true;
     if (opts_.announce) {
-      notes_ << "probecost trace: process " << tr.proc->pid() << ": " << row.probe.spec
+      notes_ << opts_.tool << ": process " << tr.proc->pid() << ": " << row.probe.spec
              << " ended after " << row.hits << " hits: " << it->why
              << "; it goes in again if the library comes back" << std::endl;
     }
@@ -147,7 +148,7 @@ void TraceRun::install_pending(ProcessTrace& tr, Task& task) {
       probed_specs_.insert(spec);
     } catch (const Error& e) {
       if (opts_.announce) {
-        notes_ << "probecost trace: not probed in process " << p.pid() << ": " << e.what()
+        notes_ << opts_.tool << ": not probed in process " << p.pid() << ": " << e.what()
                << std::endl;
       }
     }
@@ -158,14 +159,14 @@ void TraceRun::install_pending(ProcessTrace& tr, Task& task) {
   try {
     place_probes(tr, from);
   } catch (const UsageError& e) {  // --via jump refused one: nothing of them went in
-    notes_ << "probecost trace: not probed in process " << p.pid() << ": " << e.what() << std::endl;
+    notes_ << opts_.tool << ": not probed in process " << p.pid() << ": " << e.what() << std::endl;
     tr.probes.resize(from);
     tr.installs.resize(from);
     return;
   }
   if (!opts_.announce) return;
   for (std::size_t i = from; i < tr.probes.size(); ++i) {
-    notes_ << "probecost trace: process " << p.pid() << " loaded " << base_name(tr.probes[i].module)
+    notes_ << opts_.tool << ": process " << p.pid() << " loaded " << base_name(tr.probes[i].module)
            << ": " << tr.probes[i].spec << " is in (" << (tr.installs[i].jump ? "jump" : "int3")
            << ")" << std::endl;
   }

@@ -27,6 +27,11 @@ std::string fmt_str(const char* f, const std::string& v) {
   return buf;
 }
 
+// A CPU time as a share of one CPU over the trace's duration.
+double cpu_percent(const TraceReport& r, double cpu_s) {
+  return r.duration_s > 0 ? 100 * cpu_s / r.duration_s : 0.0;
+}
+
 std::string thread_name(const TraceReport& r, pid_t tid) {
   auto it = r.thread_names.find(tid);
   return it == r.thread_names.end() ? "" : it->second;
@@ -40,20 +45,23 @@ nlohmann::json to_json(const TraceReport& r) {
   nlohmann::json probes = nlohmann::json::array();
   nlohmann::json stacks = nlohmann::json::object();
   for (const auto& p : r.probes) {
-    probes.push_back({{"pid", p.pid},
-                      {"spec", p.probe.spec},
-                      {"address", p.probe.address.hex()},
-                      {"module", p.probe.module},
-                      {"symbol", p.probe.symbol},
-                      {"hits", p.hits},
-                      {"traced_hits_per_s", r.duration_s > 0 ? p.hits / r.duration_s : 0.0},
-                      {"threads", p.threads.size()},
-                      {"via", via_name(p.via)},
-                      {"image", p.image},
-                      {"why_not_jump", p.why_not_jump},
-                      {"step_over", p.step_over},
-                      {"loads", p.loads},
-                      {"unloaded", p.unloaded}});
+    probes.push_back(
+        {{"pid", p.pid},
+         {"spec", p.probe.spec},
+         {"address", p.probe.address.hex()},
+         {"module", p.probe.module},
+         {"symbol", p.probe.symbol},
+         {"hits", p.hits},
+         {"traced_hits_per_s", r.duration_s > 0 ? p.hits / r.duration_s : 0.0},
+         // A jump hit is counted in the tracee, not by thread: no figure, as
+         // text's "-" and CSV's empty field.
+         {"threads", p.via == Via::Jump ? nlohmann::json() : nlohmann::json(p.threads.size())},
+         {"via", via_name(p.via)},
+         {"image", p.image},
+         {"why_not_jump", p.why_not_jump},
+         {"step_over", p.step_over},
+         {"loads", p.loads},
+         {"unloaded", p.unloaded}});
     if (p.via == Via::Int3) {
       nlohmann::json by_thread = nlohmann::json::array();
       for (const auto& [tid, hits] : p.threads) by_thread.push_back(thread_json(r, tid, hits));
@@ -75,23 +83,25 @@ nlohmann::json to_json(const TraceReport& r) {
   }
   nlohmann::json threads = nlohmann::json::array();
   for (const auto& [tid, hits] : r.thread_hits) threads.push_back(thread_json(r, tid, hits));
-  nlohmann::json j = {
-      {"pid", r.pid},
-      {"duration_s", r.duration_s},
-      {"probes", probes},
-      {"threads", threads},
-      {"hits", r.hits},
-      {"held_s", r.held_s},
-      {"symbols_before_stop", r.symbols_before_stop},
-      {"modules_read_held", r.modules_read_held},
-      {"tracer_cpu_s", r.tracer_cpu_s},
-      {"tracee_cpu_s", r.tracee_cpu_s},
-      {"tracer_cpu_ns_per_hit", r.tracer_cpu_ns_per_hit},
-      {"cpu_ns_per_hit", r.cpu_ns_per_hit},
-      {"syscalls_per_hit", r.syscalls_per_hit},
-      {"tracer_cpu_percent", r.duration_s > 0 ? 100 * r.tracer_cpu_s / r.duration_s : 0.0},
-      {"tracee_cpu_percent", r.duration_s > 0 ? 100 * r.tracee_cpu_s / r.duration_s : 0.0},
-      {"ending", r.ending}};
+  nlohmann::json j = {{"pid", r.pid},
+                      {"duration_s", r.duration_s},
+                      {"probes", probes},
+                      {"threads", threads},
+                      {"hits", r.hits},
+                      {"int3_hits", r.int3_hits},
+                      {"jump_hits", r.jump_hits},
+                      {"held_s", r.held_s},
+                      {"symbols_before_stop", r.symbols_before_stop},
+                      {"modules_read_held", r.modules_read_held},
+                      {"tracer_cpu_s", r.tracer_cpu_s},
+                      {"tracee_cpu_s", r.tracee_cpu_s},
+                      {"tracer_cpu_ns_per_int3_hit", r.tracer_cpu_ns_per_int3_hit},
+                      {"tracer_cpu_ns_per_jump_hit", r.tracer_cpu_ns_per_jump_hit},
+                      {"cpu_ns_per_hit", r.cpu_ns_per_hit},
+                      {"syscalls_per_int3_hit", r.syscalls_per_int3_hit},
+                      {"tracer_cpu_percent", cpu_percent(r, r.tracer_cpu_s)},
+                      {"tracee_cpu_percent", cpu_percent(r, r.tracee_cpu_s)},
+                      {"ending", r.ending}};
   if (r.launched) j["command_end"] = r.command_end;
   if (r.command_status) {
     WaitStatus ws(*r.command_status);
@@ -151,7 +161,7 @@ std::string csv_field(const std::string& v) {
 
 // One row per probe and image, most hits first; numbers in fixed notation.
 void write_csv(std::ostream& out, const TraceReport& r) {
-  out << "pid,image,spec,address,module,symbol,implementation,via,hits,hits_per_s,threads\n";
+  out << "pid,image,spec,address,module,symbol,implementation,via,hits,traced_hits_per_s,threads\n";
   for (const ProbeReport* pp : sorted_rows(r)) {
     const ProbeReport& p = *pp;
     out << p.pid << "," << csv_field(p.image) << "," << csv_field(p.probe.spec) << ","
@@ -233,6 +243,35 @@ void write_processes(std::ostream& out, const TraceReport& r) {
   out << " (" << r.hits << " hits)\n";
 }
 
+// The CPU figures: the tracer's side of a hit, int3 and jump each their own (an int3 hit
+// stops the thread; a jump hit never does), and the tracee's.
+void write_cpu_figures(std::ostream& out, const TraceReport& r) {
+  out << "tracer CPU " << fmt("%.3f", r.tracer_cpu_s) << " s ("
+      << fmt("%.1f", cpu_percent(r, r.tracer_cpu_s)) << "% of a CPU)\n";
+  auto any = [&](Via via) {
+    return std::any_of(r.probes.begin(), r.probes.end(),
+                       [via](const ProbeReport& p) { return p.via == via; });
+  };
+  if (r.int3_hits || any(Via::Int3)) {
+    out << "  int3 hits: " << r.int3_hits << ", " << fmt("%.0f", r.tracer_cpu_ns_per_int3_hit)
+        << " ns of the tracer's CPU each (the stop, the step over, the resume: its side alone); "
+        << fmt("%.1f", r.syscalls_per_int3_hit) << " system calls each\n";
+  }
+  if (r.jump_hits || any(Via::Jump)) {
+    out << "  jump hits: " << r.jump_hits << ", "
+        << (r.events_cpu_s > 0 ? fmt("%.0f", r.tracer_cpu_ns_per_jump_hit) +
+                                     " ns of the tracer's CPU each, reading its record"
+                               : std::string("none of the tracer's CPU"))
+        << " (counted in the tracee, which never stops: 'probecost compare' measures its side)\n";
+  }
+  out << "tracee CPU " << fmt("%.3f", r.tracee_cpu_s) << " s ("
+      << fmt("%.1f", cpu_percent(r, r.tracee_cpu_s))
+      << "% of a CPU): its own work and its side of each hit; tracer + tracee "
+      << fmt("%.0f", r.cpu_ns_per_hit) << " ns of CPU per hit"
+      << (r.int3_hits && r.jump_hits ? " (int3 and jump hits together)" : "")
+      << ", its own work included\n";
+}
+
 void write_text(std::ostream& out, const TraceReport& r, unsigned top, bool verbose) {
   out << "probecost trace: process " << r.pid << ", " << fmt("%.2f", r.duration_s) << " s, "
       << r.hits << " hits; ended: " << r.ending << " (held stopped " << fmt("%.0f", r.held_s * 1e3)
@@ -307,19 +346,10 @@ void write_text(std::ostream& out, const TraceReport& r, unsigned top, bool verb
     out << "\n";
     if (verbose) write_by_thread(out, r);
   }
-  auto share = [&](double cpu_s) {
-    return fmt("%.1f", r.duration_s > 0 ? 100 * cpu_s / r.duration_s : 0);
-  };
-  out << "tracer CPU " << fmt("%.3f", r.tracer_cpu_s) << " s (" << share(r.tracer_cpu_s)
-      << "% of a CPU): " << fmt("%.0f", r.tracer_cpu_ns_per_hit)
-      << " ns per hit, the tracer's side alone; " << fmt("%.1f", r.syscalls_per_hit)
-      << " system calls per hit\n";
-  out << "tracee CPU " << fmt("%.3f", r.tracee_cpu_s) << " s (" << share(r.tracee_cpu_s)
-      << "% of a CPU): its own work and its side of each hit; tracer + tracee "
-      << fmt("%.0f", r.cpu_ns_per_hit) << " ns of CPU per hit, its own work included\n";
+  write_cpu_figures(out, r);
   if (r.stacks) {
     out << "stacks: unwinding took " << fmt("%.0f", r.stack_ns_per_hit)
-        << " ns per hit of the tracer's\n";
+        << " ns of the tracer's per int3 hit\n";
     for (const auto& p : r.probes) {
       out << "\n" << p.probe.spec;
       if (several_processes(r)) out << " in process " << p.pid;

@@ -9,6 +9,7 @@ namespace probecost::trace_run {
 // A process's current image's results, once its probes are out (or its address space is
 // gone): jump counts and rings are final then.
 void TraceRun::close_image(ProcessTrace& tr) {
+  drain_calls(tr, true);
   std::string image = tr.images.empty() ? std::string() : tr.images.back();
   if (std::find(report_.images.begin(), report_.images.end(), image) == report_.images.end()) {
     report_.images.push_back(image);
@@ -16,7 +17,7 @@ void TraceRun::close_image(ProcessTrace& tr) {
   for (std::size_t i = 0; i < std::min(tr.probes.size(), tr.installs.size()); ++i) {
     report_.probes.push_back(probe_row(tr, i, image));
   }
-  report_.hits += jump_hits(tr);  // int3 hits come from the sessions' counts, over every image
+  report_.jump_hits += jump_hits(tr);  // int3 hits come from the sessions' counts
   for (auto& [tid, n] : tr.rec.thread_hits) report_.thread_hits[tid] += n;
   for (auto& [tid, name] : tr.rec.thread_names) report_.thread_names.emplace(tid, name);
   tr.rec.forget_image();
@@ -107,7 +108,7 @@ void TraceRun::split_sharers(ProcessTrace& tr, ProbeReport& pr) {
 void TraceRun::report_processes() {
   for (auto& tr : processes_) {
     close_image(*tr);
-    report_.hits += tr->session ? tr->session->stats().hits : 0;
+    report_.int3_hits += tr->session ? tr->session->stats().hits : 0;
     ProcessReport pr;
     pr.pid = tr->proc->pid();
     if (TracedProcess* parent = family_->parent_of(*tr->proc)) pr.parent = parent->pid();
@@ -126,6 +127,7 @@ void TraceRun::report_processes() {
     pr.end = "shared the memory of process " + std::to_string(parent) + " (never exec'd)";
     report_.processes.push_back(pr);
   }
+  report_.hits = report_.int3_hits + report_.jump_hits;
   for (const auto& probe : report_.probes) {
     for (auto& pr : report_.processes) {
       if (pr.pid == probe.pid) pr.hits += probe.hits;
@@ -143,18 +145,19 @@ void TraceRun::report_figures(std::uint64_t syscalls) {
   for (std::size_t i = 1; i < processes_.size(); ++i) {
     children_cpu += std::max(0.0, processes_[i]->cpu_last - processes_[i]->cpu0);
   }
-  report_.syscalls_per_hit = report_.hits ? static_cast<double>(syscalls) / report_.hits : 0;
+  auto per = [](double x, std::uint64_t hits) { return hits ? x / static_cast<double>(hits) : 0; };
+  report_.syscalls_per_int3_hit = per(static_cast<double>(syscalls), report_.int3_hits);
   // A launched command's CPU (from our RUSAGE_CHILDREN once it is reaped) includes the
   // children it waited for; an attached process's does not.
   report_.tracee_cpu_s =
       std::max(0.0, top.cpu_last - top.cpu0) + (report_.launched ? 0 : children_cpu);
-  if (report_.hits) {
-    report_.tracer_cpu_ns_per_hit = report_.tracer_cpu_s * 1e9 / report_.hits;
-    report_.cpu_ns_per_hit = (report_.tracer_cpu_s + report_.tracee_cpu_s) * 1e9 / report_.hits;
-  }
+  double int3_s = std::max(0.0, report_.tracer_cpu_s - report_.events_cpu_s);
+  report_.tracer_cpu_ns_per_int3_hit = per(int3_s * 1e9, report_.int3_hits);
+  report_.tracer_cpu_ns_per_jump_hit = per(report_.events_cpu_s * 1e9, report_.jump_hits);
+  report_.cpu_ns_per_hit = per((report_.tracer_cpu_s + report_.tracee_cpu_s) * 1e9, report_.hits);
   double stack_s = 0;
   for (auto& tr : processes_) stack_s += tr->rec.stack_seconds;
-  report_.stack_ns_per_hit = report_.hits ? stack_s * 1e9 / report_.hits : 0;
+  report_.stack_ns_per_hit = per(stack_s * 1e9, report_.int3_hits);
 }
 
 }  // namespace probecost::trace_run

@@ -16,6 +16,8 @@
 
 #include "breakpoint/step_over.hpp"
 #include "common/clock.hpp"
+#include "record/events.hpp"
+#include "trace/call_feed.hpp"
 #include "trace/trace.hpp"
 #include "tracer/event_loop.hpp"
 #include "tracer/family.hpp"
@@ -71,6 +73,7 @@ struct ProcessTrace {
   std::unique_ptr<StepOver> step_over;
   std::unique_ptr<JumpProbes> jumps;
   std::unique_ptr<Session> session;
+  std::unique_ptr<CallFeed> feed;  // `probecost record`: its image's call events
   Recorder rec;
   std::vector<std::string> images;
   double cpu0 = 0, cpu_last = 0;  // its CPU time when we took it, and when last looked at
@@ -110,6 +113,7 @@ class TraceRun {
  private:
   TracedProcess& root() { return family_->root(); }
   ProcessTrace& begin();
+  void announce_stacks(ProcessTrace& tr);
   ProcessTrace& add_process(TracedProcess& proc);
   ProcessTrace* find_process(const TracedProcess* proc);
   void install_image(ProcessTrace& tr);
@@ -127,6 +131,10 @@ class TraceRun {
   void install_pending(ProcessTrace& tr, Task& task);
   ProbeReport probe_row(ProcessTrace& tr, std::size_t i, const std::string& image);
   void merge_loads();
+  // calls.cpp: `probecost record`'s call probes.
+  std::vector<ProbeInstall> place_calls(ProcessTrace& tr);
+  std::vector<std::uint32_t> recording_probes(const ProcessTrace& tr);
+  void drain_calls(ProcessTrace& tr, bool final);
   ScratchMapper scratch_mapper(TracedProcess& p);
   void start_session(ProcessTrace& tr);
   void attach_others();
@@ -146,6 +154,7 @@ class TraceRun {
   std::vector<pid_t> leftovers() const;
   std::uint64_t jump_hits(const ProcessTrace& tr) const;
   std::uint64_t hits_so_far() const;
+  long stack_us_per_hit() const;
 
   const TraceOptions& opts_;
   std::ostream& notes_;
@@ -158,6 +167,8 @@ class TraceRun {
   std::map<pid_t, pid_t> sharers_;      // a process that shared a traced one's memory -> that one
   double t0_ = 0, next_progress_ = 0;
   double held_from_;  // every thread is stopped from here until the session runs
+  record::Recorder* recording_ = nullptr;  // `probecost record`: made at the first image
+  std::vector<record::ProbeInfo> recorded_;
 };
 
 }  // namespace probecost::trace_run

@@ -77,8 +77,19 @@ std::uint64_t TraceRun::jump_hits(const ProcessTrace& tr) const {
   return n;
 }
 
+// With --stacks, the tracer's unwinding so far per int3 hit, in whole microseconds.
+long TraceRun::stack_us_per_hit() const {
+  double s = 0;
+  std::uint64_t hits = 0;
+  for (const auto& tr : processes_) {
+    s += tr->rec.stack_seconds;
+    hits += tr->session ? tr->session->stats().hits : 0;
+  }
+  return hits ? static_cast<long>(s * 1e6 / static_cast<double>(hits) + 0.5) : 0;
+}
+
 std::uint64_t TraceRun::hits_so_far() const {
-  std::uint64_t n = report_.hits;  // closed images' jump hits
+  std::uint64_t n = report_.jump_hits;  // closed images'
   for (const auto& tr : processes_) {
     n += jump_hits(*tr) + (tr->session ? tr->session->stats().hits : 0);
   }
@@ -89,16 +100,21 @@ void TraceRun::on_tick() {
   double t = now_s();
   for (auto& tr : processes_) {
     if (tr->proc->alive()) tr->cpu_last = tr->proc->cpu_seconds();
-    for (std::size_t i = 0; tr->jumps && tr->jumps->events() && i < tr->jumps->size(); ++i) {
-      tr->jumps->drain(i);
-    }
+    bool events = tr->jumps && tr->jumps->events();
+    if (!events && !tr->feed) continue;
+    double drain0 = thread_cpu_s();
+    drain_calls(*tr, false);
+    for (std::size_t i = 0; events && i < tr->jumps->size(); ++i) tr->jumps->drain(i);
+    report_.events_cpu_s += thread_cpu_s() - drain0;
   }
   if (opts_.on_tick && root().alive()) opts_.on_tick(root().pid());
   if (opts_.progress && t >= next_progress_) {
     next_progress_ += 1;
     std::uint64_t hits = hits_so_far();
     notes_ << "\r\033[K[" << static_cast<int>(t - t0_) << "s] " << hits << " hits ("
-           << static_cast<std::uint64_t>(hits / (t - t0_)) << "/s)" << std::flush;
+           << static_cast<std::uint64_t>(hits / (t - t0_)) << "/s)";
+    if (opts_.stacks) notes_ << ", " << stack_us_per_hit() << " us of probecost's a stack";
+    notes_ << std::flush;
   }
 }
 
@@ -179,10 +195,28 @@ void TraceRun::let_go() {
   }
   for (const auto& t : processes_) {
     for (const auto& what : t->proc->left_alone()) {
-      notes_ << "probecost trace: left alone in process " << t->proc->pid() << ": " << what
+      notes_ << opts_.tool << ": left alone in process " << t->proc->pid() << ": " << what
              << std::endl;
     }
   }
+}
+
+// --stacks costs far more than counting: said before the trace starts, with what one unwind of
+// a stopped thread takes here (after a first one has read the unwind tables, as every hit
+// after the first finds them).
+void TraceRun::announce_stacks(ProcessTrace& tr) {
+  pid_t tid = tr.proc->proc_tid();
+  tr.rec.collector->capture(tid);
+  double t0 = now_s();
+  std::size_t frames = tr.rec.collector->capture(tid).size();
+  double unwind_s = now_s() - t0;
+  notes_ << "probecost trace: --stacks: every hit stops the thread while probecost unwinds up to "
+         << opts_.stack_depth << " frames, so every probe is an int3 (a jump never stops the "
+         << "thread); besides the stop, an unwind of " << frames
+         << (frames == 1 ? " frame" : " frames") << " (thread " << tid << " now) took "
+         << static_cast<long>(unwind_s * 1e6 + 0.5)
+         << " us here, a deeper stack longer; the progress line and the report say what a hit "
+         << "costs" << std::endl;
 }
 
 // The root's probes in, its session ready, and the user told: every thread is still stopped.
@@ -206,8 +240,9 @@ ProcessTrace& TraceRun::begin() {
     if (!top.step_over) top.step_over = std::make_unique<SingleStepOver>();
   }
   start_session(top);
+  if (opts_.announce && opts_.stacks && !top.probes.empty()) announce_stacks(top);
   if (opts_.announce && opts_.more_pids.empty()) {
-    notes_ << "probecost trace: tracing process " << p.pid() << " (" << p.thread_count()
+    notes_ << opts_.tool << ": tracing process " << p.pid() << " (" << p.thread_count()
            << (p.thread_count() == 1 ? " thread" : " threads") << ") at " << top.probes.size()
            << (top.probes.size() == 1 ? " probe" : " probes")
            << (opts_.follow_forks ? ", following forks" : "") << "; Ctrl-C to stop" << std::endl;

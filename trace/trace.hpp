@@ -17,6 +17,20 @@
 
 namespace probecost {
 
+namespace record {
+class Recorder;
+struct ProbeInfo;
+}  // namespace record
+
+// `probecost record`: call probes (each function's entry and every way out) instead of
+// counting ones, their events handed to a recording while the process runs.
+struct CallRecording {
+  int args = 0;  // arguments per entry event, 0 to 6
+  // Called once, when the first image's probes are resolved and before any event, with one
+  // ProbeInfo per function probed: the recording their events go to.
+  std::function<record::Recorder&(const std::vector<record::ProbeInfo>&)> start;
+};
+
 // How a probe goes in (--via): an int3, a jump to a trampoline (no trap, no stop per hit), or
 // Auto: a jump where the site allows one, an int3 elsewhere. A probe's report says Int3 or Jump.
 enum class Via { Int3, Jump, Auto };
@@ -38,11 +52,13 @@ struct TraceOptions {
   bool kill_on_exit = false;
   StepOverChoice step_over = StepOverChoice::Auto;
   Via via = Via::Auto;
-  bool events = false;        // jump probes write a record per hit, drained while it runs
-  bool follow_exec = true;    // after an exec, probe the new image (else the trace ends)
-  bool follow_forks = false;  // probe the children of fork, vfork and clone too
-  bool progress = false;      // one line per second on stderr
-  bool announce = true;       // "tracing ..." on stderr once the probes are in
+  bool events = false;  // jump probes write a record per hit, drained while it runs
+  const CallRecording* calls = nullptr;  // record calls (`probecost record`): see above
+  bool follow_exec = true;               // after an exec, probe the new image (else the trace ends)
+  bool follow_forks = false;             // probe the children of fork, vfork and clone too
+  bool progress = false;                 // one line per second on stderr
+  bool announce = true;                  // "tracing ..." on stderr once the probes are in
+  std::string tool = "probecost trace";  // what the notes on stderr begin with
   // A launched command's standard streams (dup2'd onto 0, 1, 2 when >= 0) and the CPU it is
   // pinned to (when >= 0), as in LaunchSpec. `probecost overhead` runs commands this way.
   int stdin_fd = -1, stdout_fd = -1, stderr_fd = -1;
@@ -100,14 +116,19 @@ struct TraceReport {
   // while held (0 when they were read before).
   bool symbols_before_stop = false;
   std::uint64_t modules_read_held = 0;
-  double tracer_cpu_s = 0;  // probecost's CPU while the probes were in
+  std::uint64_t int3_hits = 0, jump_hits = 0;  // `hits` by how the probe was in
+  double tracer_cpu_s = 0;                     // probecost's CPU while the probes were in
+  double events_cpu_s = 0;  // the part of it spent reading jump probes' records (--events)
   double tracee_cpu_s = 0;  // the process's CPU meanwhile: its own work and its side of each hit
-  double tracer_cpu_ns_per_hit = 0;  // tracer CPU / hits: the tracer's side of a hit alone
+  // The tracer's side of a hit alone, each kind its own: an int3 hit stops the thread (the
+  // tracer's CPU but the records' reading, over int3 hits); a jump hit is counted in the
+  // tracee, and costs the tracer only the reading of its record (--events; else 0).
+  double tracer_cpu_ns_per_int3_hit = 0, tracer_cpu_ns_per_jump_hit = 0;
   // (tracer + tracee CPU) / hits: both sides of a hit, and the tracee's own work between hits
   // too. Only an untraced run tells the two apart (`probecost overhead` does).
   double cpu_ns_per_hit = 0;
-  double stack_ns_per_hit = 0;  // part of the tracer's spent unwinding (with --stacks)
-  double syscalls_per_hit = 0;
+  double stack_ns_per_hit = 0;  // part of the tracer's spent unwinding, per int3 hit (--stacks)
+  double syscalls_per_int3_hit = 0;  // the tracer's system calls (a jump hit makes none)
   bool stacks = false;
   std::string ending;                 // why the trace ended
   std::string command_end;            // a launched command: how it ended

@@ -15,7 +15,8 @@ namespace probecost {
 
 namespace {
 
-// The header and site table of a jump area the tracee maps at `m`.
+// The header and site table of a jump area the tracee maps at `m` (its first mapping: header
+// and sites), and the per-CPU counters when it has them (a mapping of their own, further on).
 std::optional<jump::ParsedArea> read_area(TracedProcess& proc, const Mapping& m, std::string& why) {
   std::uint64_t size = m.end - m.start;
   std::vector<std::uint8_t> bytes(std::min<std::uint64_t>(size, sizeof(jump::AreaHeader)));
@@ -28,6 +29,17 @@ std::optional<jump::ParsedArea> read_area(TracedProcess& proc, const Mapping& m,
     if (table > bytes.size() && table <= size && h.site_capacity <= 65536) {
       bytes.resize(table);
       proc.memory().read(m.start, bytes);
+      std::uint64_t counters = std::uint64_t{h.site_capacity} * h.cpus * 64;
+      if (h.cpus && h.cpus <= 65536 && h.counters_offset >= table && counters <= (64u << 20) &&
+          h.counters_offset + counters <= h.area_size) {
+        bytes.resize(h.counters_offset + counters);
+        try {
+          proc.memory().read(m.start + static_cast<std::int64_t>(h.counters_offset),
+                             std::span(bytes).subspan(h.counters_offset));
+        } catch (const Error&) {
+          bytes.resize(table);  // not mapped there: the hits are the hit counters' alone
+        }
+      }
     }
   }
   return jump::parse_area(bytes, m.start, why);
@@ -91,48 +103,54 @@ Error failed(const std::string& what, pid_t pid, long r) {
   return Error::from_errno(what + " in process " + std::to_string(pid), static_cast<int>(-r));
 }
 
-}  // namespace
-
-JumpProbes::Area JumpProbes::map_area(RuntimeAddr near) {
-  // The memfd is created by the tracee itself (its name on the tracee's stack, below the red
-  // zone), so that its fd is the tracee's to map; pidfd_getfd(2) gives us a duplicate.
-  Task* t = proc_.any_stopped_thread();
+// A memfd the tracee makes (its fd in undo.tracee_fd), `undo.size` bytes, mapped here too
+// (undo.view). It is made by the tracee itself (its name on the tracee's stack, below the red
+// zone), so that its fd is the tracee's to map; pidfd_getfd(2) gives us a duplicate.
+void shared_memfd(TracedProcess& proc, Undo& undo, const std::string& name, const char* what) {
+  Task* t = proc.any_stopped_thread();
   if (!t || !t->regs()) {
     // Every thread is held in a group-stop (SIGSTOP): running a system call in one would take
     // it out of the stop. The area waits until the process runs again; int3 needs none.
-    throw Error(
-        "the process is stopped (SIGSTOP), so no thread can map the jump's trampoline area");
+    throw Error(std::string("the process is stopped (SIGSTOP), so no thread can map ") + what);
   }
+  RuntimeAddr name_at((t->regs()->rsp - 512) & ~std::uint64_t{15});
+  std::vector<std::uint8_t> saved(name.size() + 1), bytes(name.begin(), name.end());
+  bytes.push_back(0);
+  proc.memory().read(name_at, saved);
+  proc.memory().write(name_at, bytes);
+  long fd = 0;
+  try {
+    fd =
+        undo.syscall(SYS_memfd_create,
+                     {static_cast<long>(name_at.value()), MFD_CLOEXEC, 0, 0, 0, 0}, "memfd_create");
+  } catch (...) {
+    proc.memory().write(name_at, saved);
+    throw;
+  }
+  proc.memory().write(name_at, saved);
+  if (fd < 0) throw failed(std::string("memfd_create of ") + what, proc.pid(), fd);
+  undo.tracee_fd = fd;
+
+  Fd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, proc.proc_tid(), 0)));
+  Fd ours(!pidfd ? -1 : static_cast<int>(::syscall(SYS_pidfd_getfd, pidfd.get(), fd, 0)));
+  if (!ours) throw failed(std::string("pidfd_getfd of ") + what, proc.pid(), -errno);
+  if (::ftruncate(ours.get(), static_cast<off_t>(undo.size)) != 0)
+    throw Error::from_errno(std::string("ftruncate of ") + what);
+  void* view = ::mmap(nullptr, undo.size, PROT_READ | PROT_WRITE, MAP_SHARED, ours.get(), 0);
+  if (view == MAP_FAILED) throw Error::from_errno(std::string("mmap of ") + what);
+  undo.view = view;
+}
+
+}  // namespace
+
+JumpProbes::Area JumpProbes::map_area(RuntimeAddr near) {
   Undo undo{[this](long nr, const std::array<long, 6>& a, const char* w) {
     return tracee_syscall(nr, a, w);
   }};
   undo.size = layout_.size;
-  RuntimeAddr name_at((t->regs()->rsp - 512) & ~std::uint64_t{15});
-  std::array<std::uint8_t, sizeof jump::kAreaName> saved{}, name{};
-  std::memcpy(name.data(), jump::kAreaName, sizeof jump::kAreaName);
-  proc_.memory().read(name_at, saved);
-  proc_.memory().write(name_at, name);
-  long fd = 0;
-  try {
-    fd = tracee_syscall(SYS_memfd_create,
-                        {static_cast<long>(name_at.value()), MFD_CLOEXEC, 0, 0, 0, 0},
-                        "memfd_create of a jump area");
-  } catch (...) {
-    proc_.memory().write(name_at, saved);
-    throw;
-  }
-  proc_.memory().write(name_at, saved);
-  if (fd < 0) throw failed("memfd_create of a jump area", proc_.pid(), fd);
-  undo.tracee_fd = fd;
-
-  Fd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, proc_.proc_tid(), 0)));
-  Fd ours(!pidfd ? -1 : static_cast<int>(::syscall(SYS_pidfd_getfd, pidfd.get(), fd, 0)));
-  if (!ours) throw failed("pidfd_getfd of the jump area", proc_.pid(), -errno);
-  if (::ftruncate(ours.get(), static_cast<off_t>(undo.size)) != 0)
-    throw Error::from_errno("ftruncate of a jump area");
-  void* view = ::mmap(nullptr, undo.size, PROT_READ | PROT_WRITE, MAP_SHARED, ours.get(), 0);
-  if (view == MAP_FAILED) throw Error::from_errno("mmap of a jump area");
-  undo.view = view;
+  shared_memfd(proc_, undo, jump::kAreaName, "the jump's trampoline area");
+  long fd = undo.tracee_fd;
+  void* view = undo.view;
 
   // In the tracee: within +-2 GiB of the site (less the area and a margin), so that the jump
   // and the trampolines' RIP-relative operands reach.
@@ -173,6 +191,34 @@ JumpProbes::Area JumpProbes::map_area(RuntimeAddr near) {
   undo.tracee_at = 0;
   undo.view = nullptr;
   return a;
+}
+
+JumpProbes::CallBuffer JumpProbes::map_call_buffer(const jump::CallBufferLayout& layout) {
+  Undo undo{[this](long nr, const std::array<long, 6>& a, const char* w) {
+    return tracee_syscall(nr, a, w);
+  }};
+  undo.size = layout.size;
+  shared_memfd(proc_, undo, jump::kCallBufferName, "the call buffer");
+  // Anywhere: the trampolines load its address whole. Data only, read-write. Populated now,
+  // while the threads are stopped anyway: else each first write into a page of the rings is
+  // a page fault in the writer (a 4 KiB page holds 128 records: ~10 ns more per record until
+  // every ring has wrapped once).
+  long at = tracee_syscall(SYS_mmap,
+                           {0, static_cast<long>(undo.size), PROT_READ | PROT_WRITE,
+                            MAP_SHARED | MAP_POPULATE, undo.tracee_fd, 0},
+                           "mmap of the call buffer");
+  if (at < 0 && at > -4096) throw failed("mmap of the call buffer", proc_.pid(), at);
+  undo.tracee_at = at;
+  tracee_syscall(SYS_close, {undo.tracee_fd, 0, 0, 0, 0, 0}, "close of the call buffer's fd");
+  undo.tracee_fd = -1;
+  CallBuffer b;
+  b.view = static_cast<std::uint8_t*>(undo.view);
+  b.size = undo.size;
+  b.tracee_at = RuntimeAddr(static_cast<std::uint64_t>(at));
+  jump::format_call_buffer({b.view, b.size}, b.tracee_at.value(), layout);
+  undo.tracee_at = 0;
+  undo.view = nullptr;
+  return b;
 }
 
 void JumpProbes::unmap_area(Area& area) {

@@ -11,19 +11,48 @@ namespace probecost {
 
 JumpProbes::JumpProbes(TracedProcess& process, const JumpOptions& options)
     : proc_(process), options_(options) {
-  jump::AreaConfig config;
-  config.max_sites = options.max_sites;
+  config_.max_sites = options.max_sites;
   if (options.events) {
-    config.event_sites = options.event_sites;
-    config.ring_capacity = options.ring_capacity;
+    config_.event_sites = options.event_sites;
+    config_.ring_capacity = options.ring_capacity;
   }
-  layout_ = jump::AreaLayout::of(config);
+  layout_ = jump::AreaLayout::of(config_);
 }
 
 JumpProbes::~JumpProbes() {
   // Our views only: the tracee keeps its mapping (a thread may be in a trampoline, and the
   // jumps stay valid if we are gone before removing them).
   for (Area& a : areas_) ::munmap(a.view, a.size);
+  if (call_buffer_.view) ::munmap(call_buffer_.view, call_buffer_.size);
+}
+
+const std::optional<RseqRegistration>& JumpProbes::rseq() {
+  if (rseq_read_) return rseq_;
+  Task* t = proc_.any_stopped_thread();
+  if (!t) return rseq_;  // none stopped now: look again next time
+  rseq_read_ = true;
+  rseq_ = rseq_registration(*t, rseq_why_);
+  // Counting per CPU, where every thread has a CPU number to count under; decided before the
+  // first area is mapped (every area of the process has the same layout).
+  if (rseq_ && options_.per_cpu_counts && !options_.events && areas_.empty()) {
+    config_.cpus = rseq_->cpus;
+    config_.rseq_offset = rseq_->offset;
+    layout_ = jump::AreaLayout::of(config_);
+  }
+  return rseq_;
+}
+
+std::string JumpProbes::why_not(const JumpPlan& plan, const Probes& probes,
+                                const ProcessSymbols& symbols, const std::vector<Mapping>& maps) {
+  std::string why = why_other_probe(plan, probes);
+  if (why.empty()) why = why_module(plan, symbols, maps);
+  if (why.empty()) why = why_installed(plan);
+  return why;
+}
+
+void JumpProbes::install(const Candidate& c, const std::string& label) {
+  proc_.add_patch(c.placed->patch, label).install();
+  ++areas_[c.area].installed;
 }
 
 // The requests whose plan passes every check but the threads' (a site asked for twice is
@@ -32,7 +61,7 @@ std::vector<JumpProbes::Candidate> JumpProbes::candidates(
     const std::vector<JumpRequest>& requests, const std::vector<RuntimeAddr>& others,
     const ProcessSymbols& symbols, std::vector<std::string>& why,
     std::map<std::uint64_t, std::size_t>& first_at) {
-  std::vector<std::pair<RuntimeAddr, std::string>> probes;
+  Probes probes;
   for (const auto& r : requests) probes.emplace_back(r.site, r.label);
   for (auto a : others) probes.emplace_back(a, "an int3 probe");
   auto maps = read_maps(proc_.proc_tid());
@@ -40,11 +69,8 @@ std::vector<JumpProbes::Candidate> JumpProbes::candidates(
   for (std::size_t i = 0; i < requests.size(); ++i) {
     if (!first_at.try_emplace(requests[i].site.value(), i).second) continue;
     Candidate c{i, plan(requests[i].site, symbols, maps, why[i]), {}, 0};
-    if (c.plan && (why[i] = why_other_probe(*c.plan, probes)).empty() &&
-        (why[i] = why_module(*c.plan, symbols, maps)).empty() &&
-        (why[i] = why_installed(*c.plan)).empty()) {
+    if (c.plan && (why[i] = why_not(*c.plan, probes, symbols, maps)).empty())
       out.push_back(std::move(c));
-    }
   }
   return out;
 }
@@ -53,18 +79,19 @@ std::vector<std::optional<std::size_t>> JumpProbes::add_all(
     const std::vector<JumpRequest>& requests, const std::vector<RuntimeAddr>& others,
     const ProcessSymbols& symbols, std::vector<std::string>& why, bool all_or_nothing) {
   why.assign(requests.size(), "");
+  rseq();
   std::map<std::uint64_t, std::size_t> first_at;
   auto cands = candidates(requests, others, symbols, why, first_at);
   check_threads(cands, why);
   const std::size_t new_areas = areas_.size();
-  std::erase_if(cands,
-                [&](Candidate& c) { return !place(c, requests[c.request].id, why[c.request]); });
+  std::erase_if(cands, [&](Candidate& c) {
+    return !place(c, site_options(requests[c.request].id), why[c.request]);
+  });
   bool refused = std::any_of(why.begin(), why.end(), [](const auto& w) { return !w.empty(); });
   if (all_or_nothing && refused) cands.clear();
   std::vector<std::optional<std::size_t>> out(requests.size());
   for (const auto& c : cands) {
-    proc_.add_patch(c.placed->patch, requests[c.request].label).install();
-    ++areas_[c.area].installed;
+    install(c, requests[c.request].label);
     probes_.push_back(Probe{c.plan->site, c.plan->length, c.area, c.placed->index});
     out[c.request] = probes_.size() - 1;
   }
@@ -85,10 +112,14 @@ std::optional<std::size_t> JumpProbes::add(RuntimeAddr site, const ProcessSymbol
   return out.front();
 }
 
-bool JumpProbes::place(Candidate& c, std::uint32_t id, std::string& why) {
+jump::SiteOptions JumpProbes::site_options(std::uint32_t id) const {
   jump::SiteOptions opts;
   opts.id = id;
   opts.events = options_.events;
+  return opts;
+}
+
+bool JumpProbes::place(Candidate& c, const jump::SiteOptions& opts, std::string& why) {
   for (c.area = 0; c.area < areas_.size(); ++c.area) {
     std::string no;
     if ((c.placed = areas_[c.area].writer->add_site(*c.plan, opts, no))) return true;

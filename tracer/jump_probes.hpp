@@ -21,20 +21,54 @@
 #include <string>
 #include <vector>
 
+#include "breakpoint/call_buffer.hpp"
 #include "breakpoint/event_ring.hpp"
+#include "breakpoint/exit_plan.hpp"
 #include "breakpoint/jump_area.hpp"
 #include "tracer/maps.hpp"
 #include "tracer/process.hpp"
+#include "tracer/rseq.hpp"
 #include "tracer/stacks.hpp"
 #include "tracer/symbols.hpp"
 
 namespace probecost {
+
+// Call probes (`probecost record`): entry and exit records in the process's call buffer.
+struct CallOptions {
+  int args = 0;                          // arguments per entry record, 0 to 6
+  std::uint64_t buffer_bytes = 4 << 20;  // per CPU
+  std::uint32_t max_ids = 1024;          // probe ids 0 .. max_ids - 1
+  jump::CallReader::Options reader;      // its flush interval and commit slack (TSC ticks)
+};
 
 struct JumpOptions {
   bool events = false;             // write a record per hit
   std::uint32_t event_sites = 16;  // sites per area that may have events (a ring each)
   std::uint64_t ring_capacity = 1 << 16;
   std::uint32_t max_sites = 64;  // per area
+  // Count per CPU in a restartable sequence (no locked instruction) where glibc registered
+  // rseq in the process; elsewhere, and with events, lock inc.
+  bool per_cpu_counts = true;
+  CallOptions calls;  // for add_calls()
+};
+
+// A function to record every call of (add_calls).
+struct CallRequest {
+  RuntimeAddr function;  // its entry: the start of its symbol
+  std::uint32_t id = 0;  // in its records: below CallOptions::max_ids
+  std::string label;
+};
+
+// How a function's call probe went in: the patches that write its records, and what an int3
+// must serve instead (the caller puts those in).
+struct CallInstall {
+  std::string undecodable;     // set: its code does not decode, nothing is planned or put in
+  bool entry_jump = false;     // its entry writes the entry record (else: an int3 at the entry)
+  std::string why_entry;       // why not
+  bool whole = false;          // patched whole: the entry and its first exit in one patch
+  std::size_t exit_jumps = 0;  // exits under patches of their own
+  std::vector<ExitSite> int3_exits;       // exits an int3 serves, with the reason
+  std::vector<Instruction> unseen_exits;  // indirect jumps: exits nobody can tell apart
 };
 
 // The jump areas a process maps (ours, or left by a probecost that died), read from their
@@ -70,6 +104,20 @@ class JumpProbes {
                                                   const ProcessSymbols& symbols,
                                                   std::vector<std::string>& why,
                                                   bool all_or_nothing = false);
+  // Call probes: each function's entry and exits, planned together with its whole code
+  // (breakpoint/exit_plan.hpp) and checked as jumps are (no other probe, branch, landing pad
+  // or thread inside a patch), writing entry and exit records into the process's call buffer
+  // (mapped at the first call: CallOptions). `others`: the process's int3 probes elsewhere.
+  // With no rseq registration in the process (calls_refused()), every entry and exit is an
+  // int3. Each function must be a whole sized symbol at `function`.
+  std::vector<CallInstall> add_calls(const std::vector<CallRequest>& requests,
+                                     const std::vector<RuntimeAddr>& others,
+                                     const ProcessSymbols& symbols);
+  // The call buffer's reader: nullptr until add_calls() mapped the buffer.
+  jump::CallReader* call_reader() { return call_reader_.get(); }
+  // Why no call record can be written in this process (no usable rseq registration, the buffer
+  // could not be mapped); empty otherwise.
+  const std::string& calls_refused() const { return calls_refused_; }
   // One site alone (add_all of one).
   std::optional<std::size_t> add(RuntimeAddr site, const ProcessSymbols& symbols, std::uint32_t id,
                                  std::string label, std::string& why);
@@ -98,6 +146,11 @@ class JumpProbes {
     std::unique_ptr<jump::AreaWriter> writer;
     std::size_t installed = 0;  // sites patched to jump here
   };
+  struct CallBuffer {
+    std::uint8_t* view = nullptr;  // ours
+    std::size_t size = 0;
+    RuntimeAddr tracee_at;
+  };
   struct Probe {
     RuntimeAddr site;
     std::size_t length = 0;
@@ -106,11 +159,12 @@ class JumpProbes {
   };
   // One request on its way in.
   struct Candidate {
-    std::size_t request = 0;
+    std::size_t request = 0;  // its slot in the caller's `why`
     std::optional<JumpPlan> plan;
     std::optional<jump::PlacedSite> placed;
     std::size_t area = 0;
   };
+  using Probes = std::vector<std::pair<RuntimeAddr, std::string>>;
   // Where a stopped thread is, or will be when a signal handler it is in returns.
   struct ThreadPc {
     pid_t tid = 0;
@@ -141,17 +195,50 @@ class JumpProbes {
                                     const std::vector<RuntimeAddr>& others,
                                     const ProcessSymbols& symbols, std::vector<std::string>& why,
                                     std::map<std::uint64_t, std::size_t>& first_at);
-  bool place(Candidate& c, std::uint32_t id, std::string& why);
+  jump::SiteOptions site_options(std::uint32_t id) const;
+  // Why the planned range may not be patched, beyond the threads: another probe, a branch or
+  // landing pad inside, our own bytes there. Empty if it may.
+  std::string why_not(const JumpPlan& plan, const Probes& probes, const ProcessSymbols& symbols,
+                      const std::vector<Mapping>& maps);
+  bool place(Candidate& c, const jump::SiteOptions& opts, std::string& why);
+  void install(const Candidate& c, const std::string& label);
   void forget_empty_areas(std::size_t from);
+  // The process's rseq registration, read once (from a stopped thread); sets the counting's
+  // layout to per CPU where it may, before any area is mapped.
+  const std::optional<RseqRegistration>& rseq();
+
+  // call_probes.cpp: call probes. One slot per planned patch.
+  struct Slots {
+    std::vector<std::size_t> owner;  // the request it is of
+    std::vector<JumpPlan> plans;
+    std::vector<std::string> why;  // why it did not go in
+  };
+  std::vector<Candidate> call_candidates(const std::vector<CallRequest>& requests,
+                                         const std::vector<RuntimeAddr>& others,
+                                         const ProcessSymbols& symbols,
+                                         std::vector<CallInstall>& out, Slots& slots);
+  jump::SiteOptions call_site_options(std::uint32_t id) const;
+  bool ensure_call_buffer();
+  // A planned patch that did not go in: its entry or exit becomes an int3.
+  static void to_int3(const JumpPlan& plan, const std::string& why, CallInstall& out);
 
   // jump_map.cpp: the area's memfd and mappings, in the tracee and here.
   Area map_area(RuntimeAddr near);
+  CallBuffer map_call_buffer(const jump::CallBufferLayout& layout);
   void unmap_area(Area& area);
   long tracee_syscall(long nr, const std::array<long, 6>& args, const char* what);
 
   TracedProcess& proc_;
   JumpOptions options_;
+  jump::AreaConfig config_;
   jump::AreaLayout layout_;
+  bool rseq_read_ = false;
+  std::string rseq_why_;
+  std::optional<RseqRegistration> rseq_;
+  CallBuffer call_buffer_;
+  jump::CallBufferLayout call_layout_;
+  std::unique_ptr<jump::CallReader> call_reader_;
+  std::string calls_refused_;
   std::vector<Area> areas_;
   std::vector<Probe> probes_;
   std::string mapping_refused_;

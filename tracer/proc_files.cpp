@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <sys/resource.h>
+#include <time.h>
 
 #include <cstdlib>
 #include <fstream>
@@ -21,6 +22,13 @@ std::string stat_field(pid_t pid, int n) {
   for (int i = 3; i <= n && rest >> f; ++i) {
   }
   return f;
+}
+
+double process_cpu_seconds(pid_t pid) {
+  clockid_t clock;
+  timespec ts;
+  if (::clock_getcpuclockid(pid, &clock) != 0 || ::clock_gettime(clock, &ts) != 0) return -1;
+  return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
 double children_cpu_seconds() {

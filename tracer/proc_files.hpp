@@ -9,6 +9,10 @@ namespace probecost {
 
 // Field `n` (1-based, as in proc(5)) of /proc/PID/stat; empty if the process is gone.
 std::string stat_field(pid_t pid, int n);
+// The CPU time a process has used so far, user + system, in seconds, to the nanosecond (its
+// CPU clock, clock_getcpuclockid(3); /proc/PID/stat counts in clock ticks, 10 ms, too coarse
+// for a short run); -1 once it is reaped.
+double process_cpu_seconds(pid_t pid);
 // Our children's CPU time so far (RUSAGE_CHILDREN), user + system, in seconds.
 double children_cpu_seconds();
 // The thread group (process) a task belongs to, from /proc/TID/status; 0 if it is gone.

@@ -1,6 +1,7 @@
 #include "tracer/process.hpp"
 
 #include <linux/kcmp.h>
+#include <linux/sched.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/ptrace.h>
@@ -66,9 +67,7 @@ Task& TracedProcess::add_task(pid_t tid, Task::Role role) {
 
 double TracedProcess::cpu_seconds() const {
   if (end_cpu_seconds_) return *end_cpu_seconds_;
-  std::string utime = stat_field(pid_, 14), stime = stat_field(pid_, 15);
-  if (utime.empty() || stime.empty()) return 0;
-  return static_cast<double>(std::stoull(utime) + std::stoull(stime)) / sysconf(_SC_CLK_TCK);
+  return std::max(0.0, process_cpu_seconds(pid_));
 }
 
 pid_t TracedProcess::proc_tid() {
@@ -276,6 +275,9 @@ pid_t TracedProcess::add_new_task(const NewTask& child, Task& parent,
   bool reported = first_stop || (known && known->stopped() && known->role() == Task::Role::Unknown);
   Task& c = add_task(child.tid, child.role);
   c.set_role(child.role);
+  if (new_thread_ && c.runs_with_us()) {
+    if (auto tp = thread_pointer_of_child(parent)) new_thread_(child.tid, *tp);
+  }
   if (first_stop) c.note_stop(*first_stop);
   if (child.vfork) {
     parent.in_vfork = true;  // from when it is resumed until the child execs or exits
@@ -284,6 +286,26 @@ pid_t TracedProcess::add_new_task(const NewTask& child, Task& parent,
   if (!reported) return 0;
   c.deferred.reset();  // its first stop, held until now: settled here
   return on_first_stop(c) ? child.tid : 0;
+}
+
+// The child's thread pointer, from the clone's arguments as the parent, stopped at its event,
+// still holds them: clone(2)'s tls (r8), or clone3(2)'s clone_args.tls; without CLONE_SETTLS
+// the parent's own.
+std::optional<std::uint64_t> TracedProcess::thread_pointer_of_child(Task& parent) {
+  const user_regs_struct* r = parent.regs();
+  if (!r) return std::nullopt;
+  if (r->orig_rax == SYS_clone) return (r->rdi & CLONE_SETTLS) ? r->r8 : r->fs_base;
+  if (r->orig_rax == SYS_clone3) {
+    clone_args args{};
+    std::span<std::uint8_t> bytes(reinterpret_cast<std::uint8_t*>(&args), sizeof args);
+    try {
+      memory_.read(RuntimeAddr(r->rdi), bytes);
+    } catch (const Error&) {
+      return std::nullopt;
+    }
+    return (args.flags & CLONE_SETTLS) ? args.tls : r->fs_base;
+  }
+  return r->fs_base;
 }
 
 bool TracedProcess::on_first_stop(Task& t) {

@@ -15,6 +15,7 @@
 #include <sys/types.h>
 
 #include <array>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -117,8 +118,8 @@ class TracedProcess {
   // How the process ended (its thread-group leader's final status), once it has.
   const std::optional<WaitStatus>& end() const { return end_; }
   // The CPU time the whole process has used so far (user + system), in seconds: from
-  // /proc/PID/stat while it lives; for a launched process that ended, the growth of our
-  // RUSAGE_CHILDREN (exact, and what is left once the process is reaped).
+  // its CPU clock while it lives (0 once it is reaped); for a launched process that ended, the
+  // growth of our RUSAGE_CHILDREN (exact, and what is left once the process is reaped).
   double cpu_seconds() const;
 
   // True when the process is going away under us: none of its threads answers ptrace any more
@@ -183,6 +184,11 @@ class TracedProcess {
   // The first stop of a task made by fork/clone: resumed, held, or released by its kind.
   // False when the task is held or gone (nothing for the caller to resume).
   bool on_first_stop(Task& task);
+  // Called with each new thread (or task sharing our memory) and its thread pointer (fs_base)
+  // at its parent's clone event, before it runs anything (`probecost record`).
+  void set_new_thread_observer(std::function<void(pid_t, std::uint64_t)> f) {
+    new_thread_ = std::move(f);
+  }
 
   // This process is a fork child of `parent`: wait for its first stop unless it came
   // (`first_stop`), then take over the copy of the parent's probes its memory holds: the int3
@@ -242,6 +248,7 @@ class TracedProcess {
   const std::vector<pid_t>& leftovers() const { return leftovers_; }
 
  private:
+  std::optional<std::uint64_t> thread_pointer_of_child(Task& parent);
   // Runs `inject` on `via` (or any stopped thread) with every other thread stopped meanwhile;
   // nothing when there is no such thread, or it ended while the others stopped.
   template <typename Inject>
@@ -276,6 +283,7 @@ class TracedProcess {
   bool launched_;
   EventSource& events_;
   ProcMemory memory_;
+  std::function<void(pid_t, std::uint64_t)> new_thread_;
   SiteTable sites_;
   std::vector<std::unique_ptr<PatchSite>> patches_;
   std::map<pid_t, Task> tasks_;

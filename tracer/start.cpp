@@ -116,6 +116,12 @@ void check_attachable(pid_t pid) {
   if (sys::kill(pid, 0) < 0 && errno == ESRCH) throw UsageError("no process with PID " + p);
   std::string state = stat_field(pid, 3);
   if (state.empty()) throw UsageError("no process with PID " + p);
+  // /proc/TID answers for any thread, and seizing a thread's TID would trace its whole group
+  // under a wrong name: say which process it belongs to.
+  if (pid_t tgid = tgid_of(pid); tgid != 0 && tgid != pid) {
+    throw UsageError("PID " + p + " is a thread of process " + std::to_string(tgid) +
+                     "; give the process: -p " + std::to_string(tgid));
+  }
   // A zombie leader whose other threads live (it called pthread_exit) is a running process.
   if (state == "Z" && task_ids(pid).size() <= 1) {
     throw UsageError("process " + p + " is a zombie: it has exited and only waits to be reaped");

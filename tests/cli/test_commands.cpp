@@ -4,6 +4,7 @@
 
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "run_capture.hpp"
 
@@ -71,6 +72,32 @@ TEST(CliErrors, UnknownCommandAndOption) {
   EXPECT_EQ(run_probecost({"frobnicate"}).exit_code, 2);
   expect_usage_error({"compare", "--frob"}, "unrecognised option '--frob'");
   expect_usage_error({"overhead"}, "--cost is required for the arithmetic alone");
+}
+
+// `probecost help COMMAND` is `probecost COMMAND --help`, for every command; every option listed
+// says what it is for.
+TEST(CliHelp, EveryCommandHasHelpAndEveryOptionADescription) {
+  for (const char* command :
+       {"trace", "compare", "overhead", "experiment", "report", "restore", "bench"}) {
+    Result help = run_probecost({"help", command});
+    EXPECT_EQ(help.exit_code, 0) << command << ": " << help.err;
+    EXPECT_NE(help.out.find(std::string("probecost ") + command), std::string::npos) << help.out;
+    Result dash = run_probecost({command, "--help"});
+    EXPECT_EQ(dash.exit_code, 0) << command << ": " << dash.err;
+    EXPECT_EQ(dash.out, help.out) << command;
+    // An option line ("  --name arg", "  -x [ --name ] arg") with nothing after it.
+    std::istringstream lines(help.out);
+    for (std::string line; std::getline(lines, line);) {
+      bool option = line.rfind("  -", 0) == 0;
+      bool bare =
+          line.find_last_not_of(' ') < line.find("arg") + 3 && line.find("arg") != line.npos;
+      EXPECT_FALSE(option && bare) << command << ": '" << line << "'";
+    }
+  }
+  EXPECT_EQ(run_probecost({"help", "experiment"}).out.find("--name"), std::string::npos);
+  Result none = run_probecost({"help", "frobnicate"});
+  EXPECT_EQ(none.exit_code, 2);
+  EXPECT_NE(none.err.find("unknown command 'frobnicate'"), std::string::npos) << none.err;
 }
 
 TEST(Overhead, The2006Arithmetic) {

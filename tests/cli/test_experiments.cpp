@@ -57,6 +57,11 @@ TEST(Experiment, UsageErrors) {
 TEST(Experiment, QuickRunsOfAllFourCountEveryHit) {
   Result r = run_probecost({"experiment", "all", "--quick", "-f", "json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
+  // stderr is no terminal here: progress comes as lines, one as each experiment starts.
+  for (const char* name : {"markers", "scalability", "multi-probe", "int3-vs-marker"}) {
+    EXPECT_NE(r.err.find(std::string("probecost experiment: [0/")), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find(std::string("] ") + name + ": "), std::string::npos) << name << r.err;
+  }
   auto j = nlohmann::json::parse(r.out);
   std::vector<std::string> names;
   for (const auto& e : j["experiments"]) {
@@ -104,4 +109,38 @@ TEST(Report, FromJsonIsOnePageThatLoadsNothing) {
   for (const char* figure : {"2.01 µs", "1298.16", "20.5", "29,947", "1.387"}) {
     EXPECT_NE(page.find(figure), std::string::npos) << figure;
   }
+}
+
+// The user's own compare and overhead results, beside the seeds' experiments; the page's path
+// said when it is written.
+TEST(Report, FromSeveralFilesDrawsYourResultsBesideTheExperiments) {
+  std::string html = temp_path(".html");
+  Result r = run_probecost({"report", "--from", REPORT_FIXTURE, COMPARE_FIXTURE, "--from",
+                            OVERHEAD_FIXTURE, "-o", html});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(
+      r.err.find("probecost report: wrote " + html + " (4 experiment(s), 2 result(s) of your own)"),
+      std::string::npos)
+      << r.err;
+  std::string page = slurp(html);
+  EXPECT_EQ(count(page, "<svg class=\"chart\""), 9u);
+  for (const char* chart : {"compare-1-cost", "compare-1-share", "overhead-2-chart"}) {
+    EXPECT_NE(page.find(std::string("data-chart=\"") + chart + "\""), std::string::npos) << chart;
+  }
+  EXPECT_NE(page.find("Your compare: " + std::string(COMPARE_FIXTURE)), std::string::npos);
+  EXPECT_NE(page.find("Your overhead: " + std::string(OVERHEAD_FIXTURE)), std::string::npos);
+
+  // A JSON document probecost did not write is refused, and no page is left.
+  std::string other = temp_path(".json");
+  std::ofstream(other) << "{\"hello\": 1}";
+  std::string page2 = temp_path(".html");
+  ::unlink(page2.c_str());
+  r = run_probecost({"report", "--from", other, "-o", page2});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("is not the JSON of probecost experiment, compare or overhead"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(::access(page2.c_str(), F_OK), 0);
+  ::unlink(other.c_str());
+  ::unlink(html.c_str());
 }

@@ -12,71 +12,9 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "run_capture.hpp"
+#include "overhead_fixture.hpp"
 
-using probecost::test::Result;
-using probecost::test::run_command;
-using Json = nlohmann::json;
-
-namespace {
-
-Result run_probecost(std::vector<std::string> args) {
-  args.insert(args.begin(), PROBECOST_BIN);
-  return run_command(args);
-}
-
-void expect_usage_error(const std::vector<std::string>& args, const std::string& message) {
-  Result r = run_probecost(args);
-  EXPECT_EQ(r.exit_code, 2) << r.err;
-  EXPECT_NE(r.err.find(message), std::string::npos) << "stderr was: " << r.err;
-  EXPECT_TRUE(r.out.empty()) << r.out;
-}
-
-std::string temp_file(const std::string& contents) {
-  char path[] = "/tmp/probecost-overhead-test-XXXXXX";
-  int fd = ::mkstemp(path);
-  EXPECT_GE(fd, 0);
-  EXPECT_EQ(::write(fd, contents.data(), contents.size()), static_cast<ssize_t>(contents.size()));
-  ::close(fd);
-  return path;
-}
-
-// A calibration with made-up costs, and a mechanism probecost does not know ("uprobe"): the
-// prediction table is the calibration's list, whatever it holds.
-std::string fixture_calibration() {
-  Json mech = Json::array();
-  auto row = [&](const char* name, double cpu, double wall, double tracer) {
-    mech.push_back({{"name", name},
-                    {"cpu_ns_per_hit", {{"median", cpu}, {"min", cpu}, {"max", cpu}}},
-                    {"per_hit_ns", {{"median", wall}, {"min", wall}, {"max", wall}}},
-                    {"tracer_cpu_ns_per_hit", tracer}});
-  };
-  row("baseline", 0, 0, 0);
-  row("marker", 8, 8, 0);
-  row("int3-ptrace-fast", 10000, 10000, 5000);
-  row("jump", 2, 2, 0);
-  row("uprobe", 9000, 9000, 0);
-  Json j = {{"machine", {{"cpu_model", "Fixture CPU"}, {"kernel", "Linux 0"}, {"cpus", 2}}},
-            {"config", {{"placement", "free"}}},
-            {"mechanisms", mech}};
-  return temp_file(j.dump());
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
-}
-
-const Json& predicted(const Json& j, const std::string& mechanism) {
-  for (const auto& p : j["predicted"]) {
-    if (p["mechanism"] == mechanism) return p;
-  }
-  static const Json none;
-  ADD_FAILURE() << "no prediction for " << mechanism;
-  return none;
-}
-
-}  // namespace
+using namespace probecost::test;
 
 TEST(OverheadErrors, BadInputIsAClearErrorBeforeAnythingRuns) {
   std::string target = EVENTS_TARGET;
@@ -292,44 +230,36 @@ TEST(OverheadRun, ACommandThatExecsIsFollowedIntoTheNewImage) {
   EXPECT_GT(j["runs"][0]["held_s"].get<double>(), 0);
 }
 
-TEST(OverheadRun, AttachedWatchesTwoWindowsAndSaysWhatItCannotKnow) {
-  int out[2];
-  ASSERT_EQ(::pipe2(out, O_CLOEXEC), 0);
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    ::dup2(out[1], 1);
-    ::execl(EVENTS_TARGET, EVENTS_TARGET, "0", "--forever", "--spin", "20000", nullptr);
-    ::_exit(127);
-  }
-  ::close(out[1]);
-  char ready[6] = {};
-  ASSERT_EQ(::read(out[0], ready, 6), 6);  // "ready\n": it runs its loop now
+TEST(OverheadRun, ACtrlCReportsTheRunsDoneSoFarMarkedPartial) {
   std::string cal = fixture_calibration();
-  Result r = run_probecost({"overhead", "-p", std::to_string(pid), "-b", "probecost_event", "--via",
-                            "int3", "-d", "0.5", "--calibration", cal, "-f", "json"});
-  ::unlink(cal.c_str());
-  ::kill(pid, SIGKILL);
-  ::waitpid(pid, nullptr, 0);
-  ::close(out[0]);
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  Json j = Json::parse(r.out);
-  EXPECT_EQ(j["pid"], pid);
-  EXPECT_TRUE(j["command"].is_null());
-  EXPECT_EQ(j["repeat"], 1);
-  EXPECT_GT(j["hits"].get<std::uint64_t>(), 0u);
-  EXPECT_TRUE(j["measured"]["slowdown"].is_null());
-  EXPECT_EQ(j["prediction_error_basis"], "extra CPU");
-  // A number, unless the window's extra CPU was not above zero (a loaded machine can give the
-  // untraced window more CPU than the traced one): then the report says so.
-  if (!j["prediction_error_percent"].is_number()) {
-    EXPECT_LE(j["measured"]["extra_cpu_percent"]["median"].get<double>(), 0);
-    EXPECT_NE(j["explanations"].dump().find("no extra CPU to compare"), std::string::npos)
-        << j["explanations"].dump();
+  for (const char* format : {"json", "text"}) {
+    std::string runs = temp_file("");  // where the target counts its runs
+    // Runs go traced 1, untraced 1, traced 2, ...: the third interrupts probecost as a Ctrl-C
+    // would, so the second pair is lost and the first reported.
+    Result r = run_probecost({"overhead", "-b", "probecost_event", "--via", "int3", "-r", "5",
+                              "--warmup", "0", "--calibration", cal, "-f", format, "--",
+                              EVENTS_TARGET, "200", "--sigint-parent-at", "3", runs});
+    ::unlink(runs.c_str());
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.err.find("interrupted after 1 of 5 pairs: the report is partial"),
+              std::string::npos)
+        << r.err;
+    if (std::string(format) == "text") {
+      EXPECT_NE(r.out.find("PARTIAL: interrupted after 1 of 5 pairs of runs"), std::string::npos)
+          << r.out;
+      continue;
+    }
+    Json j = Json::parse(r.out);
+    EXPECT_TRUE(j["partial"].get<bool>());
+    EXPECT_EQ(j["planned"], 5);
+    EXPECT_EQ(j["repeat"], 1);
+    ASSERT_EQ(j["runs"].size(), 2u);
+    EXPECT_EQ(j["hits"], 200);
+    EXPECT_FALSE(j["measured"]["slowdown"].is_null());
+    EXPECT_NE(j["notes"].dump().find("the figures are from the 1 of 5 pairs"), std::string::npos)
+        << j["notes"].dump();
   }
-  EXPECT_EQ(j["cannot_know"].size(), 3u);
-  EXPECT_NEAR(j["untraced"]["wall_s"]["median"].get<double>(), 0.5, 0.25);
-  EXPECT_NEAR(j["event_rate_per_s"].get<double>(),
-              j["hits"].get<double>() / j["traced"]["wall_s"]["median"].get<double>(), 1e-6);
+  ::unlink(cal.c_str());
 }
 
 TEST(OverheadCalibration, BuiltInIsCachedPerMachineAndRedoneOnRequest) {

@@ -5,6 +5,7 @@
 #include <semaphore.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/rseq.h>
 #include <sys/syscall.h>
 #include <ucontext.h>
 #include <unistd.h>
@@ -83,6 +84,63 @@ LocalArea::LocalArea(RuntimeAddr near, const jump::AreaConfig& config) {
 LocalArea::~LocalArea() {
   // The tracee's view stays mapped, as the lead's will: a thread may still be in a trampoline.
   ::munmap(view_, size_);
+}
+
+LocalCallBuffer::LocalCallBuffer(const jump::CallBufferConfig& config)
+    : layout_(jump::CallBufferLayout::of(config)) {
+  void* p =
+      ::mmap(nullptr, layout_.size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) throw Error::from_errno("mmap of a call buffer");
+  view_ = static_cast<std::uint8_t*>(p);
+  jump::format_call_buffer(view(), reinterpret_cast<std::uintptr_t>(p), layout_);
+}
+
+LocalCallBuffer::~LocalCallBuffer() {
+  ::munmap(view_, layout_.size);
+}
+
+CallRecordTarget LocalCallBuffer::target(std::uint32_t id) const {
+  CallRecordTarget t;
+  t.control = RuntimeAddr(reinterpret_cast<std::uintptr_t>(view_) + layout_.ctl_offset);
+  t.layout = layout_;
+  t.id = id;
+  t.rseq_offset = static_cast<std::int32_t>(__rseq_offset);
+  return t;
+}
+
+bool have_rseq() {
+  return __rseq_size >= 20;
+}
+
+void CallPatch::install() {
+  for (auto& s : sites) s->install();
+}
+
+void CallPatch::remove() {
+  for (auto& s : sites) s->remove();
+}
+
+std::unique_ptr<CallPatch> patch_calls(const std::string& function, std::uint32_t id,
+                                       LocalArea& area, const LocalCallBuffer& buffer) {
+  Function f = function_named(function);
+  auto patch = std::make_unique<CallPatch>();
+  patch->plans = plan_calls(f.start, f.code);
+  const CallPlans& p = patch->plans;
+  if (!p.entry || !p.int3_exits.empty())
+    throw Error(function + " needs an int3: " +
+                (p.entry ? p.int3_exits.front().why_not_jump : p.why_no_entry));
+  std::vector<JumpPlan> all = p.exits;
+  all.insert(all.begin(), *p.entry);
+  jump::SiteOptions options;
+  options.id = id;
+  options.calls = buffer.target(id);
+  for (const auto& plan : all) {
+    std::string why;
+    auto placed = area.writer().add_site(plan, options, why);
+    if (!placed) throw Error("cannot place a call patch of " + function + ": " + why);
+    patch->sites.push_back(std::make_unique<PatchSite>(SelfMemory::instance(), placed->patch));
+  }
+  return patch;
 }
 
 Function function_named(const std::string& name) {

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "breakpoint/call_buffer.hpp"
+#include "breakpoint/exit_plan.hpp"
 #include "breakpoint/jump_area.hpp"
 #include "breakpoint/patch_site.hpp"
 #include "breakpoint/tracee_memory.hpp"
@@ -52,6 +54,49 @@ class LocalArea {
   RuntimeAddr tracee_;
   std::unique_ptr<jump::AreaWriter> writer_;
 };
+
+// Site options as the tests give them: an id, events or not, how the flags are kept.
+inline jump::SiteOptions site_options(std::uint32_t id, bool events = false,
+                                      FlagSave save = FlagSave::Lahf) {
+  jump::SiteOptions o;
+  o.id = id;
+  o.events = events;
+  o.flag_save = save;
+  return o;
+}
+
+// A call buffer in this process: one shared mapping is both the tracee's and the tracer's view.
+class LocalCallBuffer {
+ public:
+  explicit LocalCallBuffer(const jump::CallBufferConfig& config);
+  ~LocalCallBuffer();
+  LocalCallBuffer(const LocalCallBuffer&) = delete;
+  LocalCallBuffer& operator=(const LocalCallBuffer&) = delete;
+
+  const jump::CallBufferLayout& layout() const { return layout_; }
+  std::span<std::uint8_t> view() const { return {view_, layout_.size}; }
+  // Where trampolines write records of probe `id` (this process's glibc rseq registration).
+  CallRecordTarget target(std::uint32_t id) const;
+
+ private:
+  jump::CallBufferLayout layout_;
+  std::uint8_t* view_ = nullptr;
+};
+
+// glibc registered rseq for this process's threads (__rseq_size, as the tracer reads it from a
+// tracee).
+bool have_rseq();
+
+// A function of this process patched for call records: its entry and every exit as
+// plan_calls() planned them (none of them an int3: the caller chooses such functions).
+struct CallPatch {
+  CallPlans plans;
+  std::vector<std::unique_ptr<PatchSite>> sites;
+  void install();
+  void remove();
+};
+std::unique_ptr<CallPatch> patch_calls(const std::string& function, std::uint32_t id,
+                                       LocalArea& area, const LocalCallBuffer& buffer);
 
 // A function of this process, from its ELF symbol (as the tracer reads it), and its bytes.
 struct Function {

@@ -7,9 +7,11 @@
 #include "breakpoint/jump_area.hpp"
 #include "common/error.hpp"
 #include "inferior/marker.hpp"
+#include "self_patch.hpp"
 
 using namespace probecost;
 using namespace probecost::jump;
+using probecost::selftest::site_options;
 
 namespace {
 
@@ -35,7 +37,7 @@ Built build(int sites) {
     RuntimeAddr fn(kFn + 16 * i);
     auto plan = plan_jump(fn, code, fn, why);
     EXPECT_TRUE(plan) << why;
-    auto p = w.add_site(*plan, {static_cast<std::uint32_t>(100 + i), i % 2 == 1}, why);
+    auto p = w.add_site(*plan, site_options(static_cast<std::uint32_t>(100 + i), i % 2 == 1), why);
     EXPECT_TRUE(p) << why;
     b.placed.push_back(*p);
   }
@@ -109,15 +111,15 @@ TEST(JumpArea, WriterRefusesWhatDoesNotFit) {
   RuntimeAddr far(0x400000);
   auto far_plan = plan_jump(far, code, far, why);
   ASSERT_TRUE(far_plan);
-  EXPECT_FALSE(w.add_site(*far_plan, {1, false}, why));
+  EXPECT_FALSE(w.add_site(*far_plan, site_options(1), why));
   EXPECT_NE(why.find("beyond a jump's reach"), std::string::npos) << why;
   auto plan = plan_jump(RuntimeAddr(kFn), code, RuntimeAddr(kFn), why);
   ASSERT_TRUE(plan);
-  EXPECT_FALSE(w.add_site(*plan, {1, true}, why));
+  EXPECT_FALSE(w.add_site(*plan, site_options(1, true), why));
   EXPECT_NE(why.find("rings for events are all in use"), std::string::npos) << why;
-  EXPECT_TRUE(w.add_site(*plan, {1, false}, why)) << why;
+  EXPECT_TRUE(w.add_site(*plan, site_options(1), why)) << why;
   EXPECT_THROW(w.ring(0), Error);  // no events, no ring
-  EXPECT_FALSE(w.add_site(*plan, {2, false}, why));
+  EXPECT_FALSE(w.add_site(*plan, site_options(2), why));
   EXPECT_NE(why.find("all in use"), std::string::npos) << why;
 }
 

@@ -55,12 +55,6 @@ void PrintTo(Mode m, std::ostream* os) {
   *os << name_of(m);
 }
 
-// glibc's rseq registration for this process's threads, as the tracer would read it from the
-// tracee's libc (__rseq_size, __rseq_offset).
-bool have_rseq() {
-  return __rseq_size >= 20;
-}
-
 Patched place(const JumpPlan& plan, Mode mode, std::uint64_t ring = 1 << 12, std::uint32_t cpus = 0,
               FlagSave flags = FlagSave::Lahf) {
   Patched p;
@@ -73,7 +67,7 @@ Patched place(const JumpPlan& plan, Mode mode, std::uint64_t ring = 1 << 12, std
   p.area = std::make_unique<LocalArea>(plan.site, config);
   p.plan = plan;
   std::string why;
-  auto placed = p.area->writer().add_site(plan, {7, mode == Mode::Events, flags}, why);
+  auto placed = p.area->writer().add_site(plan, site_options(7, mode == Mode::Events, flags), why);
   if (!placed) throw Error("cannot place: " + why);
   p.placed = *placed;
   p.site = std::make_unique<PatchSite>(SelfMemory::instance(), p.placed.patch);

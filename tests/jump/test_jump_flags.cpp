@@ -62,7 +62,7 @@ struct PatchedEntry {
     auto plan = plan_jump(f.start, f.code, f.start, why);
     if (!plan) throw std::runtime_error("cannot plan: " + why);
     area = std::make_unique<LocalArea>(f.start, jump::AreaConfig{1, 4096, 1, 1 << 12});
-    auto placed = area->writer().add_site(*plan, {1, events, save}, why);
+    auto placed = area->writer().add_site(*plan, site_options(1, events, save), why);
     if (!placed) throw std::runtime_error("cannot place: " + why);
     site = std::make_unique<PatchSite>(SelfMemory::instance(), placed->patch);
     site->install();

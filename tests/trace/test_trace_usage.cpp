@@ -244,7 +244,8 @@ TEST(TraceUsage, CsvHasOneRowPerProbe) {
   std::getline(lines, second);
   EXPECT_FALSE(std::getline(lines, extra)) << r.err;
   EXPECT_EQ(header,
-            "pid,image,spec,address,module,symbol,implementation,via,hits,hits_per_s,threads");
+            "pid,image,spec,address,module,symbol,implementation,via,hits,traced_hits_per_s,"
+            "threads");
   // Most hits first; the merged spec is quoted (it has a comma).
   EXPECT_NE(first.find(",probecost_test_site,"), std::string::npos) << first;
   EXPECT_NE(first.find(",1000,"), std::string::npos) << first;

@@ -1,6 +1,10 @@
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <thread>
+#include <vector>
 
 #include "inferior/marker.hpp"
 
@@ -85,4 +89,17 @@ TEST_F(MarkerTest, FirstEventWithoutInitAllocates) {
   auto v = marker::view();
   ASSERT_EQ(v.written, 1u);
   EXPECT_EQ(v.records[0].arg, 42u);
+}
+
+// The ring is in memory before the first event: every page resident (mincore), so no event of
+// the first lap pays a page fault.
+TEST_F(MarkerTest, RingIsFaultedInBeforeTheFirstEvent) {
+  marker::Ring& ring = marker::thread_init(1 << 16);
+  std::size_t bytes = (ring.mask + 1) * sizeof(marker::Record);
+  std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  std::vector<unsigned char> resident((bytes + page - 1) / page);
+  ASSERT_EQ(::mincore(ring.records, bytes, resident.data()), 0);
+  EXPECT_EQ(std::count_if(resident.begin(), resident.end(), [](unsigned char r) { return r & 1; }),
+            static_cast<std::ptrdiff_t>(resident.size()));
+  EXPECT_EQ(marker::view().written, 0u);
 }

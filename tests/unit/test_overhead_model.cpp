@@ -288,3 +288,71 @@ TEST(OverheadModel, AJumpThatOnlyCountsCostsLessThanTheCalibrationsRecordingJump
       std::string::npos)
       << all;
 }
+
+// Attached, with jump windows as the reference: a closed-loop server that served 100,000
+// requests/s with jumps in and 20,000/s with int3 probes in, and used less CPU for it.
+TEST(OverheadModel, AttachedWithAJumpReferenceHasTheSlowdownOfItsRates) {
+  Measurement m = fixture_measurement();
+  m.attached = true;
+  m.pid = 4242;
+  m.command.clear();
+  m.reference = Reference::Jump;
+  m.reference_probes = {"work_fn"};
+  RunRecord reference = traced(2.0, 1.0, 0.02, 200'000);  // 100,000/s on 0.5 CPU
+  reference.reference_hits = 200'000;
+  RunRecord tested = traced(2.0, 0.6, 0.4, 40'000);  // 20,000/s
+  tested.reference_hits = 40'000;
+  m.untraced = {reference};
+  m.traced = {tested};
+  OverheadResult r = analyze(m, fixture_calibration());
+  ASSERT_TRUE(r.slowdown);
+  EXPECT_DOUBLE_EQ(r.slowdown->median, 5);
+  EXPECT_DOUBLE_EQ(r.event_rate_per_s, 100'000);      // the traced window's, sped up 5 times
+  EXPECT_DOUBLE_EQ(r.event_rate_per_cpu_s, 200'000);  // over the reference's 0.5 CPU
+  // The same work (40,000 events) took the reference 1.02 CPU-s x 0.2 = 0.204 CPU-s.
+  EXPECT_NEAR(r.extra_cpu_percent.median, 100 * (1.0 - 0.204) / 0.204, 1e-9);
+  EXPECT_NEAR(r.cpu_ns_per_hit.median, (1.0 - 0.204) * 1e9 / 40'000, 1e-6);
+  EXPECT_NEAR(r.tracer_ns_per_hit, 10'000, 1e-6);
+  EXPECT_NEAR(r.command_ns_per_hit, 10'000, 1e-6);  // 0.6 - 1.0 x 0.2 CPU-s
+  ASSERT_TRUE(r.wall_ns_per_hit);
+  EXPECT_NEAR(r.wall_ns_per_hit->median, 2.0 * (1 - 1.0 / 5) * 1e9 / 40'000, 1e-6);
+  ASSERT_TRUE(r.reference_rate && r.traced_rate);
+  EXPECT_DOUBLE_EQ(r.reference_rate->median, 100'000);
+  EXPECT_DOUBLE_EQ(r.traced_rate->median, 20'000);
+  EXPECT_EQ(r.error_basis, "slowdown");
+  ASSERT_TRUE(r.prediction_error_percent);
+  EXPECT_NEAR(*r.prediction_error_percent, 100 * (3.0 / 5 - 1), 1e-9);  // 1 + 100,000 x 20 µs
+  ASSERT_EQ(r.cannot_know.size(), 3u);
+  EXPECT_NE(r.cannot_know[0].find("jump probes at the same sites"), std::string::npos);
+  for (const auto& e : r.explanations) {
+    EXPECT_EQ(e.find("waited at every int3 stop"), std::string::npos) << e;
+  }
+}
+
+// A second probe with no jump: the reference counts the work at the first alone.
+TEST(OverheadModel, AttachedReferenceCountsTheWorkAtItsOwnProbesOnly) {
+  Measurement m = fixture_measurement();
+  m.attached = true;
+  m.pid = 4242;
+  m.reference = Reference::Jump;
+  m.reference_probes = {"work_fn"};
+  m.no_jump = {{"tiny_fn", "the function is shorter than a jump"}};
+  m.probes.push_back({"tiny_fn", "int3", "emulate 'ret'", "the function is shorter than a jump"});
+  RunRecord reference = traced(1.0, 0.5, 0.0, 1000);
+  reference.reference_hits = 1000;
+  RunRecord tested = traced(1.0, 0.5, 0.5, 1000);  // 500 at each probe
+  tested.reference_hits = 500;
+  tested.probe_hits = {500, 500};
+  m.untraced = {reference};
+  m.traced = {tested};
+  OverheadResult r = analyze(m, fixture_calibration());
+  ASSERT_TRUE(r.slowdown);
+  EXPECT_DOUBLE_EQ(r.slowdown->median, 2);
+  EXPECT_DOUBLE_EQ(r.event_rate_per_s, 2000);  // both probes' hits, untraced
+  std::string notes;
+  for (const auto& n : r.notes) notes += n + "\n";
+  EXPECT_NE(notes.find("No jump fits tiny_fn (the function is shorter than a jump): the "
+                       "reference windows leave it out"),
+            std::string::npos)
+      << notes;
+}

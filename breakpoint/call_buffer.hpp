@@ -1,0 +1,168 @@
+#pragma once
+// The per-CPU buffers that call-recording trampolines (`probecost record`) write entry and exit
+// records into, and the reader that drains them from the tracer while the process runs. One
+// memfd per process, mapped read-write by the tracee (anywhere: the trampolines load its address)
+// and by the tracer.
+//
+// Writers are trampolines in any thread of the tracee. A record goes into the buffer of the CPU
+// the thread runs on, inside a restartable sequence (rseq(2), glibc's registration): read the CPU
+// number, the TSC and the buffer's head, write the record, store head + size (the commit). A
+// preemption, migration or signal between the first read and the commit sends the thread back
+// to the start (the kernel's rseq abort), so a CPU's buffer has one writer at a time, needs no
+// locked instruction, and holds its records in TSC order.
+//
+// Each CPU's ring is split into sub-buffers, as LTTng's are. The reader copies out only the
+// sub-buffers the writer has left (its head is past their end), so it never reads a line the
+// writer is still filling; it reads a sub-buffer that has stayed partly filled for a flush
+// interval (a CPU that writes slowly, or has stopped) up to the head, LTTng's switch timer. A
+// writer about to start a sub-buffer checks that the reader is done with it; if not, the record
+// is dropped and counted (discard mode, the default of LTTng and perf: the newest are lost),
+// never waited for. The writer's only look at the reader's line is that check, once per
+// sub-buffer.
+//
+// Layout, in offsets from the start of the memfd:
+//   0            BufferHeader
+//   ctl_offset   cpus + 1 control blocks of ctl_stride bytes (a power of two), the CPU's own:
+//                  +0    head: bytes committed (the writer's line)
+//                  +8    data: where this CPU's ring is, in the tracee
+//                  +64   consumed: bytes the reader is done with (the reader's line)
+//                  +128  lost[id]: records dropped for want of room, by probe id
+//                the last block's lost[id] counts records of threads without an rseq
+//                registration (glibc.pthread.rseq=0, a thread made by a raw clone), which
+//                have no CPU buffer: dropped, with a locked increment.
+//   data_offset  cpus rings of `capacity` bytes
+//
+// A record is record_size bytes (32, 64 or 128) and never crosses a sub-buffer:
+//   +0   tsc
+//   +8   the thread pointer (%fs:0, glibc's TCB: the thread's fs_base)
+//   +16  bits 0-47: sp, the address of the frame's return-address slot (%rsp at the function's
+//        first instruction, and at its ret or tail jump); bits 48-62: the probe id; bit 63: set
+//        for an exit (user-space addresses are below 2^47)
+//   +24  an entry: its arguments (rdi, rsi, rdx, rcx, r8, r9), as many as asked; an exit: rax
+#include <array>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace probecost::jump {
+
+inline constexpr char kCallBufferMagic[8] = {'p', 'r', 'o', 'b', 'e', 'c', 'a', 'l'};
+inline constexpr std::uint32_t kCallBufferVersion = 1;
+// The memfd's name: /proc/PID/maps shows "/memfd:probecost-calls (deleted)".
+inline constexpr char kCallBufferName[] = "probecost-calls";
+inline constexpr int kMaxCallArgs = 6;
+inline constexpr std::uint32_t kMaxCallIds = 1u << 15;
+
+inline constexpr std::uint32_t kHeadOffset = 0;
+inline constexpr std::uint32_t kDataPointerOffset = 8;
+inline constexpr std::uint32_t kConsumedOffset = 64;
+inline constexpr std::uint32_t kLostOffset = 128;
+inline constexpr int kIdShift = 48;
+inline constexpr std::uint64_t kExitBit = 1ull << 63;
+inline constexpr std::uint64_t kSpMask = (1ull << kIdShift) - 1;
+
+// Bytes per record for `args` arguments (0 to 6).
+std::uint32_t call_record_size(int args);
+
+struct CallBufferConfig {
+  std::uint32_t cpus = 1;            // possible CPUs of the tracee (cpu_id < cpus)
+  std::uint64_t capacity = 4 << 20;  // bytes per CPU: a power of two
+  std::uint32_t subbuffers = 16;     // per CPU: a power of two, at least 2
+  int args = 0;                      // arguments per entry record, 0 to 6
+  std::uint32_t max_ids = 64;        // probe ids 0 .. max_ids - 1
+};
+
+struct CallBufferLayout {
+  std::uint32_t cpus = 0, record_size = 0, max_ids = 0, ctl_shift = 0;
+  int args = 0;
+  std::uint64_t capacity = 0, subbuffer = 0;
+  std::uint64_t ctl_offset = 0, data_offset = 0, size = 0;
+  std::uint64_t ctl_stride() const { return std::uint64_t{1} << ctl_shift; }
+  // Error for a config out of bounds (sizes not powers of two, too many ids or arguments).
+  static CallBufferLayout of(const CallBufferConfig& config);
+};
+
+struct BufferHeader {
+  char magic[8];
+  std::uint32_t version;
+  std::uint32_t header_size;
+  std::uint32_t cpus, record_size, max_ids, ctl_shift;
+  std::uint64_t capacity, subbuffer, ctl_offset, data_offset, size;
+  std::uint64_t tracee_address;  // where the tracee maps the buffer
+  std::int32_t args;
+  std::uint32_t reserved;
+};
+
+// One decoded record.
+struct CallRecord {
+  std::uint64_t tsc = 0;
+  std::uint64_t tp = 0;  // the writing thread's thread pointer
+  std::uint64_t sp = 0;
+  std::uint32_t id = 0;
+  bool exit = false;
+  std::array<std::uint64_t, kMaxCallArgs> values{};  // entry: the arguments; exit: [0] = rax
+};
+
+CallRecord decode_call_record(const std::uint8_t* bytes, int args);
+
+// Formats a buffer through the tracer's mapping (zero-filled, as a fresh memfd is): the header
+// and each CPU's data pointer, for a tracee that maps it at `tracee_at`.
+void format_call_buffer(std::span<std::uint8_t> view, std::uint64_t tracee_at,
+                        const CallBufferLayout& layout);
+
+// The tracer's side: copies out what the writers have finished, frees it for them, and hands
+// the records over in TSC order up to a horizon below which no record can still arrive.
+class CallReader {
+ public:
+  struct Options {
+    // A sub-buffer left partly filled this long is read up to the head (TSC ticks).
+    std::uint64_t flush_ticks = 0;
+    // How long a record's writer may take between its TSC read and its commit (a thread held
+    // off its CPU by the hypervisor, say): records of a CPU read up to its head are final only
+    // this far back (TSC ticks).
+    std::uint64_t commit_slack = 0;
+  };
+  // `view`: the tracer's mapping, formatted; `start_tsc`: before any trampoline could write.
+  CallReader(std::span<std::uint8_t> view, const CallBufferLayout& layout, std::uint64_t start_tsc,
+             const Options& options);
+
+  // One pass over the CPUs at reader time `now` (TSC, taken before the call). `final`: no
+  // writer is left (the threads are stopped or gone): everything up to each head is read.
+  void poll(std::uint64_t now, bool final = false);
+  // Every record read so far with a TSC below the horizon (all of them when the last poll was
+  // final), oldest first, appended to `out`.
+  void take(std::vector<CallRecord>& out);
+  // No record not yet taken has a TSC below this; UINT64_MAX when the last poll was final.
+  std::uint64_t horizon() const;
+
+  std::uint64_t records_read() const { return read_; }
+  // Records dropped so far: for want of room, and by threads without rseq.
+  std::uint64_t lost(std::uint32_t id) const;
+  std::uint64_t lost_total() const;
+  const CallBufferLayout& layout() const { return layout_; }
+
+ private:
+  struct Cpu {
+    std::uint64_t cursor = 0;       // bytes read
+    std::uint64_t watermark = 0;    // no unread record of this CPU is older
+    std::uint64_t partial_sub = 0;  // the sub-buffer last seen partly filled, + 1 (0: none)
+    std::uint64_t partial_since = 0;
+    // Records copied out and not taken yet, as the writers wrote them, in TSC order: copying
+    // is what frees the buffer for the writers, and it is a memcpy.
+    std::vector<std::uint8_t> copied;
+    std::size_t taken = 0;  // bytes of `copied` taken
+    std::uint64_t next_tsc() const;
+  };
+  std::uint8_t* ctl(std::uint32_t cpu) const;
+  std::uint64_t readable_end(Cpu& c, std::uint64_t head, std::uint64_t now, bool final);
+  void read_range(std::uint32_t cpu, Cpu& c, std::uint64_t end);
+
+  std::span<std::uint8_t> view_;
+  CallBufferLayout layout_;
+  Options options_;
+  std::vector<Cpu> cpus_;
+  std::uint64_t read_ = 0;
+  bool final_ = false;
+};
+
+}  // namespace probecost::jump

@@ -1,0 +1,136 @@
+// probecost record (-p PID | -- COMMAND ARGS...) -b PROBE [-b PROBE ...] -o PATH [options]
+#include <unistd.h>
+
+#include <algorithm>
+#include <boost/program_options.hpp>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+
+#include "cli/commands.hpp"
+#include "cli/parse.hpp"
+#include "common/error.hpp"
+#include "common/tsc.hpp"
+#include "record/recorder.hpp"
+#include "trace/trace.hpp"
+#include "tracer/wait_status.hpp"
+
+namespace po = boost::program_options;
+
+namespace probecost::cli {
+
+namespace {
+
+// PATH's directory must exist and be writable: found out now, before anything is touched.
+void check_output(const std::string& path, const std::string& flag) {
+  if (path.empty()) throw UsageError("no output: give -o PATH");
+  std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  if (dir.empty()) dir = ".";
+  if (::access(dir.c_str(), W_OK | X_OK) != 0)
+    throw UsageError(flag + " " + path + ": cannot write in " + dir.string());
+}
+
+// The recording, made when the first image's probes are known.
+struct Recording {
+  record::Format format;
+  std::string path;
+  int args = 0;
+  tsc::Calibration clock;
+  std::unique_ptr<record::Recorder> rec;
+
+  record::Recorder& start(const std::vector<record::ProbeInfo>& probes) {
+    record::RunInfo run{probes, args, clock};
+    rec = std::make_unique<record::Recorder>(run, format, path);
+    return *rec;
+  }
+};
+
+int command_status(const TraceReport& report) {
+  if (!report.command_status) return 0;
+  WaitStatus ws(*report.command_status);
+  if (ws.exited()) return ws.exit_code();
+  if (ws.killed()) return 128 + ws.term_signal();
+  return 0;
+}
+
+}  // namespace
+
+int record_command(const std::vector<std::string>& all_args) {
+  std::vector<std::string> args, command;
+  auto dashdash = std::find(all_args.begin(), all_args.end(), "--");
+  args.assign(all_args.begin(), dashdash);
+  if (dashdash != all_args.end()) command.assign(dashdash + 1, all_args.end());
+
+  TraceOptions opts;
+  std::string format, output, duration, args_text, summary_json;
+  po::options_description desc(
+      "probecost record (-p PID | -- COMMAND ARGS...) -b PROBE [-b PROBE ...] -o PATH\n"
+      "                 [--format chrome|ctf] [--args N] [--summary-json FILE] [--duration S] "
+      "[-F]\n\n"
+      "Records every call of each probed function: an entry event (time, thread, the first N\n"
+      "integer arguments) and a return event (time, thread, the return value), written to PATH\n"
+      "while the process runs, and a summary with each function's latency on stderr at the\n"
+      "end. Entries and exits are jumps to trampolines that write the records into per-CPU\n"
+      "buffers in the process (an int3 where no jump fits); no return address is replaced, so\n"
+      "exceptions unwind as before. PROBE as for `probecost trace`.\n\n"
+      "exit status: with -- COMMAND, the command's own; with -p PID, 0. 2: bad usage or a bad\n"
+      "probe (nothing was touched); 1: a runtime failure (the process was left as it was).\n"
+      "\noptions");
+  desc.add_options()("help,h", "this help")("pid,p", po::value(&opts.pid), "record this process")(
+      "probe,b", po::value(&opts.probes)->composing(), "a function to record (repeatable)")(
+      "output,o", po::value(&output), "the trace: a file (chrome) or a directory (ctf)")(
+      "format", po::value(&format),
+      "chrome (Chrome trace-event JSON, for Perfetto UI; the default when PATH ends in .json) "
+      "or ctf (CTF 1.8, for babeltrace2 and Trace Compass)")(
+      "args", po::value(&args_text)->default_value("0"), "integer arguments per entry, 0 to 6")(
+      "summary-json", po::value(&summary_json), "also write the summary as JSON to FILE")(
+      "duration,d", po::value(&duration), "record for this many seconds")(
+      "all-matches", po::bool_switch(&opts.all_matches),
+      "a symbol found in several modules: record all of them")(
+      "follow-forks,F", "also record the processes it forks, as strace -f does")("quiet,q",
+                                                                                 "no notes");
+  po::variables_map vm = parse_options(args, desc, "record");
+  if (vm.count("help")) {
+    std::cout << desc << "\n";
+    return 0;
+  }
+  if (!opts.pid == command.empty()) {
+    throw UsageError(opts.pid ? "give -p PID or -- COMMAND, not both"
+                              : "nothing to record: give -p PID or -- COMMAND ARGS...");
+  }
+  opts.command = command;
+  if (opts.probes.empty()) throw UsageError("no probe: give -b FUNCTION");
+  for (const auto& p : opts.probes) parse_probe(p);
+  check_output(output, "-o");
+  if (!summary_json.empty()) check_output(summary_json, "--summary-json");
+  if (vm.count("duration")) opts.duration_s = parse_seconds("--duration", duration);
+  Recording recording;
+  recording.format = record::choose_format(format, output);
+  recording.path = output;
+  recording.args = static_cast<int>(parse_count("--args", args_text, 0, record::kMaxArgs));
+  // Before anything is attached or launched: the process is not held while we calibrate.
+  recording.clock = tsc::calibrate();
+  CallRecording calls;
+  calls.args = recording.args;
+  calls.start = [&recording](const std::vector<record::ProbeInfo>& probes) -> record::Recorder& {
+    return recording.start(probes);
+  };
+  opts.calls = &calls;
+  opts.via = Via::Jump;
+  opts.announce = !vm.count("quiet");
+  opts.tool = "probecost record";
+  opts.follow_forks = vm.count("follow-forks") > 0;
+  TraceReport report = run_trace(opts, std::cerr);
+  // The process ended before any probe went in: an empty recording of the probes asked for.
+  if (!recording.rec) {
+    std::vector<record::ProbeInfo> none;
+    for (const auto& spec : opts.probes) none.push_back({spec, spec, "", 0});
+    recording.start(none);
+  }
+  recording.rec->finish();
+  recording.rec->summary().print(std::cerr);
+  if (!summary_json.empty()) recording.rec->summary().write_json(summary_json);
+  return command_status(report);
+}
+
+}  // namespace probecost::cli

@@ -1,0 +1,245 @@
+// `probecost record` end to end on calls_target: every call's entry and return with exact
+// counts, arguments and return values; the program's output unchanged through exceptions,
+// longjmp, recursion, threads and signal handlers; the Chrome JSON and the CTF read back; the
+// ways out leave the process intact; bad input exits 2 with nothing touched.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+
+#include "run_capture.hpp"
+#include "trace_harness.hpp"
+
+namespace probecost::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    char tmpl[] = "/tmp/probecost-record-XXXXXX";
+    path = ::mkdtemp(tmpl);
+  }
+  ~TempDir() { fs::remove_all(path); }
+  std::string operator/(const std::string& name) const { return (path / name).string(); }
+};
+
+Json read_json(const std::string& path) {
+  std::ifstream in(path);
+  return Json::parse(in);
+}
+
+// A launched run: `probecost record ARGS -o DIR/t.json --summary-json DIR/s.json -- calls_target
+// MODE N`, with the untraced run's output to compare.
+struct Recorded {
+  TempDir dir;
+  Result run, plain;
+  Json trace, summary;
+
+  Recorded(const std::vector<std::string>& probes, const std::string& mode, long n,
+           std::vector<std::string> extra = {}) {
+    std::vector<std::string> target = {CALLS_TARGET, mode, std::to_string(n)};
+    plain = run_command(target);
+    std::vector<std::string> argv = {PROBECOST_BIN,  "record",         "-o",
+                                     dir / "t.json", "--summary-json", dir / "s.json"};
+    for (const auto& p : probes) argv.insert(argv.end(), {"-b", p});
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    argv.push_back("--");
+    argv.insert(argv.end(), target.begin(), target.end());
+    run = run_command(argv);
+    trace = read_json(dir / "t.json");
+    summary = read_json(dir / "s.json");
+  }
+  const Json& probe(const std::string& function) const {
+    for (const auto& p : summary["probes"]) {
+      if (p["function"] == function) return p;
+    }
+    static const Json none;
+    ADD_FAILURE() << "no probe " << function << " in " << summary.dump();
+    return none;
+  }
+  // The trace's events of `name` with phase `ph`, in time order.
+  std::vector<Json> events(const std::string& name, const std::string& ph = "X") const {
+    std::vector<Json> out;
+    for (const auto& e : trace["traceEvents"]) {
+      if (e["ph"] == ph && e.value("name", "") == name) out.push_back(e);
+    }
+    std::stable_sort(out.begin(), out.end(), [](const Json& a, const Json& b) {
+      return a["ts"].get<double>() < b["ts"].get<double>();
+    });
+    return out;
+  }
+};
+
+void expect_calls(const Json& p, std::uint64_t calls, std::uint64_t returns,
+                  std::uint64_t unmatched = 0) {
+  EXPECT_EQ(p["calls"], calls) << p.dump();
+  EXPECT_EQ(p["returns"], returns) << p.dump();
+  EXPECT_EQ(p["unmatched"], unmatched) << p.dump();
+  EXPECT_EQ(p["events_lost"], 0u) << p.dump();
+}
+
+TEST(Record, CountsArgumentsAndReturnsExact) {
+  const long n = 2000;
+  Recorded r({"add3", "leaf"}, "calls", n, {"--args", "3"});
+  ASSERT_EQ(r.run.exit_code, 0) << r.run.err;
+  EXPECT_EQ(r.run.out, r.plain.out);
+  expect_calls(r.probe("add3"), n, n);
+  expect_calls(r.probe("leaf"), n, n);
+  auto add3 = r.events("add3"), leaf = r.events("leaf");
+  ASSERT_EQ(add3.size(), static_cast<std::size_t>(n));
+  ASSERT_EQ(leaf.size(), static_cast<std::size_t>(n));
+  for (long i = 0; i < n; ++i) {
+    const Json& a = add3[static_cast<std::size_t>(i)]["args"];
+    ASSERT_EQ(a["arg0"], i);
+    ASSERT_EQ(a["arg1"], 2 * i);
+    ASSERT_EQ(a["arg2"], 3 * i);
+    ASSERT_EQ(a["ret"], 6 * i);
+    ASSERT_EQ(leaf[static_cast<std::size_t>(i)]["args"]["arg0"], i);
+    ASSERT_EQ(leaf[static_cast<std::size_t>(i)]["args"]["ret"], 2 * i + 1);
+  }
+  EXPECT_NE(r.run.err.find("@latency_ns[add3]"), std::string::npos) << r.run.err;
+}
+
+TEST(Record, RecursionPairsEachFrame) {
+  Recorded r({"depth"}, "recurse", 200);
+  ASSERT_EQ(r.run.exit_code, 0) << r.run.err;
+  EXPECT_EQ(r.run.out, r.plain.out);
+  expect_calls(r.probe("depth"), 201, 201);
+  std::set<long> rets;
+  for (const auto& e : r.events("depth")) rets.insert(e["args"]["ret"].get<long>());
+  EXPECT_EQ(rets.size(), 201u);  // depth(k) returns k: each frame closed by its own return
+  EXPECT_EQ(*rets.rbegin(), 200);
+}
+
+TEST(Record, TailCallIsAnExit) {
+  Recorded r({"tail_caller", "leaf"}, "tail", 500);
+  ASSERT_EQ(r.run.exit_code, 0) << r.run.err;
+  EXPECT_EQ(r.run.out, r.plain.out);
+  expect_calls(r.probe("tail_caller"), 500, 500);
+  expect_calls(r.probe("leaf"), 500, 500);
+}
+
+TEST(Record, ExceptionsUnwindThroughProbedFunctions) {
+  Recorded r({"middle", "thrower"}, "throw", 300);
+  ASSERT_EQ(r.run.exit_code, 0) << r.run.err;
+  EXPECT_EQ(r.run.out, r.plain.out);  // every throw still caught in main
+  expect_calls(r.probe("middle(long)"), 300, 200, 100);
+  expect_calls(r.probe("thrower(long)"), 300, 200, 100);
+  EXPECT_EQ(r.events("middle(long)", "B").size(), 100u);  // never returned: no end
+}
+
+TEST(Record, LongjmpLeavesFramesUnmatched) {
+  Recorded r({"jumper"}, "longjmp", 400);
+  ASSERT_EQ(r.run.exit_code, 0) << r.run.err;
+  EXPECT_EQ(r.run.out, r.plain.out);
+  expect_calls(r.probe("jumper"), 400, 200, 200);
+  for (const auto& e : r.events("jumper")) ASSERT_EQ(e["args"]["ret"].get<long>() % 2, 0);
+}
+
+TEST(Record, ThreadsByTheirOwnTid) {
+  // Within the per-CPU buffers (4 MiB, 32-byte records): a burst of more between two drains
+  // (100 ms) is dropped and counted, never waited for.
+  const long n = 5000;
+  Recorded r({"add3"}, "threads", n);
+  ASSERT_EQ(r.run.exit_code, 0) << r.run.err;
+  EXPECT_EQ(r.run.out, r.plain.out);
+  expect_calls(r.probe("add3"), 4 * n, 4 * n);
+  std::map<long, long> by_tid;
+  long pid = 0;
+  for (const auto& e : r.events("add3")) {
+    pid = e["pid"];
+    ++by_tid[e["tid"].get<long>()];
+  }
+  ASSERT_EQ(by_tid.size(), 4u);
+  for (const auto& [tid, count] : by_tid) {
+    EXPECT_NE(tid, 0);
+    EXPECT_NE(tid, pid);  // the threads, not main
+    EXPECT_EQ(count, n);
+  }
+}
+
+TEST(Record, SignalHandlerCallsNest) {
+  Recorded r({"in_signal", "leaf"}, "signal", 300);
+  ASSERT_EQ(r.run.exit_code, 0) << r.run.err;
+  EXPECT_EQ(r.run.out, r.plain.out);
+  expect_calls(r.probe("in_signal"), 300, 300);
+  expect_calls(r.probe("leaf"), 300, 300);
+  // Each handler's leaf runs inside its in_signal call.
+  auto outer = r.events("in_signal"), inner = r.events("leaf");
+  ASSERT_EQ(outer.size(), inner.size());
+  for (std::size_t i = 0; i < outer.size(); ++i) {
+    double t0 = outer[i]["ts"], t1 = t0 + outer[i]["dur"].get<double>();
+    EXPECT_GE(inner[i]["ts"].get<double>(), t0);
+    EXPECT_LE(inner[i]["ts"].get<double>() + inner[i]["dur"].get<double>(), t1);
+  }
+}
+
+TEST(Record, LatencyOfAKnownSpin) {
+  // spin(ticks) spins for `ticks` TSC ticks: about 200 us at any frequency above 1 GHz.
+  const unsigned long ticks = 500000;
+  TempDir dir;
+  Result r =
+      run_command({PROBECOST_BIN, "record", "-b", "spin", "-o", dir / "t.json", "--summary-json",
+                   dir / "s.json", "--", CALLS_TARGET, "spin", "50", std::to_string(ticks)});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  Json trace = read_json(dir / "t.json"), p = read_json(dir / "s.json")["probes"][0];
+  double hz = trace["otherData"]["tsc_hz"];
+  double expect_ns = static_cast<double>(ticks) * 1e9 / hz;
+  expect_calls(p, 50, 50);
+  // The spin itself, plus a loop iteration and the probes' own few ns; never less.
+  EXPECT_GE(p["latency_ns"]["min"].get<double>(), expect_ns * 0.995);
+  EXPECT_LE(p["latency_ns"]["p50"].get<double>(), expect_ns * 1.01 + 1000);
+}
+
+TEST(Record, ChromeJsonIsTraceEventFormat) {
+  Recorded r({"add3"}, "threads", 100, {"--args", "2"});
+  ASSERT_EQ(r.run.exit_code, 0) << r.run.err;
+  ASSERT_TRUE(r.trace.contains("traceEvents"));
+  std::set<long> named;
+  std::size_t complete = 0;
+  for (const auto& e : r.trace["traceEvents"]) {
+    ASSERT_TRUE(e.contains("ph") && e.contains("pid") && e.contains("name")) << e.dump();
+    if (e["ph"] == "M") {
+      if (e["name"] == "thread_name") named.insert(e["tid"].get<long>());
+      ASSERT_TRUE(e["args"].contains("name")) << e.dump();
+      continue;
+    }
+    ASSERT_EQ(e["ph"], "X") << e.dump();
+    ASSERT_TRUE(e["ts"].is_number() && e["dur"].is_number() && e["tid"].is_number()) << e.dump();
+    ASSERT_GE(e["dur"].get<double>(), 0);
+    ASSERT_TRUE(e["args"]["arg0"].is_number() && e["args"]["arg1"].is_number()) << e.dump();
+    ASSERT_FALSE(e["args"].contains("arg2")) << e.dump();
+    ASSERT_TRUE(e["args"]["ret"].is_number()) << e.dump();
+    ASSERT_TRUE(named.count(e["tid"].get<long>())) << "thread named before its events";
+    ++complete;
+  }
+  EXPECT_EQ(complete, 400u);
+}
+
+TEST(Record, Babeltrace2ReadsTheCtf) {
+  if (std::system("babeltrace2 --version >/dev/null 2>&1") != 0) GTEST_SKIP() << "no babeltrace2";
+  TempDir dir;
+  Result r = run_command({PROBECOST_BIN, "record", "-b", "add3", "--args", "3", "--format", "ctf",
+                          "-o", dir / "ctf", "--", CALLS_TARGET, "calls", "100"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  Result bt = run_command({"/usr/bin/babeltrace2", dir / "ctf"});
+  ASSERT_EQ(bt.exit_code, 0) << bt.err;
+  std::size_t entries = 0, returns = 0, pos = 0;
+  while ((pos = bt.out.find("probecost:entry:", pos)) != std::string::npos) ++entries, ++pos;
+  pos = 0;
+  while ((pos = bt.out.find("probecost:return:", pos)) != std::string::npos) ++returns, ++pos;
+  EXPECT_EQ(entries, 100u);
+  EXPECT_EQ(returns, 100u);
+  EXPECT_NE(bt.out.find("arg0 = 99, arg1 = 198, arg2 = 297"), std::string::npos);
+  EXPECT_NE(bt.out.find("ret = 594"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace probecost::test

@@ -1,0 +1,72 @@
+#pragma once
+// `probecost record` inside a trace run: one process image's call records on their way to the
+// recording. The records come from two places: the call buffer the trampolines write (drained
+// while the process runs) and the int3 hits of entries and exits no jump could serve (taken in
+// the tracer, the thread stopped). Each record names its thread by its thread pointer (%fs:0);
+// the feed knows each thread's from its fs_base, read when the thread appeared. Events reach
+// the recording in time order below the reader's horizon, so each thread's are in order.
+#include <sys/types.h>
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <unordered_map>
+#include <vector>
+
+#include "breakpoint/call_buffer.hpp"
+#include "record/recorder.hpp"
+#include "tracer/process.hpp"
+
+namespace probecost::trace_run {
+
+class CallFeed {
+ public:
+  // `probe_of_id`: a call probe id's probe in the recording.
+  CallFeed(record::Recorder& rec, pid_t pid, std::vector<std::uint32_t> probe_of_id, int args)
+      : rec_(rec), pid_(pid), probe_of_id_(std::move(probe_of_id)), args_(args) {}
+
+  // A thread whose thread pointer is `fs_base` from now on (a thread pointer can be a gone
+  // thread's: glibc reuses the stacks, and the TCB with them).
+  void thread_appeared(pid_t tid, std::uint64_t fs_base);
+  // Every thread of the process, stopped (the probes going in).
+  void threads_of(TracedProcess& proc);
+
+  // An int3 that serves call probe `id`'s entry (or exit): its hits are events.
+  void int3_site(RuntimeAddr at, std::uint32_t id, bool exit) { int3_[at.value()] = {id, exit}; }
+  // A hit of the int3 at `at` by `tid`, its registers as the function's entry or exit sees
+  // them. False when the site is not one of ours.
+  bool on_int3(pid_t tid, RuntimeAddr at, const user_regs_struct& regs);
+
+  // Hands the recording every event below the reader's horizon; `final`: every event (no
+  // writer is left), and the lost records counted.
+  void drain(jump::CallReader* reader, bool final);
+  std::uint64_t unknown_threads() const { return unknown_; }
+
+ private:
+  struct Int3Role {
+    std::uint32_t id = 0;
+    bool exit = false;
+  };
+  struct Since {
+    std::uint64_t tsc = 0;
+    pid_t tid = 0;
+  };
+  record::Event event_of(const jump::CallRecord& r);
+  pid_t tid_of(std::uint64_t tp, std::uint64_t tsc);
+  void lost(const jump::CallReader& reader);
+
+  record::Recorder& rec_;
+  pid_t pid_;
+  std::vector<std::uint32_t> probe_of_id_;
+  int args_;
+  std::unordered_map<std::uint64_t, Int3Role> int3_;
+  std::unordered_map<std::uint64_t, std::vector<Since>> threads_;  // by thread pointer
+  std::vector<record::Event> int3_events_;                         // not handed on yet
+  std::vector<jump::CallRecord> records_;
+  std::map<pid_t, std::string> names_;  // as each thread appeared
+  std::set<pid_t> named_;               // threads whose name the recording has
+  std::uint64_t unknown_ = 0;
+  bool lost_counted_ = false;
+};
+
+}  // namespace probecost::trace_run

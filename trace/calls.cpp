@@ -1,0 +1,123 @@
+// `probecost record` in a trace run: each probed function's entry and exits as call probes (a
+// jump where a patch fits, an int3 elsewhere), their events fed to the recording.
+#include <x86intrin.h>
+
+#include <algorithm>
+
+#include "common/paths.hpp"
+#include "record/recorder.hpp"
+#include "trace/run.hpp"
+#include "tracer/cxx_names.hpp"
+
+namespace probecost::trace_run {
+
+namespace {
+
+record::ProbeInfo probe_info(const ResolvedProbe& p) {
+  std::string name = p.implementation.empty() ? p.symbol : p.implementation;
+  return {p.spec, demangle(name), base_name(p.module), p.address.value()};
+}
+
+bool same(const record::ProbeInfo& a, const record::ProbeInfo& b) {
+  return a.spec == b.spec && a.function == b.function && a.module == b.module;
+}
+
+// What an int3 serves instead of a patch, said once per function.
+std::string int3_note(const CallInstall& in) {
+  std::string s;
+  if (!in.entry_jump) s += "entry (" + in.why_entry + ")";
+  for (const auto& e : in.int3_exits) {
+    s += (s.empty() ? "" : ", ") + std::string("exit at ") + e.exit.address.hex() + " (" +
+         e.why_not_jump + ")";
+  }
+  return s;
+}
+
+}  // namespace
+
+// Each of the image's probes as a probe of the recording, which the first image with probes
+// makes. A function a later image (an exec) probes that the first did not is not recorded.
+std::vector<std::uint32_t> TraceRun::recording_probes(const ProcessTrace& tr) {
+  if (!recording_) {
+    for (const auto& p : tr.probes) recorded_.push_back(probe_info(p));
+    recording_ = &opts_.calls->start(recorded_);
+  }
+  std::vector<std::uint32_t> out;
+  for (const auto& p : tr.probes) {
+    record::ProbeInfo info = probe_info(p);
+    auto it = std::find_if(recorded_.begin(), recorded_.end(),
+                           [&](const record::ProbeInfo& r) { return same(r, info); });
+    if (it != recorded_.end()) {
+      out.push_back(static_cast<std::uint32_t>(it - recorded_.begin()));
+      continue;
+    }
+    out.push_back(record::kAnyProbe);
+    if (opts_.announce) {
+      notes_ << opts_.tool << ": " << info.function << " in process " << tr.proc->pid()
+             << " is not recorded: the recording's functions are those of the first image"
+             << std::endl;
+    }
+  }
+  return out;
+}
+
+std::vector<ProbeInstall> TraceRun::place_calls(ProcessTrace& tr) {
+  TracedProcess& p = *tr.proc;
+  // An image with nothing to probe (`-F -- sh -c ...`'s shell) makes no recording yet.
+  if (tr.probes.empty()) return {};
+  tr.feed =
+      std::make_unique<CallFeed>(*recording_, p.pid(), recording_probes(tr), opts_.calls->args);
+  tr.feed->threads_of(p);
+  recording_->process_name(p.pid(), base_name(tr.images.back()));
+  std::vector<CallRequest> requests;
+  for (std::size_t i = 0; i < tr.probes.size(); ++i) {
+    const ResolvedProbe& probe = tr.probes[i];
+    requests.push_back({probe.address, static_cast<std::uint32_t>(i), probe.spec});
+  }
+  auto got = tr.jumps->add_calls(requests, {}, *tr.symbols);
+  std::vector<ProbeInstall> out(tr.probes.size());
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const CallInstall& in = got[i];
+    const ResolvedProbe& probe = tr.probes[i];
+    auto id = static_cast<std::uint32_t>(i);
+    if (!in.undecodable.empty()) {
+      out[i].why_not_jump = in.undecodable;
+      if (opts_.announce) {
+        notes_ << opts_.tool << ": " << probe.spec << " (" << probe.address.hex()
+               << ") is not recorded: " << in.undecodable << std::endl;
+      }
+      continue;
+    }
+    out[i].why_not_jump = int3_note(in);
+    if (!out[i].why_not_jump.empty() && opts_.announce) {
+      notes_ << opts_.tool << ": " << probe.spec << ": an int3 (a trap per call) serves its "
+             << out[i].why_not_jump << std::endl;
+    }
+    if (!in.entry_jump) {
+      enable_int3(tr, probe);
+      tr.feed->int3_site(probe.address, id, false);
+    }
+    for (const auto& e : in.int3_exits) {
+      add_int3_probe(p, *tr.step_over, e.exit.address, probe.spec + " (exit)");
+      tr.feed->int3_site(e.exit.address, id, true);
+    }
+    if (!in.unseen_exits.empty() && opts_.announce) {
+      notes_ << opts_.tool << ": " << probe.spec << " has " << in.unseen_exits.size()
+             << " indirect jump(s) that may leave it unseen (a frame left through one ends "
+                "unmatched)"
+             << std::endl;
+    }
+  }
+  if (!tr.jumps->calls_refused().empty() && opts_.announce) {
+    notes_ << opts_.tool << ": " << tr.jumps->calls_refused() << "; every entry and exit is an int3"
+           << std::endl;
+  }
+  return out;
+}
+
+void TraceRun::drain_calls(ProcessTrace& tr, bool final) {
+  if (!tr.feed) return;
+  tr.feed->drain(tr.jumps ? tr.jumps->call_reader() : nullptr, final);
+}
+
+}  // namespace probecost::trace_run
