@@ -97,6 +97,10 @@ class ProcessSymbols {
   // The slots that may hold what `ifunc` resolved to, the defining module's IRELATIVE slots
   // first, then the executable's, then the other modules'.
   std::vector<IfuncSlot> ifunc_slots(const Symbol& ifunc) const;
+  // The first defined data symbol (STT_OBJECT) called `name`, any version, in the modules
+  // `module` names (has_module; all when empty): ld.so's _r_debug.
+  std::optional<RuntimeAddr> data_symbol(const std::string& name,
+                                         const std::string& module = {}) const;
   // The path of the module mapped at `at`; empty when none is.
   std::string module_at(RuntimeAddr at) const;
 
