@@ -33,12 +33,22 @@ void BranchIndex::add(std::span<const std::uint8_t> code, FileAddr base) {
   }
 }
 
+void BranchIndex::sort() const {
+  if (sorted_) return;
+  std::sort(by_target_.begin(), by_target_.end());
+  sorted_ = true;
+}
+
+BranchIndex BranchIndex::of_sorted(std::vector<Pair> pairs) {
+  BranchIndex out;
+  out.by_target_ = std::move(pairs);
+  out.sorted_ = std::is_sorted(out.by_target_.begin(), out.by_target_.end());
+  return out;
+}
+
 std::vector<FileAddr> BranchIndex::into(FileAddr lo, FileAddr hi, FileAddr skip_lo,
                                         FileAddr skip_hi) const {
-  if (!sorted_) {
-    std::sort(by_target_.begin(), by_target_.end());
-    sorted_ = true;
-  }
+  sort();
   std::vector<FileAddr> out;
   auto it = std::lower_bound(by_target_.begin(), by_target_.end(),
                              std::pair<std::uint64_t, std::uint64_t>(lo.value(), 0));

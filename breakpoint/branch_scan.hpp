@@ -27,6 +27,16 @@ class BranchIndex {
   // [skip_lo, skip_hi).
   std::vector<FileAddr> into(FileAddr lo, FileAddr hi, FileAddr skip_lo, FileAddr skip_hi) const;
   std::size_t size() const { return by_target_.size(); }
+  // Sorts the index now (else the first into() does, in the middle of an attach).
+  void sort() const;
+  // Every (target, source), sorted by target; and an index made of such a list (the on-disk
+  // cache of tracer/branch_cache).
+  using Pair = std::pair<std::uint64_t, std::uint64_t>;
+  const std::vector<Pair>& pairs() const {
+    sort();
+    return by_target_;
+  }
+  static BranchIndex of_sorted(std::vector<Pair> pairs);
 
  private:
   // (target, source), sorted by target once the pieces are in.

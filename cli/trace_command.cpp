@@ -1,4 +1,4 @@
-// probecost trace (-p PID | -- COMMAND ARGS...) -b PROBE [-b PROBE ...] [options]
+// probecost trace (-p PID[,PID...] ... | -- COMMAND ARGS...) -b PROBE [-b PROBE ...] [options]
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -35,6 +35,23 @@ namespace {
 // (`pid`, or, for a command we launch, our own streams, which it inherits) has neither its
 // standard input nor its standard output on that terminal: a full-screen program (vim, less,
 // top) draws there, and a line of ours would land in the middle of its screen.
+// Every -p, each a PID or a list of them (strace's -p "1 2", and 1,2): in order, each once.
+std::vector<pid_t> parse_pids(const std::vector<std::string>& texts) {
+  std::vector<pid_t> out;
+  for (std::string text : texts) {
+    std::replace(text.begin(), text.end(), ',', ' ');
+    std::istringstream in(text);
+    for (std::string one; in >> one;) {
+      auto pid = static_cast<pid_t>(parse_count("-p", one, 1, 4194304));
+      if (std::find(out.begin(), out.end(), pid) != out.end()) {
+        throw UsageError("process " + one + " is given twice (-p)");
+      }
+      out.push_back(pid);
+    }
+  }
+  return out;
+}
+
 bool progress_allowed(pid_t pid) {
   struct stat err;
   if (!::isatty(STDERR_FILENO) || ::fstat(STDERR_FILENO, &err) != 0) return false;
@@ -59,7 +76,8 @@ int trace_command(const std::vector<std::string>& all_args) {
   TraceOptions opts;
   std::string format, output, list, duration, stack_depth, top_text, folded, via, step_over;
   po::options_description desc(
-      "probecost trace (-p PID | -- COMMAND ARGS...) -b PROBE [-b PROBE ...] [options]\n\n"
+      "probecost trace (-p PID[,PID...] [-p PID...] | -- COMMAND ARGS...) -b PROBE [-b PROBE ...] "
+      "[options]\n\n"
       "Puts probes into a running process or a command, counts every hit with an empty\n"
       "handler, and leaves the process as it was. Each probe is a jump to a trampoline where\n"
       "the site allows one (no trap: a few ns a hit, counted in the process), else an int3\n"
@@ -74,7 +92,10 @@ int trace_command(const std::vector<std::string>& all_args) {
       "with strace and perf stat; with -p PID, 0. probecost's own failures: 2 bad usage or a\n"
       "bad probe (nothing was touched), 1 a runtime failure (the process was left as it was).\n"
       "\noptions");
-  desc.add_options()("help,h", "this help")("pid,p", po::value(&opts.pid), "trace this process")(
+  std::vector<std::string> pid_texts;
+  desc.add_options()("help,h", "this help")(
+      "pid,p", po::value(&pid_texts)->composing(),
+      "trace this process (repeatable, or a list: -p 1,2 or -p '1 2')")(
       "probe,b", po::value(&opts.probes)->composing(), "a probe (repeatable)")(
       "list,l", po::value(&list), "list the target's function symbols matching a glob, and exit")(
       "all-matches", po::bool_switch(&opts.all_matches),
@@ -111,6 +132,11 @@ int trace_command(const std::vector<std::string>& all_args) {
   if (vm.count("help")) {
     std::cout << desc << "\n";
     return 0;
+  }
+  auto pids = parse_pids(pid_texts);
+  if (!pids.empty()) {
+    opts.pid = pids.front();
+    opts.more_pids.assign(pids.begin() + 1, pids.end());
   }
   if (!opts.pid == command.empty()) {
     throw UsageError(opts.pid ? "give -p PID or -- COMMAND, not both"

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "common/cache.hpp"
 #include "common/error.hpp"
 #include "compare/compare.hpp"
 #include "compare/machine.hpp"
@@ -165,24 +166,7 @@ json measure(const CalibrationRequest& req) {
 
 // Writes by rename, so that a reader never sees half a file. Returns why it could not.
 std::string store(const std::string& path, const json& j) {
-  std::string dir = path.substr(0, path.rfind('/'));
-  std::string parent = dir.substr(0, dir.rfind('/'));
-  ::mkdir(parent.c_str(), 0755);  // ~/.cache may not exist yet
-  if (::mkdir(dir.c_str(), 0755) < 0 && errno != EEXIST) {
-    return "cannot create " + dir + ": " + std::strerror(errno);
-  }
-  std::string tmp = path + ".tmp" + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp);
-    out << j.dump(2) << "\n";
-    if (!out.flush()) return "cannot write " + tmp;
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) < 0) {
-    std::string why = std::strerror(errno);
-    std::remove(tmp.c_str());
-    return "cannot write " + path + ": " + why;
-  }
-  return "";
+  return write_atomically(path, j.dump(2) + "\n");
 }
 
 }  // namespace
@@ -211,11 +195,7 @@ Calibration load_calibration_file(const std::string& path) {
 }
 
 std::string calibration_cache_dir() {
-  const char* xdg = std::getenv("XDG_CACHE_HOME");
-  if (xdg && *xdg == '/') return std::string(xdg) + "/probecost";
-  const char* home = std::getenv("HOME");
-  if (home && *home) return std::string(home) + "/.cache/probecost";
-  return "";
+  return cache_dir();
 }
 
 double calibration_iteration_scale(Placement placement) {

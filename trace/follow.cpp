@@ -1,6 +1,7 @@
 // Following the processes of a trace: a fork child gets a step-over of its own over its copy
 // of the probes; an exec'd process gets its new image probed (or, with --no-follow-exec, the
 // trace ends or lets it go).
+#include "common/error.hpp"
 #include "trace/run.hpp"
 #include "tracer/proc_files.hpp"
 
@@ -28,6 +29,48 @@ void TraceRun::start_session(ProcessTrace& tr) {
       t->rec.record_stack(*t->symbols, tid, thread, site);
     }
   });
+  hook_link_map(tr);
+}
+
+namespace {
+
+std::string described(ProcessTrace& tr) {
+  std::size_t threads = tr.proc->thread_count(), probes = tr.probes.size();
+  return std::to_string(tr.proc->pid()) + " (" + std::to_string(threads) +
+         (threads == 1 ? " thread, " : " threads, ") + std::to_string(probes) +
+         (probes == 1 ? " probe)" : " probes)");
+}
+
+}  // namespace
+
+// The second and later -p: each attached, probed and let run in turn, while the ones before
+// run on. One that cannot be traced (gone meanwhile, not ours) is said and left out. The user
+// is told once all are in.
+void TraceRun::attach_others() {
+  if (opts_.more_pids.empty()) return;
+  std::string traced = described(*processes_.front());
+  for (pid_t pid : opts_.more_pids) {
+    if (stop_requested()) return;
+    double held_from = now_s();
+    TracedProcess* p = nullptr;
+    try {
+      p = &family_->attach_another(pid);
+    } catch (const Error& e) {
+      notes_ << opts_.tool << ": not tracing process " << pid << ": " << e.what() << std::endl;
+      continue;
+    }
+    ProcessTrace& tr = add_process(*p);
+    p->start_guardian();
+    p->unless_gone([&] { install_image(tr); });
+    if (!tr.step_over) tr.step_over = std::make_unique<SingleStepOver>();
+    start_session(tr);
+    report_.held_s += now_s() - held_from;
+    traced += ", " + described(tr);
+    tr.session->start();
+  }
+  if (opts_.announce) {
+    notes_ << opts_.tool << ": tracing processes " << traced << "; Ctrl-C to stop" << std::endl;
+  }
 }
 
 // A fork child holds a copy of its parent's probes (TracedProcess::take_over_fork made them all
@@ -36,6 +79,8 @@ void TraceRun::take_fork_child(ProcessTrace& tr, ProcessTrace& parent) {
   TracedProcess& p = *tr.proc;
   tr.images.push_back(parent.images.empty() ? std::string() : parent.images.back());
   tr.probes = parent.probes;
+  tr.pending = parent.pending;
+  tr.link_map = parent.link_map;  // the same dynamic linker, its r_brk site copied
   for (const auto& pl : parent.installs) {
     ProbeInstall mine;
     mine.why_not_jump =
@@ -87,6 +132,7 @@ bool TraceRun::follow_execs() {
     close_image(tr);
     follow_exec(tr);
     tr.session->set_step_over(*tr.step_over);
+    hook_link_map(tr);
     tr.session->start();
   }
   return true;

@@ -13,13 +13,13 @@ std::vector<ResolvedProbe> TraceRun::resolve(ProcessTrace& tr, bool first_image)
   // An IFUNC that no relocated slot shows resolved: its resolver runs in a stopped thread.
   ResolverCall call = [&p](RuntimeAddr resolver) { return p.call_in_tracee(resolver); };
   std::vector<ResolvedProbe> out;
+  std::vector<std::string> specs = split_pending(tr, opts_.probes);
   // With --follow-forks the probes may be meant for what the children exec (`-F -- sh -c`).
   if (first_image && !opts_.follow_forks) {
-    out = resolve_probes(opts_.probes, *tr.symbols, p.memory(), p.proc_tid(), opts_.all_matches,
-                         call);
+    out = resolve_probes(specs, *tr.symbols, p.memory(), p.proc_tid(), opts_.all_matches, call);
   } else {
     // In a new image a probe may name nothing: say so and go on with the others.
-    for (const auto& spec : opts_.probes) {
+    for (const auto& spec : specs) {
       try {
         auto r =
             resolve_probes({spec}, *tr.symbols, p.memory(), p.proc_tid(), opts_.all_matches, call);
@@ -58,13 +58,13 @@ UsageError no_jump(const ResolvedProbe& probe, pid_t pid, const std::string& why
 
 // Jumps where the sites allow, all planned together (a jump must not cover another probe's
 // site); with --via jump, every one or none.
-std::vector<ProbeInstall> TraceRun::place_jumps(ProcessTrace& tr) {
+std::vector<ProbeInstall> TraceRun::place_jumps(ProcessTrace& tr, std::size_t from) {
   std::vector<ProbeInstall> out(tr.probes.size());
   std::vector<JumpRequest> requests;
   std::vector<std::size_t> which;
   std::vector<RuntimeAddr> others;
   pid_t pid = tr.proc->pid();
-  for (std::size_t i = 0; i < tr.probes.size(); ++i) {
+  for (std::size_t i = from; i < tr.probes.size(); ++i) {
     const ResolvedProbe& probe = tr.probes[i];
     if (probe.implementation.empty()) {
       requests.push_back(
@@ -94,7 +94,19 @@ std::vector<ProbeInstall> TraceRun::place_jumps(ProcessTrace& tr) {
     notes_ << opts_.tool << ": no jump in process " << pid << ", " << tr.jumps->mapping_refused()
            << "; its probes are int3" << std::endl;
   }
+  out.erase(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(from));
   return out;
+}
+
+// Probes [from, end) in: a jump where --via allows and the site qualifies, else an int3.
+void TraceRun::place_probes(ProcessTrace& tr, std::size_t from) {
+  auto got = tr.jumps ? place_jumps(tr, from) : std::vector<ProbeInstall>(tr.probes.size() - from);
+  tr.installs.resize(from);
+  tr.installs.insert(tr.installs.end(), got.begin(), got.end());
+  for (std::size_t i = from; i < tr.probes.size(); ++i) {
+    if (!tr.installs[i].jump) enable_int3(tr, tr.probes[i]);
+  }
+  tr.proc->note_code();
 }
 
 // Every probe in, with every thread stopped: a jump where --via allows and the site
@@ -102,8 +114,18 @@ std::vector<ProbeInstall> TraceRun::place_jumps(ProcessTrace& tr) {
 void TraceRun::install_image(ProcessTrace& tr) {
   TracedProcess& p = *tr.proc;
   bool first = !tr.symbols && &p == &root();
-  tr.symbols = std::make_unique<ProcessSymbols>(p.proc_tid());
+  auto ready = tr.images.empty() ? prepared_.find(p.pid()) : prepared_.end();
+  if (ready != prepared_.end() && ready->second &&
+      ready->second->code_maps == code_maps(p.proc_tid())) {
+    tr.symbols = std::move(ready->second->symbols);  // read before the stop, and still true
+    if (first) report_.symbols_before_stop = true;
+  } else {
+    tr.symbols = std::make_unique<ProcessSymbols>(p.proc_tid());
+  }
+  if (ready != prepared_.end()) prepared_.erase(ready);
   tr.images.push_back(tr.symbols->executable());
+  tr.pending.clear();
+  tr.link_map.reset();
   tr.probes = resolve(tr, first);
   tr.step_over = make_step_over(opts_.step_over, p.memory(), scratch_mapper(p), &p.relocated());
   tr.jumps.reset();
@@ -124,10 +146,8 @@ void TraceRun::install_image(ProcessTrace& tr) {
     tr.jumps = std::make_unique<JumpProbes>(p, jo);
   }
   refuse_leftovers(tr);
-  tr.installs = tr.jumps ? place_jumps(tr) : std::vector<ProbeInstall>(tr.probes.size());
-  for (std::size_t i = 0; i < tr.probes.size(); ++i) {
-    if (!tr.installs[i].jump) enable_int3(tr, tr.probes[i]);
-  }
+  place_probes(tr, 0);
+  watch_link_map(tr);
 }
 
 // The out-of-line step-over's scratch pages. A process that refuses executable mappings (a

@@ -59,7 +59,9 @@ nlohmann::json to_json(const TraceReport& r) {
          {"via", via_name(p.via)},
          {"image", p.image},
          {"why_not_jump", p.why_not_jump},
-         {"step_over", p.step_over}});
+         {"step_over", p.step_over},
+         {"loads", p.loads},
+         {"unloaded", p.unloaded}});
     if (p.via == Via::Int3) {
       nlohmann::json by_thread = nlohmann::json::array();
       for (const auto& [tid, hits] : p.threads) by_thread.push_back(thread_json(r, tid, hits));
@@ -89,6 +91,8 @@ nlohmann::json to_json(const TraceReport& r) {
                       {"int3_hits", r.int3_hits},
                       {"jump_hits", r.jump_hits},
                       {"held_s", r.held_s},
+                      {"symbols_before_stop", r.symbols_before_stop},
+                      {"modules_read_held", r.modules_read_held},
                       {"tracer_cpu_s", r.tracer_cpu_s},
                       {"tracee_cpu_s", r.tracee_cpu_s},
                       {"tracer_cpu_ns_per_int3_hit", r.tracer_cpu_ns_per_int3_hit},
@@ -326,6 +330,9 @@ void write_text(std::ostream& out, const TraceReport& r, unsigned top, bool verb
       }
       how << (p.via == Via::Int3 ? "int3, " : "") << p.step_over;
       if (!p.why_not_jump.empty()) how << "; no jump: " << p.why_not_jump;
+      if (p.loads > 1)
+        how << "; its library loaded " << p.loads << " times, the hits of each added";
+      if (p.unloaded) how << "; its library was dlclose'd: hits until then";
       if (p.events_read || p.events_lost) {
         how << "; events: " << p.events_read << " records read, " << p.events_lost << " lost";
       }

@@ -15,28 +15,7 @@ void TraceRun::close_image(ProcessTrace& tr) {
     report_.images.push_back(image);
   }
   for (std::size_t i = 0; i < std::min(tr.probes.size(), tr.installs.size()); ++i) {
-    ProbeReport pr;
-    pr.pid = tr.proc->pid();
-    pr.probe = tr.probes[i];
-    pr.image = image;
-    pr.why_not_jump = tr.installs[i].why_not_jump;
-    if (auto j = tr.installs[i].jump) {
-      pr.via = Via::Jump;
-      if (tr.jumps->events()) tr.jumps->drain(*j, true);
-      pr.hits = tr.jumps->hits(*j);
-      pr.events_read = tr.jumps->records_read(*j);
-      pr.events_lost = tr.jumps->records_lost(*j);
-      pr.step_over = "jump over " + std::to_string(tr.jumps->patched_length(*j)) + " bytes";
-    } else {
-      pr.via = Via::Int3;
-      BreakpointSite* site = tr.proc->sites().find(tr.probes[i].address);
-      pr.hits = site ? site->hits : 0;
-      pr.step_over = site ? tr.step_over->describe(*site) : "";
-      pr.threads = tr.rec.threads_by_site[tr.probes[i].address.value()];
-      pr.stacks = tr.rec.top_stacks(tr.probes[i].address.value());
-      split_sharers(tr, pr);
-    }
-    report_.probes.push_back(pr);
+    report_.probes.push_back(probe_row(tr, i, image));
   }
   report_.jump_hits += jump_hits(tr);  // int3 hits come from the sessions' counts
   for (auto& [tid, n] : tr.rec.thread_hits) report_.thread_hits[tid] += n;
@@ -45,6 +24,56 @@ void TraceRun::close_image(ProcessTrace& tr) {
   tr.probes.clear();
   tr.installs.clear();
   if (tr.jumps) tr.jumps.reset();
+}
+
+// Probe i of the process's current image as a row (its sharers' hits in rows of their own).
+ProbeReport TraceRun::probe_row(ProcessTrace& tr, std::size_t i, const std::string& image) {
+  ProbeReport pr;
+  pr.pid = tr.proc->pid();
+  pr.probe = tr.probes[i];
+  pr.image = image;
+  pr.why_not_jump = tr.installs[i].why_not_jump;
+  if (auto j = tr.installs[i].jump) {
+    pr.via = Via::Jump;
+    if (tr.jumps->events()) tr.jumps->drain(*j, true);
+    pr.hits = tr.jumps->hits(*j);
+    pr.events_read = tr.jumps->records_read(*j);
+    pr.events_lost = tr.jumps->records_lost(*j);
+    pr.step_over = "jump over " + std::to_string(tr.jumps->patched_length(*j)) + " bytes";
+  } else {
+    pr.via = Via::Int3;
+    BreakpointSite* site = tr.proc->sites().find(tr.probes[i].address);
+    pr.hits = site ? site->hits : 0;
+    pr.step_over = site ? tr.step_over->describe(*site) : "";
+    pr.threads = tr.rec.threads_by_site[tr.probes[i].address.value()];
+    pr.stacks = tr.rec.top_stacks(tr.probes[i].address.value());
+    split_sharers(tr, pr);
+  }
+  return pr;
+}
+
+// A probe whose library was dlclose'd and dlopen'd again has a row per load: one row, the
+// hits of every load added.
+void TraceRun::merge_loads() {
+  auto& rows = report_.probes;
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    for (std::size_t k = i + 1; k < rows.size();) {
+      ProbeReport& a = rows[i];
+      const ProbeReport& b = rows[k];
+      if (!a.unloaded || a.pid != b.pid || a.image != b.image || a.probe.spec != b.probe.spec) {
+        ++k;
+        continue;
+      }
+      a.hits += b.hits;
+      for (const auto& [tid, n] : b.threads) a.threads[tid] += n;
+      a.loads += b.loads;
+      a.unloaded = b.unloaded;
+      a.probe = b.probe;  // where it was last
+      a.via = b.via;
+      a.step_over = b.step_over;
+      rows.erase(rows.begin() + static_cast<std::ptrdiff_t>(k));
+    }
+  }
 }
 
 // The hits of threads of other processes that share this one's memory go to rows of their
@@ -87,6 +116,7 @@ void TraceRun::report_processes() {
     pr.end = tr->proc->end() ? tr->proc->end()->describe() : "let go";
     report_.processes.push_back(pr);
   }
+  merge_loads();
   for (const auto& [pid, parent] : sharers_) {
     bool member = std::any_of(report_.processes.begin(), report_.processes.end(),
                               [pid = pid](const ProcessReport& pr) { return pr.pid == pid; });

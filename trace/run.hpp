@@ -22,6 +22,7 @@
 #include "tracer/event_loop.hpp"
 #include "tracer/family.hpp"
 #include "tracer/jump_probes.hpp"
+#include "tracer/link_map.hpp"
 #include "tracer/process.hpp"
 #include "tracer/session.hpp"
 #include "tracer/stacks.hpp"
@@ -76,14 +77,35 @@ struct ProcessTrace {
   Recorder rec;
   std::vector<std::string> images;
   double cpu0 = 0, cpu_last = 0;  // its CPU time when we took it, and when last looked at
+  // Probes whose module is not loaded (yet): they go in when the dynamic linker, watched at its
+  // r_brk (link_map), says a dlopen mapped it.
+  std::vector<std::string> pending;
+  std::optional<LinkMapWatch> link_map;
 };
+
+// What can be read of a process before it is stopped (prepare.cpp): its symbols, and the
+// modules' code and branch index that jump plans need. The stop then only checks and writes.
+struct Prepared {
+  std::unique_ptr<ProcessSymbols> symbols;
+  std::string code_maps;  // its executable file mappings, as /proc/PID/maps gave them
+};
+// Nothing when the process cannot be read.
+std::unique_ptr<Prepared> prepare(const TraceOptions& opts, pid_t pid);
+// Every -p process's (none for a launched command: it has not run yet).
+std::map<pid_t, std::unique_ptr<Prepared>> prepare_all(const TraceOptions& opts);
+// The executable file mappings of `pid` (what ProcessSymbols saw, if they are unchanged).
+std::string code_maps(pid_t pid);
 
 // One run of `probecost trace`: its processes, an image at a time each (a new one after each
 // exec).
 class TraceRun {
  public:
   TraceRun(const TraceOptions& opts, std::ostream& notes)
-      : opts_(opts), notes_(notes), family_(start_target(opts)), held_from_(now_s()) {}
+      : opts_(opts),
+        notes_(notes),
+        prepared_(prepare_all(opts)),
+        family_(start_target(opts)),
+        held_from_(now_s()) {}
   // Attaches to opts.pid, or launches opts.command and runs it to its entry point.
   static std::unique_ptr<Family> start_target(const TraceOptions& opts);
   TraceReport run();
@@ -98,13 +120,24 @@ class TraceRun {
   void refuse_leftovers(ProcessTrace& tr);
   std::vector<ResolvedProbe> resolve(ProcessTrace& tr, bool first_image);
   void enable_int3(ProcessTrace& tr, const ResolvedProbe& probe);
-  std::vector<ProbeInstall> place_jumps(ProcessTrace& tr);
+  std::vector<ProbeInstall> place_jumps(ProcessTrace& tr, std::size_t from);
+  void place_probes(ProcessTrace& tr, std::size_t from);
+  // pending.cpp: probes of libraries that come and go.
+  std::vector<std::string> split_pending(ProcessTrace& tr, std::vector<std::string> specs);
+  void watch_link_map(ProcessTrace& tr);
+  void hook_link_map(ProcessTrace& tr);
+  void on_link_map(ProcessTrace& tr, Task& task);
+  void retire(ProcessTrace& tr, const std::vector<LeftAlone>& gone);
+  void install_pending(ProcessTrace& tr, Task& task);
+  ProbeReport probe_row(ProcessTrace& tr, std::size_t i, const std::string& image);
+  void merge_loads();
   // calls.cpp: `probecost record`'s call probes.
   std::vector<ProbeInstall> place_calls(ProcessTrace& tr);
   std::vector<std::uint32_t> recording_probes(const ProcessTrace& tr);
   void drain_calls(ProcessTrace& tr, bool final);
   ScratchMapper scratch_mapper(TracedProcess& p);
   void start_session(ProcessTrace& tr);
+  void attach_others();
   void take_fork_child(ProcessTrace& tr, ProcessTrace& parent);
   void take_new_processes();
   bool follow_execs();
@@ -125,6 +158,8 @@ class TraceRun {
 
   const TraceOptions& opts_;
   std::ostream& notes_;
+  // Each -p process's, used once it is stopped if still true.
+  std::map<pid_t, std::unique_ptr<Prepared>> prepared_;
   std::unique_ptr<Family> family_;
   std::vector<std::unique_ptr<ProcessTrace>> processes_;  // the root first
   TraceReport report_;

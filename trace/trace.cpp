@@ -4,6 +4,7 @@
 
 #include "common/error.hpp"
 #include "trace/run.hpp"
+#include "tracer/module_code.hpp"
 #include "tracer/syscalls.hpp"
 
 namespace probecost {
@@ -192,6 +193,12 @@ void TraceRun::let_go() {
     p.detach();
     release_leftovers(leftovers(), 0, false);
   }
+  for (const auto& t : processes_) {
+    for (const auto& what : t->proc->left_alone()) {
+      notes_ << opts_.tool << ": left alone in process " << t->proc->pid() << ": " << what
+             << std::endl;
+    }
+  }
 }
 
 // --stacks costs far more than counting: said before the trace starts, with what one unwind of
@@ -224,14 +231,17 @@ ProcessTrace& TraceRun::begin() {
   // Interrupted while starting: nothing goes in, and the process is let go as it is.
   if (stop_requested()) {
     top.step_over = std::make_unique<SingleStepOver>();  // no site: never used
-  } else if (p.unless_gone([&] { install_image(top); }) == Outcome::Gone) {
+  } else if (std::uint64_t files = ModuleCode::files_read(); p.unless_gone([&] {
+               install_image(top);
+               report_.modules_read_held = ModuleCode::files_read() - files;
+             }) == Outcome::Gone) {
     // A write or an injected system call that failed because the process is exiting under
     // us: there is nothing to probe; the session reports its end.
     if (!top.step_over) top.step_over = std::make_unique<SingleStepOver>();
   }
   start_session(top);
   if (opts_.announce && opts_.stacks && !top.probes.empty()) announce_stacks(top);
-  if (opts_.announce) {
+  if (opts_.announce && opts_.more_pids.empty()) {
     notes_ << opts_.tool << ": tracing process " << p.pid() << " (" << p.thread_count()
            << (p.thread_count() == 1 ? " thread" : " threads") << ") at " << top.probes.size()
            << (top.probes.size() == 1 ? " probe" : " probes")
@@ -250,6 +260,7 @@ TraceReport TraceRun::run() {
   next_progress_ = t0_ + 1;
   std::uint64_t syscalls0 = sys::counters().total();
   top.session->start();
+  attach_others();
   RunEnd end = loop();
   report_.tracer_cpu_s = thread_cpu_s() - cpu0;
   if (opts_.progress) notes_ << "\r\033[K" << std::flush;

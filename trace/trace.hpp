@@ -41,7 +41,8 @@ const char* via_name(Via via);
 void check_via(const std::string& via);
 
 struct TraceOptions {
-  pid_t pid = 0;                     // attach to this process, or
+  pid_t pid = 0;                     // attach to this process (and to more_pids), or
+  std::vector<pid_t> more_pids;      // the second and later -p
   std::vector<std::string> command;  // launch this one
   std::vector<std::string> probes;
   bool all_matches = false;
@@ -82,6 +83,10 @@ struct ProbeReport {
   std::uint64_t hits = 0;
   std::map<pid_t, std::uint64_t> threads;  // int3 probes: hits by thread
   std::vector<StackCount> stacks;          // most frequent first
+  // Its library came and went (dlclose, dlopen again): how many times it was probed (hits of
+  // every load added), and whether it was unloaded at the end (hits until the dlclose).
+  unsigned loads = 1;
+  bool unloaded = false;
 };
 
 // One process of the trace: the one started or attached to, and with --follow-forks every
@@ -106,6 +111,11 @@ struct TraceReport {
   // written): before `duration_s` starts (for a launched command, from its entry point on),
   // and after each exec the trace followed, within `duration_s`.
   double held_s = 0;
+  // What the first image's probes needed while the process was held: its symbols read before
+  // the stop (true when they were, and still held), and the modules' files read and decoded
+  // while held (0 when they were read before).
+  bool symbols_before_stop = false;
+  std::uint64_t modules_read_held = 0;
   std::uint64_t int3_hits = 0, jump_hits = 0;  // `hits` by how the probe was in
   double tracer_cpu_s = 0;                     // probecost's CPU while the probes were in
   double events_cpu_s = 0;  // the part of it spent reading jump probes' records (--events)

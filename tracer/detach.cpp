@@ -122,6 +122,7 @@ void TracedProcess::detach() {
   std::exception_ptr failure;
   if (alive()) {
     try {
+      leave_moved_code();
       remove_patches();
       sites_.disable_all();
     } catch (...) {
@@ -156,6 +157,7 @@ void TracedProcess::kill() {
   if (detached_ || (tasks_.empty() && end_)) return;
   if (alive()) {
     try {
+      leave_moved_code();
       remove_patches();
       sites_.disable_all();  // for the processes that share its memory
     } catch (const std::exception&) {
@@ -172,6 +174,10 @@ void TracedProcess::kill() {
   }
   if (!end_) end_ = WaitStatus(SIGKILL);
   tasks_.clear();
+}
+
+void TracedProcess::leave_moved_code() {
+  for (const auto& l : forget_moved_code()) left_alone_.push_back(l.text());
 }
 
 void TracedProcess::remove_patches() {

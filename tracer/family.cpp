@@ -42,9 +42,17 @@ TracedProcess* Family::parent_of(const TracedProcess& member) const {
   return it == parents_.end() ? nullptr : it->second;
 }
 
+TracedProcess& Family::attach_another(pid_t pid) {
+  members_.push_back(TracedProcess::attach(pid, *this));
+  attached_.insert(members_.back().get());
+  return *members_.back();
+}
+
 std::vector<TracedProcess*> Family::take_new_members() {
   std::vector<TracedProcess*> out;
-  for (; handed_out_ < members_.size(); ++handed_out_) out.push_back(members_[handed_out_].get());
+  for (; handed_out_ < members_.size(); ++handed_out_) {
+    if (!attached_.count(members_[handed_out_].get())) out.push_back(members_[handed_out_].get());
+  }
   return out;
 }
 

@@ -18,6 +18,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <unordered_map>
 #include <vector>
 
@@ -38,6 +39,9 @@ class Family final : public EventSource {
   // TracedProcess::launch and attach, as the root of a new family.
   static std::unique_ptr<Family> launch(const LaunchSpec& spec);
   static std::unique_ptr<Family> attach(pid_t pid);
+  // Another process to trace, attached as attach() does (`trace -p 1 -p 2`): a member of its
+  // own, with no parent, never handed out by take_new_members() (its tracer sets it up).
+  TracedProcess& attach_another(pid_t pid);
   ~Family();
   Family(const Family&) = delete;
   Family& operator=(const Family&) = delete;
@@ -90,7 +94,8 @@ class Family final : public EventSource {
   std::unordered_map<pid_t, TracedProcess*> owners_;
   std::deque<pid_t> deferred_;  // tasks given a deferred event, oldest first
   std::map<pid_t, WaitStatus> orphans_;
-  std::size_t handed_out_ = 1;  // members before this index have been taken
+  std::set<const TracedProcess*> attached_;  // attach_another()'s
+  std::size_t handed_out_ = 1;               // members before this index have been taken
   bool following_ = false;
 };
 

@@ -1,14 +1,17 @@
 #include "tracer/module_code.hpp"
 
+#include <elfutils/libdwelf.h>
 #include <gelf.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <map>
 
 #include "common/error.hpp"
+#include "tracer/branch_cache.hpp"
 
 namespace probecost {
 
@@ -18,6 +21,19 @@ struct ElfFile {
   Elf* elf;
   ~ElfFile() { elf_end(elf); }
 };
+
+// The GNU build-id note, in hex; empty when the file has none.
+std::string build_id(Elf* elf) {
+  const void* id = nullptr;
+  ssize_t n = dwelf_elf_gnu_build_id(elf, &id);
+  std::string hex;
+  for (ssize_t i = 0; i < n; ++i) {
+    char b[3];
+    std::snprintf(b, sizeof b, "%02x", static_cast<const unsigned char*>(id)[i]);
+    hex += b;
+  }
+  return hex;
+}
 
 std::span<const std::uint8_t> raw(Elf_Data* d) {
   if (!d || !d->d_buf) return {};
@@ -44,10 +60,10 @@ ModuleCode::ModuleCode(int fd, std::string name) : name_(std::move(name)) {
                                             ph.p_filesz, ELF_T_BYTE));
       if (bytes.size() != ph.p_filesz) throw Error(name_ + ": a code segment is truncated");
       s.bytes.assign(bytes.begin(), bytes.end());
-      branches_.add(s.bytes, s.vaddr);
     }
     segments_.push_back(std::move(s));
   }
+  index_branches(build_id(file.elf));
   // The sections LSDAs may be in, and .eh_frame (a file without section headers has none to
   // name: then no landing pad is known, as the unwinder knows none without .eh_frame either,
   // .eh_frame_hdr only indexes it).
@@ -67,8 +83,30 @@ ModuleCode::ModuleCode(int fd, std::string name) : name_(std::move(name)) {
   if (eh_frame) eh_ = read_eh_tables(*eh_frame, sections, ehdr.e_type == ET_EXEC);
 }
 
+// Every direct branch of the code segments, from the cache when this build's index is there.
+void ModuleCode::index_branches(const std::string& id) {
+  std::uint64_t code = 0;
+  for (const auto& s : segments_) code += s.bytes.size();
+  if (auto cached = load_branches(id, code)) {
+    branches_ = std::move(*cached);
+    return;
+  }
+  for (const auto& s : segments_) {
+    if (s.exec) branches_.add(s.bytes, s.vaddr);
+  }
+  branches_.sort();
+  store_branches(id, code, branches_);
+}
+
+namespace {
+std::map<std::string, std::shared_ptr<const ModuleCode>> by_file;
+}  // namespace
+
+std::uint64_t ModuleCode::files_read() {
+  return by_file.size();
+}
+
 std::shared_ptr<const ModuleCode> ModuleCode::of(pid_t pid, const Mapping& m, std::string& why) {
-  static std::map<std::string, std::shared_ptr<const ModuleCode>> by_file;
   int fd = open_mapped_file(pid, m);
   if (fd < 0) {
     why = "cannot open " + m.path + ": " + std::strerror(errno);

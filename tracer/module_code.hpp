@@ -6,7 +6,8 @@
 // Read once per file for the whole run (every process that maps it: fork and exec children),
 // in the file's own addresses, so that it holds wherever ASLR put the module:
 // - the bytes of its executable segments;
-// - every direct jmp, jcc and call in them, by target (BranchIndex);
+// - every direct jmp, jcc and call in them, by target (BranchIndex; cached on disk per
+//   build-id, tracer/branch_cache.hpp);
 // - every C++ landing pad its .eh_frame and LSDAs name (EhTables), which the unwinder enters
 //   with no branch instruction to say so.
 // The file is the one mapped (through /proc/PID/map_files where we may), keyed by device,
@@ -30,6 +31,9 @@ class ModuleCode {
   // The module that mapping `m` of process `pid` maps. Nothing, with the reason in `why`, when
   // its file cannot be opened or read as an ELF file.
   static std::shared_ptr<const ModuleCode> of(pid_t pid, const Mapping& m, std::string& why);
+  // How many files of() has read so far in this run (each once): what an attach read while
+  // it held the process shows as a difference.
+  static std::uint64_t files_read();
 
   const std::string& name() const { return name_; }
   // runtime = file + bias, for the process that maps the module with `m`.
@@ -53,6 +57,7 @@ class ModuleCode {
     bool exec = false;
     std::vector<std::uint8_t> bytes;  // executable segments only
   };
+  void index_branches(const std::string& build_id);
   std::string name_;
   std::vector<Segment> segments_;
   BranchIndex branches_;

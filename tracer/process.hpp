@@ -26,6 +26,7 @@
 #include "breakpoint/patch_site.hpp"
 #include "breakpoint/site_table.hpp"
 #include "common/error.hpp"
+#include "tracer/code_identity.hpp"
 #include "tracer/events.hpp"
 #include "tracer/memory.hpp"
 #include "tracer/task.hpp"
@@ -35,6 +36,13 @@ namespace probecost {
 
 class Guardian;
 class Int3Area;
+
+// A site or jump whose bytes were left alone (TracedProcess::forget_moved_code).
+struct LeftAlone {
+  RuntimeAddr at;
+  std::string label, why;
+  std::string text() const { return at.hex() + " (" + label + "): " + why; }
+};
 
 struct LaunchSpec {
   std::vector<std::string> argv;  // argv[0] is looked up in PATH
@@ -246,6 +254,17 @@ class TracedProcess {
   void detach();
   // SIGKILL and reap. Idempotent.
   void kill();
+  // Records which code (file, offset: code_identity.hpp) each enabled int3 site and installed
+  // jump holds, for those not recorded yet: one read of /proc/PID/maps.
+  void note_code();
+  // Forgets, without writing a byte, every site and jump whose code is no longer the one it
+  // went into (its library dlclose'd, another mapped there) or whose bytes are no longer ours.
+  // Returns what it left alone and why. detach() and kill() do this before restoring; the
+  // trace does it when the dynamic linker's map changes.
+  std::vector<LeftAlone> forget_moved_code();
+  // What detach() and kill() left alone (forget_moved_code), for the user.
+  const std::vector<std::string>& left_alone() const { return left_alone_; }
+
   // Tasks detach() could not let go of (not in a ptrace-stop): for release_leftovers.
   const std::vector<pid_t>& leftovers() const { return leftovers_; }
 
@@ -275,6 +294,7 @@ class TracedProcess {
   void remove_patches();
   void let_go_of_int3_area();
   void adopt_int3_area(std::unique_ptr<Int3Area> area);
+  void leave_moved_code();  // forget_moved_code(), its notes kept in left_alone_
   void settle_new_tasks();
   // One single-step of injected code in `task`; the registers after it, nullptr when it is
   // gone.
@@ -305,6 +325,8 @@ class TracedProcess {
   bool syscall_insn_tried_ = false;
   bool int3_area_tried_ = false;
   std::vector<pid_t> leftovers_;
+  std::map<RuntimeAddr, CodeIdentity> code_;  // note_code()
+  std::vector<std::string> left_alone_;
 };
 
 // Stops every task of `proc` but `keep` (stop_all) for its lifetime, and resumes them whatever

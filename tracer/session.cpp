@@ -195,14 +195,19 @@ bool Session::on_breakpoint(Task& t, StoppedThread& thread) {
 }
 
 void Session::on_hit(Task& t, StoppedThread& thread, BreakpointSite& site) {
-  // The empty handler: count the hit.
-  if (observer_) observer_(t.tid(), thread, site);
-  ++site.hits;
-  ++t.hits;
-  ++stats_.hits;
-  hit_happened_ = true;
-  step_over_->ready(site);
   TaskRef ref = t.ref();
+  if (own_hit_ && site.address() == own_at_) {
+    own_hit_(t);
+    if (!proc_.task(ref)) throw TaskGone{ref.tid};
+  } else {
+    // The empty handler: count the hit.
+    if (observer_) observer_(t.tid(), thread, site);
+    ++site.hits;
+    ++t.hits;
+    ++stats_.hits;
+    hit_happened_ = true;
+  }
+  step_over_->ready(site);
   std::optional<OthersStopped> others;
   if (proc_.tasks().size() > 1 && step_over_->needs_all_stop(site)) {
     // Stopping the others takes as long as each takes to report: the thread waits on the site

@@ -57,6 +57,14 @@ class Session {
   void set_hit_observer(std::function<void(pid_t, StoppedThread&, BreakpointSite&)> f) {
     observer_ = std::move(f);
   }
+  // The int3 site at `at` is probecost's own (the dynamic linker's r_brk: link_map.hpp): its
+  // hits are not counted and not observed; `on_hit` runs with the thread stopped on it (RIP
+  // one past the int3, every other thread running), then the thread steps over it as over any
+  // site.
+  void set_own_site(RuntimeAddr at, std::function<void(Task&)> on_hit) {
+    own_at_ = at;
+    own_hit_ = std::move(on_hit);
+  }
 
  private:
   void dispatch(const TaskEvent& ev);
@@ -70,6 +78,8 @@ class Session {
   bool hit_happened_ = false;
   std::function<void(pid_t, StoppedThread&, BreakpointSite&)> observer_;
   std::function<bool(Task&)> trap_hook_;
+  RuntimeAddr own_at_;
+  std::function<void(Task&)> own_hit_;
 };
 
 }  // namespace probecost

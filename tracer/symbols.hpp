@@ -101,6 +101,10 @@ class ProcessSymbols {
   // returned, from its module's call frame information (.eh_frame, else .debug_frame); none
   // where there is none or the CFA is not %rsp-based (a frame pointer, an expression).
   std::optional<std::int64_t> cfa_from_sp(RuntimeAddr at) const;
+  // The first defined data symbol (STT_OBJECT) called `name`, any version, in the modules
+  // `module` names (has_module; all when empty): ld.so's _r_debug.
+  std::optional<RuntimeAddr> data_symbol(const std::string& name,
+                                         const std::string& module = {}) const;
   // The path of the module mapped at `at`; empty when none is.
   std::string module_at(RuntimeAddr at) const;
 

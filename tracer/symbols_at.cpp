@@ -75,6 +75,26 @@ std::optional<std::int64_t> ProcessSymbols::cfa_from_sp(RuntimeAddr at) const {
   return static_cast<std::int64_t>(ops[0].number2);
 }
 
+std::optional<RuntimeAddr> ProcessSymbols::data_symbol(const std::string& name,
+                                                       const std::string& module) const {
+  std::optional<RuntimeAddr> out;
+  for_each_module(dwfl_, [&](Dwfl_Module* mod) {
+    if (!module_matches(mod, module)) return true;
+    int n = dwfl_module_getsymtab(mod);
+    for (int i = 1; i < n && !out; ++i) {
+      GElf_Sym sym;
+      GElf_Addr addr;
+      const char* s = dwfl_module_getsym_info(mod, i, &sym, &addr, nullptr, nullptr, nullptr);
+      if (s && GELF_ST_TYPE(sym.st_info) == STT_OBJECT && sym.st_shndx != SHN_UNDEF &&
+          without_version(s) == name) {
+        out = RuntimeAddr(addr);
+      }
+    }
+    return !out;
+  });
+  return out;
+}
+
 std::string ProcessSymbols::module_at(RuntimeAddr at) const {
   Dwfl_Module* mod = dwfl_addrmodule(dwfl_, at.value());
   return mod ? module_path(mod) : "";

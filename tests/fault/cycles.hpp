@@ -29,6 +29,10 @@ Outcome stopped_cycle(const Config& cfg, const Cycle& c, double seconds);
 Outcome rep_cycle(const Config& cfg, const Cycle& c, const std::string& kind);
 // Attached while idle, a known round of calls, SIGINT: hits must equal calls.
 Outcome attach_exact(const Config& cfg, const Cycle& c);
+// fault_dl: dlopen of the probed library after attach, dlclose; then (variant) nothing more (0),
+// the same library again and closed (1), the other library at the same address (2), or the
+// trace ends with the library in, which then goes and the other comes (3).
+Outcome dl_cycle(const Config& cfg, const Cycle& c, int variant);
 // SIGKILL of probecost mid-trace, on a busy target or an idle one; then `probecost restore`.
 Outcome sigkill_cycle(const Config& cfg, const Cycle& c, bool idle);
 // fault_busy --seccomp CALL:ACTION, attached: a known round of calls, SIGINT.

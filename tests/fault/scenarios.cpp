@@ -423,6 +423,9 @@ const std::vector<Scenario>& scenarios() {
        }},
       {"parked-handler", "attached while a handler is parked over the probed range", 5, 40, true,
        false, parked_cycle},
+      {"dlopen", "dlopen, dlclose, reopen at the same address (same library, another) while hit", 8,
+       60, true, false,
+       [](const Config& cfg, const Cycle& c) { return dl_cycle(cfg, c, c.index % 4); }},
   };
   return all;
 }
