@@ -19,8 +19,15 @@ std::optional<Instruction> decode_at(TraceeMemory& memory, RuntimeAddr at, Runti
   try {
     memory.read(at, {bytes, n});
   } catch (const Error&) {
-    return std::nullopt;
+    // Fewer may be readable (code just before a hole): byte by byte, as far as they go.
+    std::size_t got = 0;
+    try {
+      for (; got < n; ++got) bytes[got] = memory.read_byte(at + static_cast<std::int64_t>(got));
+    } catch (const Error&) {
+    }
+    n = got;
   }
+  if (n == 0) return std::nullopt;
   return decode({bytes, n}, at);
 }
 
