@@ -194,13 +194,15 @@ std::string JumpProbes::why_thread(const JumpPlan& plan, const std::vector<Threa
   auto strictly_inside = [&](RuntimeAddr at) { return plan.site < at && at < plan.end(); };
   for (const auto& p : pcs) {
     std::string tid = "thread " + std::to_string(p.tid);
-    std::string where = p.interrupted ? tid + " is in a signal handler that returns to " + p.pc.hex()
-                                      : tid + " is at " + p.pc.hex();
+    std::string where = p.interrupted
+                            ? tid + " is in a signal handler that returns to " + p.pc.hex()
+                            : tid + " is at " + p.pc.hex();
     if (strictly_inside(p.pc)) return where + ", " + inside(plan);
     auto in = std::find_if(p.exits.begin(), p.exits.end(), strictly_inside);
     if (in != p.exits.end()) {
-      return where + ", in code no file holds (a scratch page or trampoline another probecost "
-                     "left, or JIT code), which jumps to " +
+      return where +
+             ", in code no file holds (a scratch page or trampoline another probecost "
+             "left, or JIT code), which jumps to " +
              in->hex() + ", " + inside(plan);
     }
   }

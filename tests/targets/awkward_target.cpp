@@ -183,8 +183,8 @@ std::atomic<std::uint64_t> g_spins{0};
 std::thread g_spinner;
 
 void on_spin_signal(int, siginfo_t*, void* context) {
-  auto rip = static_cast<std::uint64_t>(
-      static_cast<ucontext_t*>(context)->uc_mcontext.gregs[REG_RIP]);
+  auto rip =
+      static_cast<std::uint64_t>(static_cast<ucontext_t*>(context)->uc_mcontext.gregs[REG_RIP]);
   bool text = rip >= reinterpret_cast<std::uint64_t>(&__executable_start) &&
               rip < reinterpret_cast<std::uint64_t>(&etext);
   char c = text ? 'n' : 'c';

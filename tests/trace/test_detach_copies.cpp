@@ -84,6 +84,5 @@ TEST_P(DetachCopies, AHandlerReturningThroughForeignCodeIntoTheRangeKeepsTheJump
   EXPECT_EQ(p["hits"], 100);
 }
 
-INSTANTIATE_TEST_SUITE_P(PieAndNonPie, DetachCopies,
-                         ::testing::Values(AWKWARD_PIE, AWKWARD_NOPIE),
+INSTANTIATE_TEST_SUITE_P(PieAndNonPie, DetachCopies, ::testing::Values(AWKWARD_PIE, AWKWARD_NOPIE),
                          [](const auto& info) { return info.index == 0 ? "Pie" : "NonPie"; });

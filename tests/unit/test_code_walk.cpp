@@ -77,9 +77,9 @@ TEST(CodeWalk, BothSidesOfABranchAndCallsAreFollowedLoopsOnce) {
 
 TEST(CodeWalk, ReturnsIndirectJumpsAndUnreadableCodeEndAPath) {
   FakeMemory mem;
-  mem.put(kPage, {0xc3});              // ret
-  mem.put(kPage + 16, {0xff, 0xe0});   // jmp *%rax
-  mem.put(kPage + 32, {0x90, 0x90});   // nops into bytes nobody can read
+  mem.put(kPage, {0xc3});             // ret
+  mem.put(kPage + 16, {0xff, 0xe0});  // jmp *%rax
+  mem.put(kPage + 32, {0x90, 0x90});  // nops into bytes nobody can read
   EXPECT_TRUE(walk(mem, kPage).empty());
   EXPECT_TRUE(walk(mem, kPage + 16).empty());
   EXPECT_TRUE(walk(mem, kPage + 32).empty());

@@ -97,8 +97,9 @@ TEST(CopyMap, ATrampolinesBlockStartsWithTheFirstDisplacedInstruction) {
   // Then the jump back to the instruction after the displaced ones (the plan's end).
   ASSERT_TRUE(t->jump_back);
   EXPECT_EQ(*t->jump_back, *t->block + 5);
-  auto back = decode(std::span(t->code).subspan(static_cast<std::size_t>(*t->jump_back - t->address)),
-                     *t->jump_back);
+  auto back =
+      decode(std::span(t->code).subspan(static_cast<std::size_t>(*t->jump_back - t->address)),
+             *t->jump_back);
   ASSERT_TRUE(back);
   EXPECT_EQ(back->flow, Instruction::Flow::RelJump);
   EXPECT_EQ(back->target, plan->end());
@@ -113,7 +114,7 @@ TEST(CopyMap, AThreadInACopyGoesOnInTheOriginalCode) {
   m.add_jump_back(RuntimeAddr(0x7001), RuntimeAddr(0x401011));
   EXPECT_EQ(m.in_original(RuntimeAddr(0x7000)), RuntimeAddr(0x401010));
   EXPECT_EQ(m.in_original(RuntimeAddr(0x7001)), RuntimeAddr(0x401011));
-  EXPECT_FALSE(m.in_original(RuntimeAddr(0x7002)));   // inside the jump back's bytes
+  EXPECT_FALSE(m.in_original(RuntimeAddr(0x7002)));    // inside the jump back's bytes
   EXPECT_FALSE(m.in_original(RuntimeAddr(0x401010)));  // the original itself: nothing to do
   // A jump back raises no fault: the fault fix-up knows only the copies' starts.
   EXPECT_FALSE(m.original_of(RuntimeAddr(0x7001)));
