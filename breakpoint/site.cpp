@@ -18,6 +18,7 @@ void BreakpointSite::enable() {
     throw SiteOccupied("cannot place a breakpoint at " + address_.hex() +
                        ": it already holds int3");
   }
+  if (recorder_ && recorder_->before_write) recorder_->before_write(address_, saved_);
   memory_->write_byte(address_, kInt3);
   // Read back the first time (as LLDB does): a write that silently went nowhere would count zero
   // hits. A step-over re-inserts on every hit; that path trusts the write it already checked.

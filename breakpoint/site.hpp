@@ -16,11 +16,22 @@ inline constexpr std::uint8_t kInt3 = 0xCC;
 // tracer's guardian keeps the list, to put the bytes back should the tracer die).
 using SiteWatcher = std::function<void(RuntimeAddr at, std::uint8_t original)>;
 
+// Told once per site, before its int3 is first written (the record of every patch that
+// restore goes by must exist before the patch does), and when the site is removed.
+struct SiteRecorder {
+  SiteWatcher before_write;
+  std::function<void(RuntimeAddr at)> removed;
+};
+
 class BreakpointSite {
  public:
   BreakpointSite(TraceeMemory& memory, RuntimeAddr address, std::string label = {},
-                 const SiteWatcher* watcher = nullptr)
-      : memory_(&memory), address_(address), label_(std::move(label)), watcher_(watcher) {}
+                 const SiteWatcher* watcher = nullptr, const SiteRecorder* recorder = nullptr)
+      : memory_(&memory),
+        address_(address),
+        label_(std::move(label)),
+        watcher_(watcher),
+        recorder_(recorder) {}
   BreakpointSite(const BreakpointSite&) = delete;
   BreakpointSite& operator=(const BreakpointSite&) = delete;
 
@@ -45,6 +56,7 @@ class BreakpointSite {
   RuntimeAddr address_;
   std::string label_;
   const SiteWatcher* watcher_;
+  const SiteRecorder* recorder_;
   std::uint8_t saved_ = 0;
   bool enabled_ = false;
   bool verified_ = false;  // read back once; later re-inserts on the hit path trust the write

@@ -15,15 +15,17 @@ auto lower(std::vector<std::unique_ptr<BreakpointSite>>& v, RuntimeAddr at) {
 BreakpointSite& SiteTable::add(RuntimeAddr at, std::string label) {
   auto it = lower(sites_, at);
   if (it != sites_.end() && (*it)->address() == at) return **it;
-  it = sites_.insert(it,
-                     std::make_unique<BreakpointSite>(*memory_, at, std::move(label), &watcher_));
+  it = sites_.insert(
+      it, std::make_unique<BreakpointSite>(*memory_, at, std::move(label), &watcher_, &recorder_));
   return **it;
 }
 
 void SiteTable::remove(RuntimeAddr at) {
   auto it = lower(sites_, at);
   if (it == sites_.end() || (*it)->address() != at) return;
+  bool was_enabled = (*it)->enabled();
   (*it)->disable();
+  if (was_enabled && recorder_.removed) recorder_.removed(at);
   sites_.erase(it);
 }
 

@@ -25,6 +25,8 @@ class SiteTable {
 
   // Every site enabled from now on is announced to `watcher` once.
   void set_watcher(SiteWatcher watcher) { watcher_ = std::move(watcher); }
+  // Every site enabled from now on is recorded before its int3 is written; removing one says so.
+  void set_recorder(SiteRecorder recorder) { recorder_ = std::move(recorder); }
 
   auto begin() const { return sites_.begin(); }
   auto end() const { return sites_.end(); }
@@ -34,6 +36,7 @@ class SiteTable {
  private:
   TraceeMemory* memory_;
   SiteWatcher watcher_;
+  SiteRecorder recorder_;
   std::vector<std::unique_ptr<BreakpointSite>> sites_;  // sorted by address
 };
 

@@ -252,4 +252,11 @@ std::unique_ptr<StepOver> make_step_over(StepOverChoice choice, TraceeMemory& me
   return std::make_unique<FastStepOver>(choice, memory, std::move(mapper), copies);
 }
 
+std::optional<RuntimeAddr> FastStepOver::copy_of(const BreakpointSite& site) const {
+  auto it = plans_.find(site.address().value());
+  if (it == plans_.end() || it->second.method != Method::Outline || !it->second.placed)
+    return std::nullopt;
+  return it->second.copy;
+}
+
 }  // namespace probecost

@@ -60,6 +60,8 @@ class StepOver {
   virtual void step(StoppedThread& thread, BreakpointSite& site) = 0;
   // How this site is stepped over, and why (for verbose output).
   virtual std::string describe(const BreakpointSite&) const { return name(); }
+  // The copy of the site's instruction a hit resumes in, once placed (outline), if any.
+  virtual std::optional<RuntimeAddr> copy_of(const BreakpointSite&) const { return std::nullopt; }
 };
 
 // What a single-step of an instruction leaves to put right (see SingleStepOver).
@@ -120,6 +122,7 @@ class FastStepOver final : public StepOver {
   bool pc_suffices() const override { return sites_needing_registers_ == 0; }
   void step(StoppedThread& thread, BreakpointSite& site) override;
   std::string describe(const BreakpointSite& site) const override;
+  std::optional<RuntimeAddr> copy_of(const BreakpointSite& site) const override;
   Method method(const BreakpointSite& site) const {
     return plans_.at(site.address().value()).method;
   }

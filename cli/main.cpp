@@ -58,7 +58,7 @@ void usage(std::ostream& out) {
          "  experiment the seeds' measurements redone: markers, scalability, multi-probe,\n"
          "             int3-vs-marker (or all)\n"
          "  report     one HTML page with the experiments' charts and tables\n"
-         "  restore    put back the int3 bytes a killed probecost left in a process (-p PID)\n"
+         "  restore    put back what a killed probecost left in a process, and only that (-p PID)\n"
          "  bench step-over\n"
          "             every step-over strategy on every kind of first instruction\n\n"
          "'probecost help COMMAND' (or 'probecost COMMAND --help') for the options of one "

@@ -21,27 +21,38 @@ std::string hex_byte(std::uint8_t b) {
   return buf;
 }
 
+void write_byte(std::ostream& out, const RestoredByte& b, bool dry_run) {
+  out << "  " << b.address.hex() << " " << base_name(b.module) << " "
+      << (b.where.empty() ? "?" : b.where) << ": int3";
+  if (b.restored || (dry_run && b.why_not.empty())) out << " -> " << hex_byte(b.original);
+  if (!b.why_not.empty()) out << ", left alone: " << b.why_not;
+  out << "\n";
+}
+
 void write_text(std::ostream& out, const RestoreReport& r, bool dry_run) {
-  std::size_t put_back = 0;
-  for (const auto& b : r.bytes) put_back += b.restored;
-  out << "probecost restore: process " << r.pid << ": compared " << r.mappings_compared
-      << " executable mappings with their files; " << (dry_run ? "would put back " : "put back ")
-      << (dry_run ? r.bytes.size() - std::count_if(r.bytes.begin(), r.bytes.end(),
-                                                   [](const auto& b) { return !b.why_not.empty(); })
-                  : put_back)
-      << " int3 byte(s)\n";
+  std::size_t ours = 0, put_back = 0;
+  for (const auto& b : r.bytes) {
+    ours += b.ours;
+    put_back += b.ours && (b.restored || (dry_run && b.why_not.empty()));
+  }
+  out << "probecost restore: process " << r.pid << ": "
+      << (dry_run ? "would put back " : "put back ") << put_back << " of the " << ours
+      << " int3 byte(s) probecost recorded writing; " << r.bytes.size() - ours
+      << " int3 byte(s) of others left alone (compared " << r.mappings_compared
+      << " executable mappings with their files)\n";
   for (const auto& j : r.jumps) {
     out << "  jump at " << j.address.hex() << " " << j.where << " (" << j.length
         << " bytes, patched by process " << j.tracer_pid << ", " << j.hits << " hits): " << j.state
         << (j.restored ? ", original bytes put back" : "") << "\n";
   }
-  for (const auto& n : r.notes) out << "  " << n << "\n";
   for (const auto& b : r.bytes) {
-    out << "  " << b.address.hex() << " " << base_name(b.module) << " "
-        << (b.where.empty() ? "?" : b.where) << ": int3 -> " << hex_byte(b.original);
-    if (!b.why_not.empty()) out << "  left alone: " << b.why_not;
-    out << "\n";
+    if (b.ours) write_byte(out, b, dry_run);
   }
+  for (const auto& b : r.bytes) {
+    if (!b.ours) write_byte(out, b, dry_run);
+  }
+  for (const auto& h : r.handlers) out << "  " << h << "\n";
+  for (const auto& n : r.notes) out << "  " << n << "\n";
 }
 
 nlohmann::json to_json(const RestoreReport& r) {
@@ -52,6 +63,7 @@ nlohmann::json to_json(const RestoreReport& r) {
                      {"symbol", b.where},
                      {"original", b.original},
                      {"restored", b.restored},
+                     {"ours", b.ours},
                      {"why_not", b.why_not}});
   }
   nlohmann::json jumps = nlohmann::json::array();
@@ -64,11 +76,9 @@ nlohmann::json to_json(const RestoreReport& r) {
                      {"state", j.state},
                      {"restored", j.restored}});
   }
-  return {{"pid", r.pid},
-          {"mappings_compared", r.mappings_compared},
-          {"bytes", bytes},
-          {"jumps", jumps},
-          {"notes", r.notes}};
+  return {{"pid", r.pid},           {"mappings_compared", r.mappings_compared},
+          {"bytes", bytes},         {"jumps", jumps},
+          {"handlers", r.handlers}, {"notes", r.notes}};
 }
 
 }  // namespace
@@ -78,10 +88,12 @@ int restore_command(const std::vector<std::string>& args) {
   std::string format = "text", output;
   po::options_description desc(
       "probecost restore -p PID [options]\n\n"
-      "Puts back the int3 bytes a probecost that was killed left in a process. Every\n"
-      "executable mapping backed by a file is compared with the file; an int3 that the file\n"
-      "does not have, at an instruction boundary of a function, gets its byte back (every\n"
-      "thread stopped meanwhile, and one already trapped on it rewound).\n\noptions");
+      "Puts back what a probecost that was killed left in a process, and nothing else: the\n"
+      "int3 bytes and jumps it recorded writing (in the process itself), where they are still\n"
+      "exactly what it wrote, in the file mapping it wrote them into; and the program's own\n"
+      "SIGTRAP disposition, if probecost's handler is still installed. Every thread is stopped\n"
+      "meanwhile, one already trapped on an int3 rewound. Other int3 bytes (the program's own,\n"
+      "a debugger's, a kernel uprobe's) are reported and left alone.\n\noptions");
   desc.add_options()("help,h", "this help")("pid,p", po::value(&pid), "the process")(
       "dry-run,n", "report what would be put back; write nothing")(
       "format,f", po::value(&format), "text or json")("output,o", po::value(&output),

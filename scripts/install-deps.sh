@@ -13,6 +13,7 @@ packages=(
   chromium  # tests/cli/report_render.sh renders `probecost report` headless
   bpftrace  # scripts/uprobe-vs-bpftrace.sh: the kernel uprobe measured by bpftrace too
   babeltrace2  # record_ctf_tests: probecost record's CTF traces read back
+  libseccomp-dev  # seccomp_tests: filters built by libseccomp for the seccomp evaluator
   clang libclang-rt-14-dev  # scripts/fuzz.sh: clang and its libFuzzer runtime
 )
 missing=()

@@ -4,6 +4,7 @@
 
 #include "common/error.hpp"
 #include "trace/run.hpp"
+#include "tracer/int3_area.hpp"
 
 namespace probecost::trace_run {
 
@@ -37,8 +38,12 @@ std::vector<ResolvedProbe> TraceRun::resolve(ProcessTrace& tr, bool first_image)
 }
 
 void TraceRun::enable_int3(ProcessTrace& tr, const ResolvedProbe& probe) {
-  add_int3_probe(*tr.proc, *tr.step_over, probe.address, probe.spec,
+  TracedProcess& p = *tr.proc;
+  add_int3_probe(p, *tr.step_over, probe.address, probe.spec,
                  probe.spec + " (" + probe.symbol + " at " + probe.address.hex() + ")");
+  Int3Area* area = p.int3_area();
+  if (std::string caveat = area ? area->caveat() : ""; !caveat.empty() && opts_.announce)
+    notes_ << "probecost trace: process " << p.pid() << ": " << caveat << std::endl;
 }
 
 namespace {

@@ -7,6 +7,7 @@
 #include "tracer/copy_exits.hpp"
 #include "tracer/fault_fixup.hpp"
 #include "tracer/guardian.hpp"
+#include "tracer/int3_area.hpp"
 #include "tracer/process.hpp"
 #include "tracer/syscalls.hpp"
 #include "tracer/ticker.hpp"
@@ -127,6 +128,7 @@ void TracedProcess::detach() {
     } catch (...) {
       failure = std::current_exception();
     }
+    if (!failure) let_go_of_int3_area();
   }
   if (failure && dying()) failure = nullptr;  // nothing left to restore
   if (guardian_ && !failure) guardian_->done();
@@ -192,6 +194,38 @@ void TracedProcess::remove_patches() {
     }
   }
   if (first) std::rethrow_exception(first);
+}
+
+Int3Area* TracedProcess::ensure_int3_area(RuntimeAddr near) {
+  if (int3_area_ || int3_area_tried_) return int3_area_.get();
+  int3_area_tried_ = true;
+  std::unique_ptr<Int3Area> area;
+  try {
+    area = Int3Area::map(*this, near);
+  } catch (const Error&) {
+    if (!dying()) throw;  // the process is going away under us: nothing to map
+  }
+  if (area) adopt_int3_area(std::move(area));
+  return int3_area_.get();
+}
+
+void TracedProcess::adopt_int3_area(std::unique_ptr<Int3Area> area) {
+  int3_area_ = std::move(area);
+  int3_area_tried_ = true;
+  Int3Area* a = int3_area_.get();
+  sites_.set_recorder({[a](RuntimeAddr at, std::uint8_t original) { a->record(at, original); },
+                       [a](RuntimeAddr at) { a->removed(at); }});
+}
+
+void TracedProcess::let_go_of_int3_area() {
+  // Every int3 is out and every thread stopped: the records say so, and the program's own
+  // SIGTRAP disposition comes back. A failure here harms nobody: our handler passes every
+  // SIGTRAP on to the program's disposition, and restore finds it.
+  if (!int3_area_) return;
+  try {
+    int3_area_->let_go();
+  } catch (const Error&) {
+  }
 }
 
 void TracedProcess::start_guardian() {

@@ -133,7 +133,8 @@ void Family::on_exec_of_sharer(TracedProcess& from, Task& t) {
 }
 
 void Family::defer(Task& task, WaitStatus ws) {
-  task.deferred = ws;
+  TracedProcess* o = owner(task.tid(), nullptr);
+  task.deferred = o ? o->park_trap(task, ws) : ws;
   deferred_.push_back(task.tid());
 }
 

@@ -13,30 +13,112 @@
 #include "common/error.hpp"
 #include "tracer/maps.hpp"
 #include "tracer/process.hpp"
+#include "tracer/seccomp.hpp"
 
 namespace probecost {
 
 namespace {
 
-// Borrows the two bytes at the thread's PC for a `syscall` instruction (0f 05).
-class BorrowedBytes {
+// The thread's seccomp filter applies to every system call we make it run (issue 16 §3):
+// seccomp::Refused, and nothing run, unless the filter lets call `nr` from the syscall
+// instruction at `at` run. Not even a call the filter would only fail: its errno would say
+// nothing of why.
+void check_seccomp(pid_t pid, pid_t tid, long nr, const std::array<long, 6>& args, RuntimeAddr at) {
+  auto o = seccomp::ThreadFilters::of(tid).outcome(seccomp::x86_64_call(nr, args, at.value()));
+  if (o.kind == seccomp::ThreadFilters::Outcome::Kind::Runs) return;
+  bool exec = (nr == SYS_mmap || nr == SYS_mprotect) && (args[2] & PROT_EXEC);
+  throw seccomp::Refused("process " + std::to_string(pid) + " (thread " + std::to_string(tid) +
+                         "): " + o.why + ", so probecost does not make it run one" +
+                         (exec ? ": the process refuses executable mappings" : ""));
+}
+
+// The system call of a `syscall` instruction at the thread's PC, as its registers give it.
+std::optional<std::pair<long, std::array<long, 6>>> syscall_at_pc(TraceeMemory& memory,
+                                                                  const user_regs_struct& r) {
+  std::array<std::uint8_t, 2> insn{};
+  try {
+    memory.read(RuntimeAddr(r.rip), insn);
+  } catch (const Error&) {
+    return std::nullopt;  // a step will fault there, and say so
+  }
+  if (insn[0] != 0x0f || insn[1] != 0x05) return std::nullopt;
+  auto a = [](unsigned long long v) { return static_cast<long>(v); };
+  return std::pair{a(r.rax),
+                   std::array<long, 6>{a(r.rdi), a(r.rsi), a(r.rdx), a(r.r10), a(r.r8), a(r.r9)}};
+}
+
+// A `syscall` instruction (0f 05) of the process's vDSO: an injected system call runs there,
+// so that none of the program's code is ever written to make one. (Borrowing two bytes at the
+// thread's PC, as before, left a `syscall` in the middle of the program's code when probecost
+// was killed while one ran.) Any 0f 05 will do: only it runs, from its first byte.
+std::optional<RuntimeAddr> vdso_syscall(TraceeMemory& memory, pid_t pid) {
+  for (const Mapping& m : read_maps(pid)) {
+    if (m.path != "[vdso]" || !m.exec) continue;
+    std::vector<std::uint8_t> code(static_cast<std::size_t>(m.end - m.start));
+    try {
+      memory.read(m.start, code);
+    } catch (const Error&) {
+      return std::nullopt;
+    }
+    for (std::size_t i = 0; i + 1 < code.size(); ++i) {
+      if (code[i] == 0x0f && code[i + 1] == 0x05) return m.start + static_cast<std::int64_t>(i);
+    }
+  }
+  return std::nullopt;
+}
+
+// SIGTRAP unblocked in `t` while we inject code into it. Each single-step's trap is forced on
+// the thread, and the kernel's force_sig resets a blocked signal's disposition to SIG_DFL, for
+// the whole process: injecting into a thread that blocks SIGTRAP (pthread_create blocks every
+// signal in a new thread until its start routine runs) took the program's SIGTRAP handler away
+// (seen with fault_busy --churn). The mask is set with ptrace, not an injected call.
+class SigtrapUnblocked {
  public:
-  BorrowedBytes(TraceeMemory& memory, RuntimeAddr at) : memory_(memory), at_(at) {
+  explicit SigtrapUnblocked(Task& t) : t_(t), saved_(t.blocked_signals()) {
+    constexpr std::uint64_t bit = 1ull << (SIGTRAP - 1);
+    if (saved_ && (*saved_ & bit) && t_.set_blocked_signals(*saved_ & ~bit)) return;
+    saved_.reset();  // nothing to put back
+  }
+  ~SigtrapUnblocked() {
+    try {
+      if (saved_) t_.set_blocked_signals(*saved_);
+    } catch (const Error&) {
+      // The thread is going away with its process.
+    }
+  }
+  SigtrapUnblocked(const SigtrapUnblocked&) = delete;
+  SigtrapUnblocked& operator=(const SigtrapUnblocked&) = delete;
+
+ private:
+  Task& t_;
+  std::optional<std::uint64_t> saved_;
+};
+
+// Where a system call is injected: the vDSO's syscall instruction, or without a vDSO (vdso=0)
+// two bytes at the thread's PC, borrowed for the call and put back.
+class SyscallSite {
+ public:
+  SyscallSite(TraceeMemory& memory, RuntimeAddr pc, std::optional<RuntimeAddr> vdso)
+      : memory_(memory), at_(vdso.value_or(pc)), borrowed_(!vdso) {
+    if (!borrowed_) return;
     memory_.read(at_, saved_);
     const std::array<std::uint8_t, 2> syscall_insn = {0x0f, 0x05};
     memory_.write(at_, syscall_insn);
   }
-  ~BorrowedBytes() {
+  ~SyscallSite() {
+    if (!borrowed_) return;
     try {
       memory_.write(at_, saved_);
     } catch (const Error&) {
       // The process is gone.
     }
   }
+  RuntimeAddr at() const { return at_; }
 
  private:
   TraceeMemory& memory_;
   RuntimeAddr at_;
+  bool borrowed_;
   std::array<std::uint8_t, 2> saved_{};
 };
 
@@ -69,8 +151,15 @@ long TracedProcess::inject_syscall(Task& t, long nr, const std::array<long, 6>& 
   // orig_rax = -1: the kernel must not take the thread for one interrupted in a system call
   // and "restart" it when we resume.
   regs.orig_rax = static_cast<unsigned long long>(-1);
+  if (!syscall_insn_tried_) {
+    syscall_insn_ = vdso_syscall(memory_, proc_tid());
+    syscall_insn_tried_ = true;
+  }
   RuntimeAddr pc(saved.rip);
-  BorrowedBytes borrowed(memory_, pc);
+  RuntimeAddr at = syscall_insn_.value_or(pc);
+  check_seccomp(pid_, tid, nr, args, at);
+  SyscallSite site(memory_, pc, syscall_insn_);
+  regs.rip = at.value();
   auto gone = [&] {
     return Error("thread " + std::to_string(tid) + " went away during an injected system call");
   };
@@ -78,7 +167,7 @@ long TracedProcess::inject_syscall(Task& t, long nr, const std::array<long, 6>& 
   for (;;) {
     const user_regs_struct* now = step_injected(t);
     if (!now) throw gone();
-    if (now->rip == pc.value() + 2) break;  // the syscall ran
+    if (now->rip == at.value() + 2) break;  // the syscall ran
   }
   long result = static_cast<long>(t.regs()->rax);
   if (!t.set_regs(saved)) throw gone();
@@ -94,6 +183,7 @@ auto TracedProcess::with_others_stopped(Task* via, Inject inject)
   OthersStopped others(*this, ref.tid);
   t = task(ref);  // another thread's exec may have ended it meanwhile
   if (!t) return std::nullopt;
+  SigtrapUnblocked unblocked(*t);
   return inject(*t);
 }
 
@@ -138,6 +228,15 @@ std::uint64_t TracedProcess::inject_call(Task& t, RuntimeAddr fn) {
       t.set_regs(saved);
       throw Error("the function at " + fn.hex() + " called in thread " + std::to_string(tid) +
                   " did not return within " + std::to_string(kMaxSteps) + " instructions");
+    }
+    // A system call the function makes is the tracee's filter's to allow, as ours are.
+    if (auto call = syscall_at_pc(memory_, *t.regs())) {
+      try {
+        check_seccomp(pid_, tid, call->first, call->second, RuntimeAddr(t.regs()->rip));
+      } catch (const seccomp::Refused&) {
+        t.set_regs(saved);
+        throw;
+      }
     }
     const user_regs_struct* now = step_injected(t);
     if (!now) throw gone();

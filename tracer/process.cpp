@@ -15,6 +15,7 @@
 #include "breakpoint/outline.hpp"
 #include "common/error.hpp"
 #include "tracer/guardian.hpp"
+#include "tracer/int3_area.hpp"
 #include "tracer/maps.hpp"
 #include "tracer/proc_files.hpp"
 #include "tracer/syscalls.hpp"
@@ -117,6 +118,7 @@ void TracedProcess::task_gone(pid_t tid, WaitStatus ws) {
   if (launched_) end_cpu_seconds_ = children_cpu_seconds() - children_cpu_at_launch_;
   sites_.forget_all();
   for (auto& p : patches_) p->forget();
+  if (int3_area_) int3_area_->forget();
   std::erase_if(tasks_, [](const auto& kv) { return kv.second.role() == Task::Role::Thread; });
   // Nothing is left to restore: the guardian (one process per traced process, with
   // --follow-forks a shell's every child) goes now, not at the end of the trace.
@@ -124,6 +126,15 @@ void TracedProcess::task_gone(pid_t tid, WaitStatus ws) {
     guardian_->done();
     guardian_.reset();
   }
+}
+
+WaitStatus TracedProcess::park_trap(Task& t, WaitStatus ws) {
+  if (!ws.signal_stop() || ws.stop_signal() != SIGTRAP) return ws;
+  auto rip = t.rip();
+  BreakpointSite* site = rip ? sites_.find(*rip - 1) : nullptr;
+  if (!site || !site->enabled() || t.trap_cause() != TrapCause::Breakpoint) return ws;
+  if (!t.set_rip(site->address())) return ws;  // gone: its end comes next
+  return WaitStatus(0x7f | ((SIGTRAP | (PTRACE_EVENT_STOP << 8)) << 8));
 }
 
 Task* TracedProcess::update_from(const TaskEvent& ev) {
@@ -355,6 +366,8 @@ void TracedProcess::take_over_fork(TracedProcess& parent, std::optional<WaitStat
   for (const auto& site : parent.sites_) {
     if (site->enabled()) sites_.add(site->address(), site->label()).adopt(site->saved_byte());
   }
+  // Its copy of the trap area records those int3 bytes, and its SIGTRAP disposition is ours.
+  if (parent.int3_area_) adopt_int3_area(Int3Area::inherit(*this, *parent.int3_area_));
   Outcome jumps_undone = unless_gone([&] {
     for (const auto& p : parent.patches_) {
       if (!p->installed()) continue;
@@ -403,8 +416,10 @@ void TracedProcess::on_exec(Task& t) {
   });
   sites_.forget_all();  // the old address space, and our int3 bytes with it, are gone
   for (auto& p : patches_) p->forget();
+  if (int3_area_) int3_area_->forget();
   exec_ended_ = true;
   memory_.reopen();
+  syscall_insn_tried_ = false;  // a new vDSO
 }
 
 // ---- scratch pages -------------------------------------------------------------------------

@@ -34,6 +34,7 @@
 namespace probecost {
 
 class Guardian;
+class Int3Area;
 
 struct LaunchSpec {
   std::vector<std::string> argv;  // argv[0] is looked up in PATH
@@ -151,6 +152,15 @@ class TracedProcess {
   // not a thread of ours and exec'd is left to the event owner (release_sharer or
   // hand_over_sharer).
   Task* update_from(const TaskEvent& ev);
+  // A stop of `task` collected now and handled later (EventSource::defer): when it is the
+  // trap of one of our int3 bytes, the thread is put back on the site and the status it should
+  // be handled as returned (a plain interrupt stop: resumed, the int3 traps again and the hit
+  // is counted then). Once waitpid has reported a signal-delivery-stop, the kernel keeps no
+  // signal for it: were probecost to die before resuming the thread, the kernel would resume
+  // it one byte past the int3, inside the displaced instruction, with no SIGTRAP for the trap
+  // area's handler to take (issue 16: SIGILL at probe_fn+3). On the site, it takes the int3
+  // again, or runs the original instruction once the byte is back.
+  WaitStatus park_trap(Task& task, WaitStatus ws);
   // Waits until `task` reports, deferring other tasks' events. Nothing when it is gone.
   std::optional<WaitStatus> wait_for(Task& task);
 
@@ -219,6 +229,13 @@ class TracedProcess {
 
   bool has_guardian() const { return guardian_ != nullptr; }
 
+  // The trap area of this process's int3 probes (tracer/int3_area.hpp), mapped near `near`
+  // the first time, every thread stopped: from then on every int3 written is recorded there
+  // first, and its SIGTRAP handler stands in for us should we die. Nothing when it cannot be
+  // mapped now (the probes go in unrecorded, the guardian their only backstop).
+  Int3Area* ensure_int3_area(RuntimeAddr near);
+  Int3Area* int3_area() { return int3_area_.get(); }
+
   // Watches over our int3 bytes from a separate process that puts them back if probecost
   // dies (SIGKILL, OOM) before it could. For processes we attached to.
   void start_guardian();
@@ -256,6 +273,8 @@ class TracedProcess {
   bool is_our_trap_at(RuntimeAddr site);
   void detach_vfork_waiters();
   void remove_patches();
+  void let_go_of_int3_area();
+  void adopt_int3_area(std::unique_ptr<Int3Area> area);
   void settle_new_tasks();
   // One single-step of injected code in `task`; the registers after it, nullptr when it is
   // gone.
@@ -280,6 +299,11 @@ class TracedProcess {
   bool exec_ended_ = false;
   std::vector<RuntimeAddr> scratch_pages_;
   std::unique_ptr<Guardian> guardian_;
+  std::unique_ptr<Int3Area> int3_area_;
+  // The vDSO's syscall instruction, where injected system calls run (inject.cpp).
+  std::optional<RuntimeAddr> syscall_insn_;
+  bool syscall_insn_tried_ = false;
+  bool int3_area_tried_ = false;
   std::vector<pid_t> leftovers_;
 };
 

@@ -14,7 +14,10 @@
 #include "tracer/family.hpp"
 #include "tracer/jump_probes.hpp"
 #include "tracer/maps.hpp"
+#include "tracer/seccomp.hpp"
 #include "tracer/symbols.hpp"
+#include "tracer/trap_handler_state.hpp"
+#include "tracer/trap_records.hpp"
 
 namespace probecost {
 
@@ -32,30 +35,16 @@ std::vector<std::uint8_t> file_bytes(pid_t pid, const Mapping& m) {
   return bytes;
 }
 
-// Whether `at` starts an instruction of `sym`, decoding the file's bytes from its start (the
-// memory may hold other int3 bytes on the way).
-bool at_boundary(const Symbol& sym, RuntimeAddr at, const Mapping& m,
-                 const std::vector<std::uint8_t>& file) {
-  if (sym.address < m.start) return false;
-  std::size_t off = static_cast<std::size_t>(sym.address - m.start);
-  RuntimeAddr pos = sym.address;
-  while (pos < at && off < file.size()) {
-    auto in = decode(std::span(file).subspan(off), pos);
-    if (!in) return false;
-    pos = in->next();
-    off += in->length;
-  }
-  return pos == at;
-}
-
 std::string symbol_offset(const Symbol& sym, RuntimeAddr at) {
   char off[32];
   std::snprintf(off, sizeof off, "+0x%llx", static_cast<unsigned long long>(at - sym.address));
   return sym.name + off;
 }
 
-void compare_mapping(TracedProcess& proc, const ProcessSymbols& symbols, const Mapping& m,
-                     RestoreReport& report) {
+// Reports every int3 in `m` that its file does not have and no record of ours covers: someone
+// else's breakpoint (the program's own, a debugger's, a kernel uprobe's), left alone.
+void foreign_int3s(TracedProcess& proc, const ProcessSymbols& symbols, const Mapping& m,
+                   const std::vector<trap::ParsedArea>& areas, RestoreReport& report) {
   auto file = file_bytes(proc.proc_tid(), m);
   if (file.empty()) return;
   std::vector<std::uint8_t> memory(file.size());
@@ -63,19 +52,90 @@ void compare_mapping(TracedProcess& proc, const ProcessSymbols& symbols, const M
   ++report.mappings_compared;
   for (std::size_t i = 0; i < file.size(); ++i) {
     if (memory[i] != kInt3 || file[i] == kInt3) continue;
+    RuntimeAddr at = m.start + static_cast<std::int64_t>(i);
+    if (record_of(areas, at)) continue;
     RestoredByte b;
-    b.address = m.start + static_cast<std::int64_t>(i);
+    b.address = at;
     b.module = m.path;
     b.original = file[i];
-    auto sym = symbols.containing(b.address);
-    if (!sym) {
-      b.why_not = "no function symbol covers it";
-    } else {
-      b.where = symbol_offset(*sym, b.address);
-      if (!at_boundary(*sym, b.address, m, file)) b.why_not = "not at an instruction boundary";
-    }
+    if (auto sym = symbols.containing(at)) b.where = symbol_offset(*sym, at);
+    b.why_not =
+        "probecost has no record of writing it: the program's own, a debugger's or a kernel "
+        "uprobe's breakpoint";
     report.bytes.push_back(b);
   }
+}
+
+// Why the int3 of `r` must stay, or nothing when it is exactly what probecost wrote, where it
+// wrote it.
+std::optional<std::string> why_not_restore(TracedProcess& proc, const std::vector<Mapping>& maps,
+                                           const trap::SiteRecord& r) {
+  auto m =
+      std::find_if(maps.begin(), maps.end(), [&](const Mapping& m) { return m.contains(r.site); });
+  if (m == maps.end()) return "nothing is mapped there any more";
+  if (file_identity(*m, r.site) != r.file)
+    return "the mapping there is not the one probecost wrote into (now " +
+           (m->path.empty() ? std::string("anonymous memory") : m->path) + ")";
+  std::uint8_t now = proc.memory().read_byte(r.site);
+  if (now != r.patched) {
+    char what[96];
+    std::snprintf(what, sizeof what,
+                  "it holds 0x%02x, neither probecost's int3 nor the original 0x%02x", now,
+                  r.original);
+    return std::string(what);
+  }
+  return std::nullopt;
+}
+
+// Whether the int3 of `r` is gone already: its original byte back (a guardian's doing, or a
+// thread that was single-stepping it when probecost died), in the mapping it was written into.
+bool already_back(TracedProcess& proc, const std::vector<Mapping>& maps,
+                  const trap::SiteRecord& r) {
+  auto m =
+      std::find_if(maps.begin(), maps.end(), [&](const Mapping& m) { return m.contains(r.site); });
+  return m != maps.end() && file_identity(*m, r.site) == r.file &&
+         proc.memory().read_byte(r.site) == r.original;
+}
+
+void mark_removed(TracedProcess& proc, const trap::ParsedArea& area, const trap::SiteRecord& r) {
+  proc.memory().write_byte(trap::state_byte(area, r), trap::kRemoved);
+}
+
+void restore_int3s(TracedProcess& proc, const ProcessSymbols& symbols,
+                   const std::vector<Mapping>& maps, const std::vector<trap::ParsedArea>& areas,
+                   bool dry_run, RestoreReport& report) {
+  std::size_t back = 0;
+  for (const auto& area : areas) {
+    for (const auto& r : area.records) {
+      if (!r.installed) continue;
+      if (already_back(proc, maps, r)) {
+        ++back;
+        if (!dry_run) mark_removed(proc, area, r);
+        continue;
+      }
+      RestoredByte b;
+      b.address = r.site;
+      b.ours = true;
+      b.original = r.original;
+      auto m = std::find_if(maps.begin(), maps.end(),
+                            [&](const Mapping& m) { return m.contains(r.site); });
+      if (m != maps.end()) b.module = m->path;
+      b.where = symbols.describe(r.site);
+      b.why_not = why_not_restore(proc, maps, r).value_or("");
+      if (b.why_not.empty() && !dry_run) {
+        // The site owns the byte from now on; detach() puts it back, after rewinding a thread
+        // stopped one past it with its int3's SIGTRAP still queued.
+        proc.sites().add(b.address, b.where).adopt(b.original);
+        mark_removed(proc, area, r);
+        b.restored = true;
+      }
+      report.bytes.push_back(b);
+    }
+  }
+  if (back)
+    report.notes.push_back(std::to_string(back) +
+                           " int3 byte(s) probecost recorded hold their original byte again (its "
+                           "guardian put them back): nothing to do there");
 }
 
 const char* state_name(PatchState s) {
@@ -113,6 +173,43 @@ void restore_jumps(TracedProcess& proc, const ProcessSymbols& symbols, const jum
   }
 }
 
+// The SIGTRAP handler of `area`: the program's own disposition back if ours is still the
+// process's; left alone if the program has set another since.
+void restore_handler(TracedProcess& proc, const trap::ParsedArea& area, bool dry_run,
+                     RestoreReport& report) {
+  if (area.state != trap::HandlerState::Installed) return;
+  std::string who = "the SIGTRAP handler probecost (process " + std::to_string(area.tracer_pid) +
+                    ") installed at " + area.handler.hex();
+  std::optional<trap::KernelSigaction> now;
+  try {
+    now = sigtrap_disposition(proc);
+  } catch (const seccomp::Refused& e) {
+    report.handlers.push_back(who + ": left alone, " + e.what());
+    return;
+  }
+  if (!now) {
+    report.handlers.push_back(who + ": left alone, its disposition could not be read now");
+    return;
+  }
+  if (now->handler != area.handler.value()) {
+    report.handlers.push_back(who + ": left alone, the program has set its own since");
+    return;
+  }
+  if (dry_run) {
+    report.handlers.push_back(who + ": would be taken out, the program's own put back");
+    return;
+  }
+  bool ok = false;
+  try {
+    ok = put_back_disposition(proc, area.address);
+  } catch (const seccomp::Refused& e) {
+    report.handlers.push_back(who + ": left alone, " + e.what());
+    return;
+  }
+  report.handlers.push_back(who + (ok ? ": taken out, the program's own disposition put back"
+                                      : ": could not be taken out now"));
+}
+
 }  // namespace
 
 RestoreReport restore_process(pid_t pid, bool dry_run) {
@@ -125,23 +222,21 @@ RestoreReport restore_process(pid_t pid, bool dry_run) {
   // Jumps first: their original bytes may hold what looks like an int3 to the file comparison.
   for (const auto& area : read_jump_areas(proc, report.notes))
     restore_jumps(proc, symbols, area, dry_run, report);
+  auto areas = read_trap_areas(proc.memory(), maps, report.notes);
+  restore_int3s(proc, symbols, maps, areas, dry_run, report);
+  for (const auto& area : areas) restore_handler(proc, area, dry_run, report);
   for (const Mapping& m : maps) {
     if (m.exec && !m.path.empty() && m.path[0] == '/' && m.path.rfind("/memfd:", 0) != 0)
-      compare_mapping(proc, symbols, m, report);
+      foreign_int3s(proc, symbols, m, areas, report);
   }
   // A jump's padding is int3 too, and is the jump's (restored, or left with it).
   std::erase_if(report.bytes, [&](const RestoredByte& b) {
-    return std::any_of(report.jumps.begin(), report.jumps.end(), [&](const RestoredJump& j) {
-      return j.address <= b.address && b.address < j.address + static_cast<std::int64_t>(j.length);
-    });
+    return !b.ours &&
+           std::any_of(report.jumps.begin(), report.jumps.end(), [&](const RestoredJump& j) {
+             return j.address <= b.address &&
+                    b.address < j.address + static_cast<std::int64_t>(j.length);
+           });
   });
-  for (RestoredByte& b : report.bytes) {
-    if (!b.why_not.empty() || dry_run) continue;
-    // The site owns the byte from now on; detach() puts it back, after rewinding a thread
-    // stopped one past it with its int3's SIGTRAP still queued.
-    proc.sites().add(b.address, b.where).adopt(b.original);
-    b.restored = true;
-  }
   proc.detach();
   return report;
 }

@@ -1,13 +1,17 @@
 #pragma once
-// `probecost restore -p PID`: puts back what a probecost that died left in a process.
+// `probecost restore -p PID`: puts back what a probecost that died left in a process, and
+// nothing else.
 //
-// Jump probes are found through the header of the shared area they jump into (a memfd named
-// probecost-jump): it lists each site with its original bytes.
-// An int3 byte in text backed by a file needs no record of ours to be found: the file says what
-// the byte was. Every executable file-backed mapping is compared with its file; a byte that is
-// int3 in memory but not in the file, at an instruction boundary of a function (decoded from
-// the file's bytes), is put back, with every thread stopped and a thread already trapped on it
-// rewound.
+// Only bytes probecost recorded writing are touched, and only while they are still exactly
+// what it wrote, in the mapping it wrote them into (device, inode, file offset):
+// - jump probes, through the header of the shared area they jump into (a memfd named
+//   probecost-jump): it lists each site with its original and patched bytes;
+// - int3 probes, through the records of the trap area (breakpoint/trap_area.hpp), an anonymous
+//   mapping found by its self-checking header. The SIGTRAP handler probecost installed there
+//   is taken out too, and the program's own disposition put back, if it is still ours.
+// Every other int3 in executable file mappings (compared with the file) is reported and left
+// alone: the program's own, a debugger's or a kernel uprobe's. An int3 is put back with every
+// thread stopped and a thread already trapped on it rewound.
 #include <sys/types.h>
 
 #include <cstdint>
@@ -24,6 +28,7 @@ struct RestoredByte {
   std::string where;  // symbol+offset
   std::uint8_t original = 0;
   bool restored = false;
+  bool ours = false;    // written by probecost (a record of the trap area says so)
   std::string why_not;  // when left alone
 };
 
@@ -43,6 +48,8 @@ struct RestoreReport {
   std::size_t mappings_compared = 0;
   std::vector<RestoredByte> bytes;
   std::vector<RestoredJump> jumps;
+  // What became of the SIGTRAP handler of each trap area: put back, or why not.
+  std::vector<std::string> handlers;
   std::vector<std::string> notes;  // areas that could not be read, and why
 };
 

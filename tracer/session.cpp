@@ -5,6 +5,9 @@
 
 #include "common/error.hpp"
 #include "tracer/fault_fixup.hpp"
+#include "tracer/int3_area.hpp"
+#include "tracer/maps.hpp"
+#include "tracer/trap_records.hpp"
 
 namespace probecost {
 
@@ -94,19 +97,21 @@ class Stopped final : public StoppedThread {
 
 BreakpointSite& add_int3_probe(TracedProcess& proc, StepOver& step_over, RuntimeAddr at,
                                const std::string& label, const std::string& what) {
+  // The trap area first: the record of each int3, and the handler that stands in for us.
+  Int3Area* area = proc.ensure_int3_area(at);
   BreakpointSite& site = proc.sites().add(at, label);
   if (site.enabled()) return site;  // two probes naming one address
   try {
     site.enable();
   } catch (const SiteOccupied&) {
-    std::string pid = std::to_string(proc.pid());
     throw Error("cannot probe " + (what.empty() ? label + " at " + at.hex() : what) +
-                " in process " + pid +
-                ": it holds an int3 already. If a probecost was killed while tracing it, "
-                "'probecost restore -p " +
-                pid + "' puts the bytes back");
+                " in process " + std::to_string(proc.pid()) + ": " +
+                whose_int3(proc.memory(), read_maps(proc.proc_tid()), at, proc.pid()));
   }
   step_over.prepare(site);
+  if (area) {
+    if (auto copy = step_over.copy_of(site)) area->tracer_copy(site.address(), *copy);
+  }
   return site;
 }
 
@@ -199,7 +204,12 @@ void Session::on_hit(Task& t, StoppedThread& thread, BreakpointSite& site) {
   step_over_->ready(site);
   TaskRef ref = t.ref();
   std::optional<OthersStopped> others;
-  if (proc_.tasks().size() > 1 && step_over_->needs_all_stop(site)) others.emplace(proc_, ref.tid);
+  if (proc_.tasks().size() > 1 && step_over_->needs_all_stop(site)) {
+    // Stopping the others takes as long as each takes to report: the thread waits on the site
+    // meanwhile, not one past it (see TracedProcess::park_trap).
+    thread.set_pc(site.address());
+    others.emplace(proc_, ref.tid);
+  }
   // Another thread's exec while we stopped everyone ends this one (and destroys its Task).
   if (!proc_.task(ref)) throw TaskGone{ref.tid};
   step_over_->step(thread, site);

@@ -20,10 +20,11 @@ struct SessionStats {
 };
 
 // Puts an int3 probe at `at` (its site named `label`) and readies `step_over` for its hits: the
-// one way in for int3 probes (trace, and compare's traced runs). A second probe at the same
-// address is the same site. Error naming `what` (by default the label and address) and the
-// process when the address holds an int3 already: a probecost killed while tracing it left one
-// (`probecost restore` puts the byte back), or the program's own.
+// one way in for int3 probes (trace, and compare's traced runs). The process's trap area
+// (tracer/int3_area.hpp) is mapped with its first int3 and records each one before it is
+// written. A second probe at the same address is the same site. Error naming `what` (by default
+// the label and address) and the process when the address holds an int3 already, saying whose:
+// a killed probecost's (`probecost restore` puts the byte back) or someone else's breakpoint.
 BreakpointSite& add_int3_probe(TracedProcess& proc, StepOver& step_over, RuntimeAddr at,
                                const std::string& label, const std::string& what = {});
 

@@ -15,6 +15,7 @@
 #include "common/cpu.hpp"
 #include "common/error.hpp"
 #include "tracer/guardian.hpp"
+#include "tracer/int3_area.hpp"
 #include "tracer/proc_files.hpp"
 #include "tracer/process.hpp"
 #include "tracer/syscalls.hpp"
@@ -116,6 +117,12 @@ void check_attachable(pid_t pid) {
   if (sys::kill(pid, 0) < 0 && errno == ESRCH) throw UsageError("no process with PID " + p);
   std::string state = stat_field(pid, 3);
   if (state.empty()) throw UsageError("no process with PID " + p);
+  // /proc/TID answers for any thread, and seizing a thread's TID would trace its whole group
+  // under a wrong name: say which process it belongs to.
+  if (pid_t tgid = tgid_of(pid); tgid != 0 && tgid != pid) {
+    throw UsageError("PID " + p + " is a thread of process " + std::to_string(tgid) +
+                     "; give the process: -p " + std::to_string(tgid));
+  }
   // A zombie leader whose other threads live (it called pthread_exit) is a running process.
   if (state == "Z" && task_ids(pid).size() <= 1) {
     throw UsageError("process " + p + " is a zombie: it has exited and only waits to be reaped");
@@ -265,9 +272,12 @@ void TracedProcess::resume_after_exec() {
   // something else): it is settled here, by running to the new entry point.
   for (auto& [tid, t] : tasks_) t.deferred.reset();
   sites_.clear();
+  sites_.set_recorder({});
   patches_.clear();
   relocated_.clear();
   scratch_pages_.clear();
+  int3_area_.reset();  // the new image gets its own, with its first int3 probe
+  int3_area_tried_ = false;
   exec_ended_ = false;
   // The guardian holds the old address space's /proc/PID/mem: a new one watches the new.
   if (guardian_) {

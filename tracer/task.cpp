@@ -133,6 +133,15 @@ std::optional<TrapCause> Task::trap_cause() {
   return classify_trap(info);
 }
 
+std::optional<std::uint64_t> Task::blocked_signals() {
+  std::uint64_t mask = 0;
+  if (!ptrace_if_alive(PTRACE_GETSIGMASK, reinterpret_cast<void*>(sizeof mask), &mask))
+    return std::nullopt;
+  return mask;
+}
+
+bool Task::set_blocked_signals(std::uint64_t mask) {
+  return ptrace_if_alive(PTRACE_SETSIGMASK, reinterpret_cast<void*>(sizeof mask), &mask);
 std::optional<siginfo_t> Task::siginfo() {
   siginfo_t info;
   if (!ptrace_if_alive(PTRACE_GETSIGINFO, nullptr, &info)) return std::nullopt;

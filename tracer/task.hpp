@@ -103,6 +103,10 @@ class Task {
   // Why the thread's SIGTRAP stop happened, from its siginfo (PTRACE_GETSIGINFO). Nothing when
   // the thread is gone.
   std::optional<TrapCause> trap_cause();
+  // The thread's blocked-signal mask (PTRACE_GETSIGMASK / PTRACE_SETSIGMASK: no code of the
+  // thread runs). Nothing, or false, when the thread is gone.
+  std::optional<std::uint64_t> blocked_signals();
+  bool set_blocked_signals(std::uint64_t mask);
   // PTRACE_GETSIGINFO / PTRACE_SETSIGINFO: in a signal-delivery-stop, what the handler will be
   // given. Nothing (false) when the thread is gone.
   std::optional<siginfo_t> siginfo();

@@ -31,6 +31,12 @@ Outcome rep_cycle(const Config& cfg, const Cycle& c, const std::string& kind);
 Outcome attach_exact(const Config& cfg, const Cycle& c);
 // SIGKILL of probecost mid-trace, on a busy target or an idle one; then `probecost restore`.
 Outcome sigkill_cycle(const Config& cfg, const Cycle& c, bool idle);
+// fault_busy --seccomp CALL:ACTION, attached: a known round of calls, SIGINT.
+Outcome seccomp_cycle(const Config& cfg, const Cycle& c, const std::string& filter);
+// SIGKILL of probecost while 2 threads call the probe `rate` times a second; then restore.
+Outcome sigkill_rate_cycle(const Config& cfg, const Cycle& c, int rate);
+// fault_foreign (its own int3 hook, a kernel uprobe): SIGKILL of probecost, then restore.
+Outcome foreign_cycle(const Config& cfg, const Cycle& c);
 // fault_handler --kind segv|fpe|ill|bus: a handler that knows the faulting instruction by its
 // address, the instruction probed (issue 15 item 4); launched with exact counts, or attached.
 Outcome handler_cycle(const Config& cfg, const Cycle& c, const std::string& kind, bool launched);

@@ -5,7 +5,19 @@
 //             1..200 calls, until "stop"
 //   --idle    N threads wait; "go K" makes each call probe_fn K times -> "done calls=TOTAL"
 //   --calls K each of N threads calls probe_fn K times, then the program ends by itself
+//   --rate R  the N threads call probe_fn R times a second in all (paced on CLOCK_MONOTONIC
+//             deadlines), until "stop"
+//   --seccomp CALL:ACTION  with --idle: a seccomp filter, loaded on every thread once they run
+//             (SECCOMP_FILTER_FLAG_TSYNC), that answers CALL (memfd_create; mmap-exec: mmap or
+//             mprotect with PROT_EXEC; mmap-fixed: mmap with MAP_FIXED_NOREPLACE, which every
+//             mmap probecost injects has and the program's own do not; rt_sigaction: setting
+//             SIGTRAP's disposition, which the program does before, reading it stays allowed)
+//             with ACTION (kill, trap, eperm, enosys); every other call allowed
+#include <seccomp.h>
+#include <sys/mman.h>
+
 #include <condition_variable>
+#include <ctime>
 #include <iostream>
 #include <mutex>
 #include <string>
@@ -20,6 +32,21 @@ std::atomic<bool> g_stop{false};
 
 void hammer() {
   for (std::uint64_t i = 0; !g_stop.load(std::memory_order_relaxed); ++i) fault::call_probe(i);
+}
+
+// R calls a second in all from `threads` threads: each its share, on absolute deadlines (a
+// late call is not made up for by a burst).
+void paced(double rate, unsigned threads) {
+  const auto period = static_cast<long long>(1e9 * threads / rate);
+  timespec next;
+  clock_gettime(CLOCK_MONOTONIC, &next);
+  for (std::uint64_t i = 0; !g_stop.load(std::memory_order_relaxed); ++i) {
+    fault::call_probe(i);
+    long long ns = next.tv_nsec + period;
+    next.tv_sec += ns / 1000000000;
+    next.tv_nsec = ns % 1000000000;
+    clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &next, nullptr);
+  }
 }
 
 void churn() {
@@ -81,8 +108,43 @@ class Rounds {
   bool quit_ = false;
 };
 
-int run_idle(unsigned threads) {
+// --seccomp CALL:ACTION (see the top); exits 2 on a bad spec.
+void load_seccomp(const std::string& spec) {
+  auto colon = spec.find(':');
+  std::string call = spec.substr(0, colon),
+              action = colon == std::string::npos ? "" : spec.substr(colon + 1);
+  std::uint32_t act = action == "kill"     ? SCMP_ACT_KILL_PROCESS
+                      : action == "trap"   ? SCMP_ACT_TRAP
+                      : action == "eperm"  ? SCMP_ACT_ERRNO(EPERM)
+                      : action == "enosys" ? SCMP_ACT_ERRNO(ENOSYS)
+                                           : 0;
+  scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
+  seccomp_attr_set(ctx, SCMP_FLTATR_CTL_TSYNC, 1);
+  int rc = -1;
+  if (act && call == "mmap-exec") {
+    rc = seccomp_rule_add(ctx, act, SCMP_SYS(mmap), 1,
+                          SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, PROT_EXEC));
+    rc |= seccomp_rule_add(ctx, act, SCMP_SYS(mprotect), 1,
+                           SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, PROT_EXEC));
+  } else if (act && call == "mmap-fixed") {
+    rc = seccomp_rule_add(ctx, act, SCMP_SYS(mmap), 1,
+                          SCMP_A3(SCMP_CMP_MASKED_EQ, MAP_FIXED_NOREPLACE, MAP_FIXED_NOREPLACE));
+  } else if (act && call == "rt_sigaction") {
+    rc = seccomp_rule_add(ctx, act, SCMP_SYS(rt_sigaction), 2, SCMP_A0(SCMP_CMP_EQ, SIGTRAP),
+                          SCMP_A1(SCMP_CMP_NE, 0));
+  } else if (act && call == "memfd_create") {
+    rc = seccomp_rule_add(ctx, act, seccomp_syscall_resolve_name(call.c_str()), 0);
+  }
+  if (rc != 0 || seccomp_load(ctx) != 0) {
+    std::cerr << "fault_busy: bad --seccomp " << spec << "\n";
+    std::exit(2);
+  }
+  seccomp_release(ctx);
+}
+
+int run_idle(unsigned threads, const std::string& seccomp) {
   Rounds rounds(threads);
+  if (!seccomp.empty()) load_seccomp(seccomp);
   fault::say("ready " + std::to_string(getpid()));
   for (std::string line; std::getline(std::cin, line);) {
     if (line.rfind("go ", 0) == 0) {
@@ -114,13 +176,16 @@ int main(int argc, char** argv) {
   unsigned threads = std::stoul(fault::option(argc, argv, "--threads", "2"));
   int code = 0;
   if (fault::flag(argc, argv, "--idle")) {
-    code = run_idle(threads);
+    code = run_idle(threads, fault::option(argc, argv, "--seccomp", ""));
   } else if (fault::flag(argc, argv, "--calls")) {
     code = run_bounded(threads, std::stoull(fault::option(argc, argv, "--calls", "1")));
   } else {
     std::vector<std::thread> ts;
     if (fault::flag(argc, argv, "--churn")) {
       ts.emplace_back(churn);
+    } else if (fault::flag(argc, argv, "--rate")) {
+      double rate = std::stod(fault::option(argc, argv, "--rate", "100"));
+      for (unsigned t = 0; t < threads; ++t) ts.emplace_back(paced, rate, threads);
     } else {
       for (unsigned t = 0; t < threads; ++t) ts.emplace_back(hammer);
     }

@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/ptrace.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -31,7 +32,12 @@ bool TargetPipes::wait_ready(Deadline deadline) {
   auto line = wait_line("ready ", deadline);
   if (!line) return false;
   pid = static_cast<pid_t>(std::stol(line->substr(6)));
+  pidfd = probecost::Fd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
   return true;
+}
+
+void TargetPipes::kill() const {
+  if (pidfd) ::syscall(SYS_pidfd_send_signal, pidfd.get(), SIGKILL, nullptr, 0);
 }
 
 std::optional<std::string> TargetPipes::wait_line(const std::string& prefix, Deadline deadline) {
@@ -207,6 +213,8 @@ void check_end(const EndLine& end, Outcome& o) {
   if (get("text") != "ok" && get("text") != "traced") {
     o.harm("text differs from the file at its end: " + get("text"));
   }
+  if (get("sigtrap") == "other")
+    o.harm("its SIGTRAP disposition is not its own handler after probecost let go of it");
   std::string failures = get("child_failures");
   if (!failures.empty() && failures != "0") o.harm(failures + " children did not exit 0");
 }

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "common/fd.hpp"
 #include "proc.hpp"
 #include "scenario.hpp"
 
@@ -21,6 +22,11 @@ struct TargetPipes {
   Pipe in, ctl;
   LineReader lines{-1};
   pid_t pid = -1;  // from its "ready PID" line
+  // Taken when it says ready: signals go through it, never to a PID that may be reused by
+  // then (threads churning elsewhere on the machine wrap a 32768 PID space in seconds).
+  probecost::Fd pidfd;
+  // SIGKILL through pidfd (nothing when it never said ready or is gone).
+  void kill() const;
   TargetPipes();
   // Writes one command line (a target that is gone is not an error here).
   void send(const std::string& line);

@@ -163,7 +163,13 @@ std::optional<int> Child::wait(Deadline deadline) {
 }
 
 void Child::signal(int sig) const {
-  if (pid_ > 0 && !status_) ::kill(pid_, sig);
+  if (pid_ <= 0 || status_) return;
+  // Through the pidfd: once reaped (reap_orphans), the PID may already name another process.
+  if (pidfd_ >= 0) {
+    ::syscall(SYS_pidfd_send_signal, pidfd_, sig, nullptr, 0);
+  } else {
+    ::kill(pid_, sig);
+  }
 }
 
 int Child::kill() {

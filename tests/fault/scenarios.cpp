@@ -349,9 +349,6 @@ Outcome stopped(const Config& cfg, const Cycle& c) {
 Outcome rep_site(const Config& cfg, const Cycle& c, const std::string& kind) {
   return rep_cycle(cfg, c, kind);
 }
-Outcome sigkill(const Config& cfg, const Cycle& c) {
-  return sigkill_cycle(cfg, c, c.index % 2 == 1);
-}
 
 }  // namespace
 
@@ -400,6 +397,24 @@ const std::vector<Scenario>& scenarios() {
        [](const Config& cfg, const Cycle& c) { return rep_site(cfg, c, "stosb"); }},
       {"attach-exact", "attach, a known round of calls, SIGINT: hits equal calls", 12, 100, true,
        false, attach_exact},
+      {"sigkill-idle", "probecost killed by SIGKILL while idle; then probecost restore", 4, 20,
+       false, false, [](const Config& cfg, const Cycle& c) { return sigkill_cycle(cfg, c, true); }},
+      {"sigkill", "probecost SIGKILLed at 100, 500, 1000 hits/s; then probecost restore", 9, 60,
+       false, true,
+       [](const Config& cfg, const Cycle& c) {
+         static const int rates[] = {100, 500, 1000};
+         return sigkill_rate_cycle(cfg, c, rates[c.index % 3]);
+       }},
+      {"seccomp", "a seccomp filter kills, traps, EPERMs or ENOSYSes each injected call", 16, 64,
+       true, false,
+       [](const Config& cfg, const Cycle& c) {
+         static const char* calls[] = {"memfd_create", "mmap-exec", "mmap-fixed", "rt_sigaction"};
+         static const char* actions[] = {"kill", "trap", "eperm", "enosys"};
+         return seccomp_cycle(cfg, c,
+                              std::string(calls[c.index % 4]) + ":" + actions[(c.index / 4) % 4]);
+       }},
+      {"restore-foreign", "SIGKILL, then restore beside the program's own int3 and a uprobe", 5, 30,
+       false, false, foreign_cycle},
       {"fault-handler", "SafeFetch-style handlers (SEGV, FPE, ILL, BUS) on a probed fault", 8, 80,
        true, false,
        [](const Config& cfg, const Cycle& c) {
@@ -408,8 +423,6 @@ const std::vector<Scenario>& scenarios() {
        }},
       {"parked-handler", "attached while a handler is parked over the probed range", 5, 40, true,
        false, parked_cycle},
-      {"sigkill", "probecost killed by SIGKILL mid-trace; then probecost restore", 8, 60, false,
-       true, sigkill},
   };
   return all;
 }

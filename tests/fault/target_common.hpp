@@ -7,7 +7,10 @@
 // inherits through probecost. Every target says "ready PID" once its threads run, and
 // "end KEY=VALUE ..." just before it exits: calls (of probe_fn in this address space), bad
 // (results that were wrong), traps (SIGTRAPs its handler caught, with trap_code and
-// trap_at of the last), text (ok, or the first byte that differs from the ELF file).
+// trap_at of the last), text (ok, or the first byte that differs from the ELF file), sigtrap
+// (own: its SIGTRAP handler is its own again; other; traced).
+#include <signal.h>
+
 #include <atomic>
 #include <cstdint>
 #include <string>
@@ -29,6 +32,9 @@ inline constexpr int kExitInt3Left = 86;
 
 // Parses --ctl-fd and installs the SIGTRAP handler. Call first in main.
 void init(int argc, char** argv);
+// The SIGTRAP handler the target itself installed (init()'s, unless it installs another): the
+// end line says whether it is still the disposition ("sigtrap=own") once nobody traces it.
+void expect_sigtrap_handler(void (*handler)(int, siginfo_t*, void*));
 // A site whose first byte a tracer may replace: a SIGTRAP at site+1 with the byte back in place
 // is rewound onto it (the program goes on, the trap is counted).
 void register_site(const void* site);

@@ -50,8 +50,8 @@ class Traced {
   ~Traced() {
     // A launched target is probecost's child, or ours once orphaned: never left running.
     if (launched_ && launched_->pid > 0) {
-      ::kill(launched_->pid, SIGKILL);
-      ::waitpid(launched_->pid, nullptr, __WALL);
+      launched_->kill();
+      ::waitpid(launched_->pid, nullptr, __WALL);  // ECHILD unless orphaned to us
     }
   }
 

@@ -6,7 +6,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <fstream>
+#include <thread>
 
 #include "run_capture.hpp"
 #include "trace_harness.hpp"
@@ -54,6 +56,27 @@ TEST(TraceErrors, NoSuchPidKernelThreadZombie) {
   expect_error(trace_expecting_failure({"-p", std::to_string(zombie), "-b", "main"}), 2,
                "is a zombie");
   ::waitpid(zombie, nullptr, 0);
+}
+
+TEST(TraceErrors, AThreadIdNamesItsProcess) {
+  // A thread of this test process, parked on a pipe until the check is done.
+  int p[2];
+  ASSERT_EQ(::pipe(p), 0);
+  std::atomic<pid_t> tid{0};
+  std::thread parked([&] {
+    tid = ::gettid();
+    char c;
+    [[maybe_unused]] ssize_t n = ::read(p[0], &c, 1);
+  });
+  ASSERT_TRUE(eventually([&] { return tid.load() != 0; }));
+  std::string self = std::to_string(::getpid());
+  expect_error(trace_expecting_failure({"-p", std::to_string(tid.load()), "-b", "main"}), 2,
+               "PID " + std::to_string(tid.load()) + " is a thread of process " + self +
+                   "; give the process: -p " + self);
+  ASSERT_EQ(::write(p[1], "x", 1), 1);
+  parked.join();
+  ::close(p[0]);
+  ::close(p[1]);
 }
 
 TEST(TraceErrors, AProcessTracedByAnotherTracer) {

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <vector>
 
 #include "breakpoint/site_table.hpp"
 #include "common/error.hpp"
@@ -63,6 +64,30 @@ TEST(SiteTable, RemoveRestoresTheByte) {
   EXPECT_EQ(table.find(RuntimeAddr(0x10)), nullptr);
   table.disable_all();
   EXPECT_EQ(mem.bytes[0x30], 0x31);
+}
+
+// The record of a patch comes before the patch (restore goes by the records, even after a
+// SIGKILL between the two writes), once per site; a removal is told too.
+TEST(SiteTable, EveryInt3IsRecordedBeforeItIsWritten) {
+  FakeMemory mem;
+  mem.bytes = {{0x10, 0x90}, {0x20, 0xf3}};
+  SiteTable table(mem);
+  std::vector<std::pair<std::uint64_t, std::uint8_t>> recorded;
+  std::vector<std::uint64_t> removed;
+  table.set_recorder({[&](RuntimeAddr at, std::uint8_t original) {
+                        EXPECT_EQ(mem.bytes.at(at.value()), original);  // not written yet
+                        recorded.emplace_back(at.value(), original);
+                      },
+                      [&](RuntimeAddr at) { removed.push_back(at.value()); }});
+  table.add(RuntimeAddr(0x10)).enable();
+  table.add(RuntimeAddr(0x20)).enable();
+  table.find(RuntimeAddr(0x10))->disable();
+  table.find(RuntimeAddr(0x10))->enable();  // a step-over's re-insert: no second record
+  table.remove(RuntimeAddr(0x20));
+  using Recorded = std::vector<std::pair<std::uint64_t, std::uint8_t>>;
+  EXPECT_EQ(recorded, (Recorded{{0x10, 0x90}, {0x20, 0xf3}}));
+  EXPECT_EQ(removed, std::vector<std::uint64_t>{0x20});
+  EXPECT_EQ(mem.bytes[0x20], 0xf3);
 }
 
 TEST(Address, LoadBiasRoundTrips) {
