@@ -142,6 +142,8 @@ std::optional<std::uint64_t> Task::blocked_signals() {
 
 bool Task::set_blocked_signals(std::uint64_t mask) {
   return ptrace_if_alive(PTRACE_SETSIGMASK, reinterpret_cast<void*>(sizeof mask), &mask);
+}
+
 std::optional<siginfo_t> Task::siginfo() {
   siginfo_t info;
   if (!ptrace_if_alive(PTRACE_GETSIGINFO, nullptr, &info)) return std::nullopt;
