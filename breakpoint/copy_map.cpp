@@ -13,6 +13,17 @@ std::optional<RuntimeAddr> CopyMap::original_of(RuntimeAddr pc) const {
   return RuntimeAddr(it->second);
 }
 
+void CopyMap::add_jump_back(RuntimeAddr at, RuntimeAddr target) {
+  jump_backs_[at.value()] = target.value();
+}
+
+std::optional<RuntimeAddr> CopyMap::in_original(RuntimeAddr pc) const {
+  if (auto original = original_of(pc)) return original;
+  auto it = jump_backs_.find(pc.value());
+  if (it == jump_backs_.end()) return std::nullopt;
+  return RuntimeAddr(it->second);
+}
+
 std::optional<RuntimeAddr> CopyMap::copy_of(RuntimeAddr original) const {
   auto it = to_copy_.find(original.value());
   if (it == to_copy_.end()) return std::nullopt;
@@ -22,6 +33,7 @@ std::optional<RuntimeAddr> CopyMap::copy_of(RuntimeAddr original) const {
 void CopyMap::clear() {
   to_original_.clear();
   to_copy_.clear();
+  jump_backs_.clear();
 }
 
 }  // namespace probecost

@@ -19,14 +19,21 @@ class CopyMap {
   // The original of the copy that starts at `pc` (a fault's RIP is at the instruction that
   // faulted, not inside it); nothing for any other address.
   std::optional<RuntimeAddr> original_of(RuntimeAddr pc) const;
+  // The copy's jump back, at `at`, goes on at `target` (the instruction after the original(s)).
+  void add_jump_back(RuntimeAddr at, RuntimeAddr target);
+  // Where a thread whose RIP (or a signal frame's saved RIP) is `pc` does exactly the same in
+  // the program's own code: the original of a copy that starts at `pc`, the target of a jump
+  // back at `pc`. A copy runs on the program's registers, stack and flags, so nothing but RIP
+  // differs at these points. Nothing for any other address (the trampoline's own code).
+  std::optional<RuntimeAddr> in_original(RuntimeAddr pc) const;
   // The copy of the instruction at `original`: the newest, if it was copied more than once.
   std::optional<RuntimeAddr> copy_of(RuntimeAddr original) const;
-  bool empty() const { return to_original_.empty(); }
+  bool empty() const { return to_original_.empty() && jump_backs_.empty(); }
   // The address space is gone (exec): so are the copies.
   void clear();
 
  private:
-  std::map<std::uint64_t, std::uint64_t> to_original_, to_copy_;
+  std::map<std::uint64_t, std::uint64_t> to_original_, to_copy_, jump_backs_;
 };
 
 }  // namespace probecost

@@ -48,10 +48,13 @@ std::optional<RuntimeAddr> Outliner::place(const Instruction& in, std::string& w
     used_ = 0;
   }
   RuntimeAddr slot = pages_.back() + static_cast<std::int64_t>(used_);
-  auto bytes = relocate(in, slot, why);
-  if (bytes.empty()) return std::nullopt;
-  memory_->write(slot, bytes);
-  if (copies_) copies_->add(slot, in.address);
+  auto copy = relocate_block({&in, 1}, slot, why);
+  if (!copy) return std::nullopt;
+  memory_->write(slot, copy->bytes);
+  if (copies_) {
+    copies_->add(slot, in.address);
+    copies_->add_jump_back(slot + static_cast<std::int64_t>(*copy->jump_back), in.next());
+  }
   used_ += kSlotSize;
   return slot;
 }

@@ -85,7 +85,7 @@ bool copy_rebiased(const Instruction& in, x86::Assembler& out, std::string& why)
 
 std::optional<RelocatedBlock> relocate_block(std::span<const Instruction> block, RuntimeAddr at,
                                              std::string& why, bool jump_back) {
-  if (block.empty()) return RelocatedBlock{at, {}, {}};
+  if (block.empty()) return RelocatedBlock{at, {}, {}, {}};
   for (const auto& in : block) {
     if (why = why_not_relocatable(in); !why.empty()) return std::nullopt;
   }
@@ -104,8 +104,12 @@ std::optional<RelocatedBlock> relocate_block(std::span<const Instruction> block,
       return std::nullopt;
     }
   }
-  if (jump_back) out.jump(block.back().next());
-  return RelocatedBlock{at, out.bytes(), std::move(offsets)};
+  std::optional<std::uint32_t> back;
+  if (jump_back) {
+    back = static_cast<std::uint32_t>(out.here() - at);
+    out.jump(block.back().next());
+  }
+  return RelocatedBlock{at, out.bytes(), std::move(offsets), back};
 }
 
 }  // namespace probecost

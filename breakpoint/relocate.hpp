@@ -27,6 +27,8 @@ struct RelocatedBlock {
   std::vector<std::uint8_t> bytes;
   // Where the copy of each instruction of the block starts, as an offset into `bytes`.
   std::vector<std::uint32_t> offsets;
+  // Where the jump back to the instruction after the block starts, when it has one.
+  std::optional<std::uint32_t> jump_back;
 };
 
 // Why `in` cannot run from a copy wherever the copy is; empty if it can.

@@ -274,7 +274,7 @@ std::optional<Trampoline> generate(const JumpPlan& plan, const TrampolineSpec& s
                                    const Labels& in, Labels& out, std::string& why) {
   Assembler a(spec.address);
   Builder b{a, spec, in, out, {}};
-  Trampoline t{spec.address, {}, {}, {}};
+  Trampoline t{spec.address, {}, {}, {}, {}};
   std::span<const Instruction> covered = plan.covered;
   if (plan.role == PlanRole::Entry) {
     b.body(entry_work(spec));
@@ -282,6 +282,7 @@ std::optional<Trampoline> generate(const JumpPlan& plan, const TrampolineSpec& s
     if (!block) return std::nullopt;
     a.raw(block->bytes);
     note_copies(plan, 0, *block, t);
+    t.jump_back = block->at + static_cast<std::int64_t>(*block->jump_back);
   } else {
     if (!spec.calls) throw Error("an exit trampoline without call records");
     if (plan.role == PlanRole::Call) b.body(Work::Entry);

@@ -89,6 +89,8 @@ struct Trampoline {
   // The first displaced instruction's copy, when it has one (an exit trampoline's lone exit
   // instruction is emitted, not copied).
   std::optional<RuntimeAddr> block;
+  // The block's jump back to the instruction after the displaced ones (an entry trampoline's).
+  std::optional<RuntimeAddr> jump_back;
 
   RuntimeAddr end() const { return address + static_cast<std::int64_t>(code.size()); }
   // Where a thread whose RIP is `pc`, between two displaced instructions when the patch goes in,

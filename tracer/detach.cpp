@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 
 #include "common/error.hpp"
+#include "tracer/copy_exits.hpp"
 #include "tracer/fault_fixup.hpp"
 #include "tracer/guardian.hpp"
 #include "tracer/int3_area.hpp"
@@ -133,6 +134,14 @@ void TracedProcess::detach() {
   if (failure && dying()) failure = nullptr;  // nothing left to restore
   if (guardian_ && !failure) guardian_->done();
   for (auto& [tid, t] : tasks_) {
+    // A fault a copy raised, held in its signal-delivery-stop: the original's (before the
+    // copies are left: its RIP still says which copy).
+    if (t.stopped() && t.deferred && t.deferred->signal_stop() &&
+        t.deferred->stop_signal() != SIGTRAP)
+      fix_up_fault(*this, t, t.deferred->stop_signal());
+  }
+  if (alive()) leave_copies(*this);
+  for (auto& [tid, t] : tasks_) {
     if (!t.stopped()) {
       leftovers_.push_back(tid);  // a zombie not reported yet, a thread in vfork()
       continue;
@@ -140,10 +149,8 @@ void TracedProcess::detach() {
     // A deferred signal stop: the thread is still in that signal-delivery-stop, and the
     // signal goes with PTRACE_DETACH's data. A thread in group-stop stays stopped: the
     // kernel puts a detached thread of a stopped group back into the group-stop.
-    if (t.deferred && t.deferred->signal_stop()) {
-      if (t.deferred->stop_signal() != SIGTRAP) fix_up_fault(*this, t, t.deferred->stop_signal());
+    if (t.deferred && t.deferred->signal_stop())
       t.pending_signals.push_front(t.deferred->stop_signal());
-    }
     t.deferred.reset();
     t.detach();
   }

@@ -1,7 +1,9 @@
 // Whether a jump may go where a plan says: every way a thread could arrive at a byte of the
 // patched range other than its first, beyond what plan_jump sees in the function itself.
 #include <algorithm>
+#include <map>
 
+#include "breakpoint/code_walk.hpp"
 #include "common/error.hpp"
 #include "tracer/jump_probes.hpp"
 #include "tracer/module_code.hpp"
@@ -13,6 +15,9 @@ namespace {
 constexpr int kThreadAttempts = 8;
 // Frames walked per thread looking for signal frames: a handler is rarely deeper than this.
 constexpr unsigned kMaxFrames = 256;
+// Instructions decoded from a PC in code no file holds: a copy's way back is within a few, a
+// trampoline's within some hundreds.
+constexpr std::size_t kMaxWalk = 1024;
 
 const Mapping* mapping_of(const std::vector<Mapping>& maps, RuntimeAddr at) {
   for (const auto& m : maps) {
@@ -161,18 +166,45 @@ std::vector<JumpProbes::ThreadPc> JumpProbes::thread_pcs() {
     if (!t.stopped()) continue;  // in the kernel (vfork, exit): not in user code
     auto rip = t.rip();
     if (!rip) continue;
-    out.push_back({tid, *rip, false});
-    for (auto pc : unwinder_->interrupted_pcs(tid)) out.push_back({tid, RuntimeAddr(pc), true});
+    out.push_back({tid, *rip, false, {}});
+    for (auto pc : unwinder_->interrupted_pcs(tid)) out.push_back({tid, RuntimeAddr(pc), true, {}});
+  }
+  if (out.empty()) return out;
+  auto maps = read_maps(proc_.proc_tid());
+  std::map<std::uint64_t, std::vector<RuntimeAddr>> walked;  // threads parked at one PC
+  for (auto& p : out) {
+    auto it = walked.find(p.pc.value());
+    if (it == walked.end()) it = walked.emplace(p.pc.value(), exits_of(p.pc, maps)).first;
+    p.exits = it->second;
   }
   return out;
 }
 
+// A PC in executable code that no module's file holds: anonymous memory, or a memfd (ours are
+// "/memfd:probecost-jump"; a JIT may double-map its code from one). Whatever it is, it may jump
+// into the middle of a range we would patch: a previous probecost's copy does, to the
+// instruction after the one it copied. Code of a real file is covered by its branch index.
+std::vector<RuntimeAddr> JumpProbes::exits_of(RuntimeAddr pc, const std::vector<Mapping>& maps) {
+  const Mapping* m = mapping_of(maps, pc);
+  if (!m || !m->exec || (file_backed(m) && m->path.rfind("/memfd:", 0) != 0)) return {};
+  return exits_from(proc_.memory(), pc, m->start, m->end, kMaxWalk);
+}
+
 std::string JumpProbes::why_thread(const JumpPlan& plan, const std::vector<ThreadPc>& pcs) {
+  auto strictly_inside = [&](RuntimeAddr at) { return plan.site < at && at < plan.end(); };
   for (const auto& p : pcs) {
-    if (!(plan.site < p.pc && p.pc < plan.end())) continue;
     std::string tid = "thread " + std::to_string(p.tid);
-    if (!p.interrupted) return tid + " is at " + p.pc.hex() + ", " + inside(plan);
-    return tid + " is in a signal handler that returns to " + p.pc.hex() + ", " + inside(plan);
+    std::string where = p.interrupted
+                            ? tid + " is in a signal handler that returns to " + p.pc.hex()
+                            : tid + " is at " + p.pc.hex();
+    if (strictly_inside(p.pc)) return where + ", " + inside(plan);
+    auto in = std::find_if(p.exits.begin(), p.exits.end(), strictly_inside);
+    if (in != p.exits.end()) {
+      return where +
+             ", in code no file holds (a scratch page or trampoline another probecost "
+             "left, or JIT code), which jumps to " +
+             in->hex() + ", " + inside(plan);
+    }
   }
   return {};
 }

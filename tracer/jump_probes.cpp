@@ -55,6 +55,7 @@ void JumpProbes::install(const Candidate& c, const std::string& label) {
   const Trampoline& t = c.placed->trampoline;
   if (t.block) proc_.relocated().add(*t.block, c.plan->site);
   for (const auto& [original, copy] : t.copies) proc_.relocated().add(copy, original);
+  if (t.jump_back) proc_.relocated().add_jump_back(*t.jump_back, c.plan->end());
   ++areas_[c.area].installed;
 }
 

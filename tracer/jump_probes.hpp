@@ -170,6 +170,9 @@ class JumpProbes {
     pid_t tid = 0;
     RuntimeAddr pc;
     bool interrupted = false;  // saved in a signal frame on the thread's stack
+    // In code no file holds (a scratch page or trampoline a previous probecost left, JIT
+    // code): where its direct branches lead out of it (breakpoint/code_walk.hpp).
+    std::vector<RuntimeAddr> exits;
   };
 
   // jump_checks.cpp: the plan, and every reason a planned range may not be patched.
@@ -183,6 +186,7 @@ class JumpProbes {
       const JumpPlan& plan, const std::vector<std::pair<RuntimeAddr, std::string>>& probes);
   std::string why_installed(const JumpPlan& plan);
   std::vector<ThreadPc> thread_pcs();
+  std::vector<RuntimeAddr> exits_of(RuntimeAddr pc, const std::vector<Mapping>& maps);
   static std::string why_thread(const JumpPlan& plan, const std::vector<ThreadPc>& pcs);
   // Lets the threads run a moment and stops them again (a thread caught inside a patch range
   // is usually just passing through).

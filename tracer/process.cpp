@@ -378,7 +378,8 @@ void TracedProcess::take_over_fork(TracedProcess& parent, std::optional<WaitStat
   if (jumps_undone == Outcome::Gone) return;  // killed meanwhile: nothing more to set up
   // Its scratch pages (step-over copies) were copied with the rest of its memory.
   scratch_pages_ = parent.scratch_pages_;
-  code_ = parent.code_;  // the same files at the same addresses
+  code_ = parent.code_;            // the same files at the same addresses
+  relocated_ = parent.relocated_;  // and so were the copies: a fault in one, a detach
   if (parent.has_guardian()) start_guardian();
 }
 

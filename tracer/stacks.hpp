@@ -23,6 +23,13 @@ class StackCollector {
   // frame on its stack (found through unw_is_signal_frame), within the first max_depth frames.
   // A few other addresses come with them (see the .cpp); none strictly inside a patch range.
   std::vector<std::uint64_t> interrupted_pcs(pid_t tid);
+  // The same, each with the address of the stack slot it was read from (unw_get_save_loc): in
+  // the frame's saved ucontext, where rt_sigreturn will read RIP back from. 0 when libunwind
+  // does not say (a register, not memory).
+  struct SignalReturn {
+    std::uint64_t pc = 0, slot = 0;
+  };
+  std::vector<SignalReturn> signal_returns(pid_t tid);
   void forget(pid_t tid);  // the thread is gone
   void flush();            // code was mapped or unmapped
 

@@ -13,6 +13,15 @@
 //                                                                         -> "parked"
 //   release       the handler returns and lets the loop end              -> "released rc=1"
 //   park_calls N  awkward_park(1) N times (passes straight through)      -> "park_calls=N"
+//   park_foreign  as park, but the handler's frame returns into an anonymous executable page
+//                 whose code jumps to awkward_park+2 (as a copy a previous probecost left
+//                 would): "release" then goes through it                  -> "parked"
+//   spin          a thread calls awkward_push (push %rbx, first) until "stop"  -> "spinning"
+//   signal_in_copy  SIGUSR2 to the spinning thread until one finds it outside the executable's
+//                 text (in a tracer's out-of-line copy); its handler then blocks on a pipe
+//                                                                  -> "in copy" (or "never")
+//   release_spin  the handler returns; answers once the thread made 1000 more calls -> "ran on"
+//   stop          the spinning thread ends                 -> "spins=N pushes=N" (equal: right)
 //   seal          a seccomp filter: mmap, mprotect and pkey_mprotect with PROT_EXEC fail with
 //                 EPERM, in every thread (MemoryDenyWriteExecute-style)  -> "sealed EPERM"
 //   mdwe          the kernel's own: prctl(PR_SET_MDWE, PR_MDWE_REFUSE_EXEC_GAIN) (Linux 6.3+):
@@ -22,6 +31,7 @@
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -29,6 +39,7 @@
 #include <ucontext.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cctype>
 #include <cerrno>
 #include <cstddef>
@@ -46,6 +57,11 @@ extern "C" std::uint64_t awkward_overlap(std::uint64_t);
 extern "C" std::uint64_t awkward_read_flags();
 extern "C" std::uint64_t awkward_call_with_flags(std::uint64_t flags);
 extern "C" std::uint64_t awkward_park(std::uint64_t go);
+extern "C" void awkward_push();
+extern "C" {
+std::uint64_t g_awkward_pushes = 0;
+}
+extern "C" char __executable_start, etext;
 extern "C" int awkward_catch(int i);
 extern std::uint64_t g_awkward_caught;
 
@@ -79,6 +95,15 @@ awkward_call_with_flags:
   ret
   .size awkward_call_with_flags, .-awkward_call_with_flags
 
+  .globl awkward_push
+  .type awkward_push, @function
+awkward_push:
+  push %rbx               # 1 byte: an int3 probe's out-of-line copy holds it alone
+  lock addq $1, g_awkward_pushes(%rip)
+  pop %rbx
+  ret
+  .size awkward_push, .-awkward_push
+
   .globl awkward_park
   .type awkward_park, @function
 awkward_park:
@@ -109,9 +134,12 @@ bool inside_park(std::uint64_t rip) {
 
 // Says whether the thread was interrupted inside awkward_park's loop; if so, waits for
 // "release" and then makes the loop end (ecx = 1) when the handler returns into it.
+std::uint64_t g_foreign = 0;  // park_foreign's page: jmp *0(%rip) to awkward_park+2
+
 void on_park_signal(int, siginfo_t*, void* context) {
   auto* uc = static_cast<ucontext_t*>(context);
   char c = inside_park(static_cast<std::uint64_t>(uc->uc_mcontext.gregs[REG_RIP])) ? 'y' : 'n';
+  if (c == 'y' && g_foreign) uc->uc_mcontext.gregs[REG_RIP] = static_cast<greg_t>(g_foreign);
   if (::write(g_parked[1], &c, 1) != 1 || c == 'n') return;
   while (::read(g_release[0], &c, 1) < 0 && errno == EINTR) {
   }
@@ -134,6 +162,78 @@ std::string park() {
     if (::read(g_parked[0], &c, 1) != 1) return "read failed";
   }
   return "parked";
+}
+
+std::string park_foreign() {
+  void* page = ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (page == MAP_FAILED) return "mmap failed";
+  auto* code = static_cast<unsigned char*>(page);
+  const unsigned char jmp[] = {0xff, 0x25, 0, 0, 0, 0};  // jmp *0(%rip)
+  std::memcpy(code, jmp, sizeof jmp);
+  std::uint64_t target = reinterpret_cast<std::uint64_t>(&awkward_park) + 2;
+  std::memcpy(code + sizeof jmp, &target, sizeof target);
+  if (::mprotect(page, 4096, PROT_READ | PROT_EXEC) != 0) return "mprotect failed";
+  g_foreign = reinterpret_cast<std::uint64_t>(page);
+  return park();
+}
+
+int g_in_copy[2], g_spin_release[2];
+std::atomic<bool> g_stop_spin{false};
+std::atomic<std::uint64_t> g_spins{0};
+std::thread g_spinner;
+
+void on_spin_signal(int, siginfo_t*, void* context) {
+  auto rip =
+      static_cast<std::uint64_t>(static_cast<ucontext_t*>(context)->uc_mcontext.gregs[REG_RIP]);
+  bool text = rip >= reinterpret_cast<std::uint64_t>(&__executable_start) &&
+              rip < reinterpret_cast<std::uint64_t>(&etext);
+  char c = text ? 'n' : 'c';
+  if (::write(g_in_copy[1], &c, 1) != 1 || c == 'n') return;
+  while (::read(g_spin_release[0], &c, 1) < 0 && errno == EINTR) {
+  }
+}
+
+std::string spin() {
+  if (::pipe(g_in_copy) != 0 || ::pipe(g_spin_release) != 0) return "pipe failed";
+  struct sigaction sa {};
+  sa.sa_sigaction = on_spin_signal;
+  sa.sa_flags = SA_SIGINFO;
+  ::sigaction(SIGUSR2, &sa, nullptr);
+  g_spinner = std::thread([] {
+    while (!g_stop_spin.load(std::memory_order_relaxed)) {
+      awkward_push();
+      g_spins.fetch_add(1, std::memory_order_relaxed);
+    }
+  });
+  // Once it is in the loop, its RIP is in the executable's text or a tracer's copy: never in
+  // the C library's thread start any more.
+  while (g_spins.load() == 0) sched_yield();
+  return "spinning";
+}
+
+std::string signal_in_copy() {
+  for (int tries = 0; tries < 100000; ++tries) {
+    pthread_kill(g_spinner.native_handle(), SIGUSR2);
+    char c = 0;
+    if (::read(g_in_copy[0], &c, 1) != 1) return "read failed";
+    if (c == 'c') return "in copy";
+  }
+  return "never";
+}
+
+std::string release_spin() {
+  std::uint64_t from = g_spins.load();
+  char c = 'x';
+  if (::write(g_spin_release[1], &c, 1) != 1) return "write failed";
+  while (g_spins.load() < from + 1000) sched_yield();
+  return "ran on";
+}
+
+std::string stop_spin() {
+  g_stop_spin = true;
+  g_spinner.join();
+  return "spins=" + std::to_string(g_spins.load()) +
+         " pushes=" + std::to_string(__atomic_load_n(&g_awkward_pushes, __ATOMIC_RELAXED));
 }
 
 std::string release() {
@@ -205,6 +305,11 @@ std::string run(const std::string& cmd, std::uint64_t n) {
   }
   if (cmd == "park") return park();
   if (cmd == "release") return release();
+  if (cmd == "park_foreign") return park_foreign();
+  if (cmd == "spin") return spin();
+  if (cmd == "signal_in_copy") return signal_in_copy();
+  if (cmd == "release_spin") return release_spin();
+  if (cmd == "stop") return stop_spin();
   if (cmd == "park_calls") {
     std::uint64_t ok = 0;
     for (std::uint64_t i = 0; i < n; ++i) ok += awkward_park(1) == 1;

@@ -94,4 +94,51 @@ TEST(CopyMap, ATrampolinesBlockStartsWithTheFirstDisplacedInstruction) {
   ASSERT_EQ(t->copies.size(), 1u);
   EXPECT_EQ(t->copies[0].first, RuntimeAddr(0x401002));
   EXPECT_EQ(t->copies[0].second, *t->block + 2);
+  // Then the jump back to the instruction after the displaced ones (the plan's end).
+  ASSERT_TRUE(t->jump_back);
+  EXPECT_EQ(*t->jump_back, *t->block + 5);
+  auto back =
+      decode(std::span(t->code).subspan(static_cast<std::size_t>(*t->jump_back - t->address)),
+             *t->jump_back);
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->flow, Instruction::Flow::RelJump);
+  EXPECT_EQ(back->target, plan->end());
+}
+
+// Detach (tracer/copy_exits.hpp) moves a thread, or a signal frame's saved RIP, from a copy to
+// where the program's own code does the same: the copy's start is the original instruction,
+// the copy's jump back the instruction after it.
+TEST(CopyMap, AThreadInACopyGoesOnInTheOriginalCode) {
+  CopyMap m;
+  m.add(RuntimeAddr(0x7000), RuntimeAddr(0x401010));
+  m.add_jump_back(RuntimeAddr(0x7001), RuntimeAddr(0x401011));
+  EXPECT_EQ(m.in_original(RuntimeAddr(0x7000)), RuntimeAddr(0x401010));
+  EXPECT_EQ(m.in_original(RuntimeAddr(0x7001)), RuntimeAddr(0x401011));
+  EXPECT_FALSE(m.in_original(RuntimeAddr(0x7002)));    // inside the jump back's bytes
+  EXPECT_FALSE(m.in_original(RuntimeAddr(0x401010)));  // the original itself: nothing to do
+  // A jump back raises no fault: the fault fix-up knows only the copies' starts.
+  EXPECT_FALSE(m.original_of(RuntimeAddr(0x7001)));
+  EXPECT_FALSE(m.copy_of(RuntimeAddr(0x401011)));
+  m.clear();
+  EXPECT_TRUE(m.empty());
+  EXPECT_FALSE(m.in_original(RuntimeAddr(0x7001)));
+}
+
+TEST(CopyMap, TheOutlinerRegistersEachCopysJumpBack) {
+  FakeMemory mem;
+  CopyMap m;
+  const std::uint64_t page = 0x10000000;
+  Outliner out(
+      mem, [&](RuntimeAddr) { return std::optional<RuntimeAddr>(RuntimeAddr(page)); }, &m);
+  std::string why;
+  bool later = false;
+  // push %rbx (1 byte), then a 3-byte mov: each copy is the instruction, then its jump back.
+  auto a = out.place(decoded({0x53}, 0x401000), why, later);
+  auto b = out.place(decoded({0x48, 0x89, 0xe5}, 0x401100), why, later);
+  ASSERT_TRUE(a && b) << why;
+  EXPECT_EQ(m.in_original(*a), RuntimeAddr(0x401000));
+  EXPECT_EQ(m.in_original(*a + 1), RuntimeAddr(0x401001));
+  EXPECT_EQ(m.in_original(*b), RuntimeAddr(0x401100));
+  EXPECT_EQ(m.in_original(*b + 3), RuntimeAddr(0x401103));
+  EXPECT_FALSE(m.in_original(*b + 1));
 }
