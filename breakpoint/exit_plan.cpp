@@ -147,9 +147,10 @@ void plan_exit(const Function& f, std::span<const std::uint8_t> code, std::size_
 
 }  // namespace
 
-bool is_exit(const Instruction& in, RuntimeAddr function, RuntimeAddr end,
-             const OwnPart& own_part) {
+bool is_exit(const Instruction& in, RuntimeAddr function, RuntimeAddr end, const OwnPart& own_part,
+             const FrameKept& frame_kept) {
   auto leaves = [&](RuntimeAddr to) {
+    if (frame_kept && frame_kept(in.address)) return false;
     if (to == function) return true;
     return (to < function || to >= end) && !(own_part && own_part(to));
   };
@@ -160,14 +161,14 @@ bool is_exit(const Instruction& in, RuntimeAddr function, RuntimeAddr end,
     case Flow::RelCondJump:
       return leaves(in.target);
     case Flow::IndirectJump:
-      return in.rip_relative;
+      return in.rip_relative && !(frame_kept && frame_kept(in.address));
     default:
       return false;
   }
 }
 
 CallPlans plan_calls(RuntimeAddr function, std::span<const std::uint8_t> code,
-                     const OwnPart& own_part) {
+                     const OwnPart& own_part, const FrameKept& frame_kept) {
   CallPlans out;
   auto insns = decode_function(function, code, out.undecodable);
   if (!insns) return out;
@@ -179,7 +180,7 @@ CallPlans plan_calls(RuntimeAddr function, std::span<const std::uint8_t> code,
     if (in.flow == Flow::IndirectJump && !in.rip_relative) out.unseen_exits.push_back(in);
   }
   auto first_exit = std::find_if(insns->begin(), insns->end(), [&](const Instruction& in) {
-    return is_exit(in, function, end, own_part);
+    return is_exit(in, function, end, own_part, frame_kept);
   });
   if (!out.entry && indirect.empty() && first_exit != insns->end()) {
     // plan_jump refuses an entry patch with a ret in it: a short function may be patched whole.
@@ -189,7 +190,7 @@ CallPlans plan_calls(RuntimeAddr function, std::span<const std::uint8_t> code,
   }
   for (std::size_t k = 0; k < insns->size(); ++k) {
     const Instruction& in = (*insns)[k];
-    if (!is_exit(in, function, end, own_part)) continue;
+    if (!is_exit(in, function, end, own_part, frame_kept)) continue;
     if (!indirect.empty()) {
       add_int3_exit(out, in, indirect);
     } else {

@@ -51,14 +51,19 @@ struct CallPlans {
 // ends unmatched, closed by its sp, never guessed).
 using OwnPart = std::function<bool(RuntimeAddr)>;
 
+// Whether the function's frame is still there at the instruction at `at`: its call frame
+// information puts the return address elsewhere than on top of the stack (CFA != %rsp + 8). A
+// jump from there is no tail call, wherever it goes: a stripped binary's f.cold has no symbol.
+using FrameKept = std::function<bool(RuntimeAddr)>;
+
 // Whether `in`, in the function [function, end), leaves it (see above); a conditional one only
 // when taken.
 bool is_exit(const Instruction& in, RuntimeAddr function, RuntimeAddr end,
-             const OwnPart& own_part = nullptr);
+             const OwnPart& own_part = nullptr, const FrameKept& frame_kept = nullptr);
 
 // `code`: the whole function at `function`, as its file holds it. Whatever cannot be patched
 // is an int3, with the reason.
 CallPlans plan_calls(RuntimeAddr function, std::span<const std::uint8_t> code,
-                     const OwnPart& own_part = nullptr);
+                     const OwnPart& own_part = nullptr, const FrameKept& frame_kept = nullptr);
 
 }  // namespace probecost

@@ -14,8 +14,6 @@
 
 namespace probecost::cli {
 
-namespace {
-
 // The kernel's own file systems, whose files are interfaces, not storage: /proc/version takes
 // an open for writing from root and then refuses every write (the report lost after the whole
 // trace), and a writable one (/proc/sys/..., /sys/...) would take the report as a setting.
@@ -46,8 +44,6 @@ const char* kernel_file_system(int fd) {
       return nullptr;
   }
 }
-
-}  // namespace
 
 Output::Output(const std::string& path, int default_fd) : path_(path), fd_(default_fd) {
   if (path.empty() || path == "-") return;

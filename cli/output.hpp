@@ -7,6 +7,10 @@
 
 namespace probecost::cli {
 
+// The name of the kernel's file system (proc, sysfs, ...) that the open file `fd` is on, or
+// nullptr for storage: such a file is an interface, never a place for a report.
+const char* kernel_file_system(int fd);
+
 class Output {
  public:
   // "" or "-": `default_fd` (standard output unless said otherwise). Otherwise the file is opened

@@ -1,4 +1,5 @@
 // probecost record (-p PID | -- COMMAND ARGS...) -b PROBE [-b PROBE ...] -o PATH [options]
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -6,8 +7,10 @@
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <optional>
 
 #include "cli/commands.hpp"
+#include "cli/output.hpp"
 #include "cli/parse.hpp"
 #include "common/error.hpp"
 #include "common/tsc.hpp"
@@ -21,13 +24,36 @@ namespace probecost::cli {
 
 namespace {
 
-// PATH's directory must exist and be writable: found out now, before anything is touched.
-void check_output(const std::string& path, const std::string& flag) {
-  if (path.empty()) throw UsageError("no output: give -o PATH");
-  std::filesystem::path dir = std::filesystem::path(path).parent_path();
-  if (dir.empty()) dir = ".";
+// A CTF trace's directory: new (its parent writable), or empty, on storage.
+void check_ctf_dir(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path dir = path;
+  if (fs::exists(dir, ec)) {
+    if (!fs::is_directory(dir, ec))
+      throw UsageError("-o " + path + ": not a directory (a CTF trace is one: give a new path)");
+    if (!fs::is_empty(dir, ec))
+      throw UsageError("-o " + path +
+                       ": exists and is not empty: a CTF trace needs a directory of its own");
+  } else {
+    dir = dir.parent_path().empty() ? fs::path(".") : dir.parent_path();
+  }
   if (::access(dir.c_str(), W_OK | X_OK) != 0)
-    throw UsageError(flag + " " + path + ": cannot write in " + dir.string());
+    throw UsageError("-o " + path + ": cannot write in " + dir.string());
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  const char* kernel = fd >= 0 ? kernel_file_system(fd) : nullptr;
+  if (fd >= 0) ::close(fd);
+  if (kernel)
+    throw UsageError("-o " + path + ": " + dir.string() + " is on the kernel's " + kernel +
+                     " file system (give a directory on storage)");
+}
+
+// Found out now, before anything is touched: a trace file (opened and let go: a file this run
+// created is removed), a CTF directory, the summary's file (opened now, written at the end).
+void check_output(const std::string& path, record::Format format) {
+  if (path.empty()) throw UsageError("no output: give -o PATH");
+  if (format == record::Format::ctf) return check_ctf_dir(path);
+  Output check(path);
 }
 
 // The recording, made when the first image's probes are known.
@@ -101,11 +127,12 @@ int record_command(const std::vector<std::string>& all_args) {
   opts.command = command;
   if (opts.probes.empty()) throw UsageError("no probe: give -b FUNCTION");
   for (const auto& p : opts.probes) parse_probe(p);
-  check_output(output, "-o");
-  if (!summary_json.empty()) check_output(summary_json, "--summary-json");
-  if (vm.count("duration")) opts.duration_s = parse_seconds("--duration", duration);
   Recording recording;
   recording.format = record::choose_format(format, output);
+  check_output(output, recording.format);
+  std::optional<Output> summary_out;
+  if (!summary_json.empty()) summary_out.emplace(summary_json);
+  if (vm.count("duration")) opts.duration_s = parse_seconds("--duration", duration);
   recording.path = output;
   recording.args = static_cast<int>(parse_count("--args", args_text, 0, record::kMaxArgs));
   // Before anything is attached or launched: the process is not held while we calibrate.
@@ -129,7 +156,7 @@ int record_command(const std::vector<std::string>& all_args) {
   }
   recording.rec->finish();
   recording.rec->summary().print(std::cerr);
-  if (!summary_json.empty()) recording.rec->summary().write_json(summary_json);
+  if (summary_out) summary_out->write(recording.rec->summary().json_text());
   return command_status(report);
 }
 

@@ -66,6 +66,17 @@ const std::vector<Mechanism>& all_mechanisms() {
        "probecost_site_probe",
        "",
        5'000'000},
+      // A hit is a call: its entry and its return. Its records are kept for the whole run
+      // (compare/runner.cpp), 64 bytes a call: fewer iterations than jump.
+      {MechanismId::Record,
+       "record",
+       "probecost record: jumps at the entry and the ret, each writing a call record {TSC, "
+       "thread, sp, arg or rax} into a per-CPU buffer (rseq)",
+       {"--site", "probe"},
+       HitSource::TracerHits,
+       "probecost_site_probe",
+       "",
+       1'000'000},
       {MechanismId::Uprobe,
        "uprobe",
        "the kernel's uprobe on the probe site, counted by a perf event (uprobe PMU); no tracer",

@@ -17,6 +17,7 @@ enum class MechanismId {
   Int3Ptrace,
   Int3PtraceFast,
   Jump,
+  Record,  // probecost record's probes: a call's entry and return
   Uprobe,
   UprobeNop5,
   UprobePush,

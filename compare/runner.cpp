@@ -4,10 +4,13 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
+#include <sys/sysinfo.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <x86intrin.h>
 
 #include <algorithm>
+#include <bit>
 #include <ctime>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -219,6 +222,20 @@ std::uint64_t add_spare_sites(TracedProcess& p, StepOver& step_over, unsigned co
   return n;
 }
 
+// A run with no int3 and nothing for the tracer to do per hit (jump, record): it only waits for
+// the end. Fills the tracer's CPU time, system calls and stops.
+RunEnd run_without_traps(Family& family, Sample& s) {
+  SingleStepOver unused;
+  Session session(family.root(), unused);
+  sys::Counters before = sys::counters();
+  double cpu0 = thread_cpu_ns();
+  RunEnd end = run_session(family, session);
+  s.tracer_cpu_ns = thread_cpu_ns() - cpu0;
+  s.tracer_syscalls = sys::counters().total() - before.total();
+  s.tracer_stops = session.stats().stops;
+  return end;
+}
+
 // The jump mechanism: no int3. The site is patched once, at exec, into a jump to a trampoline
 // that writes the marker's record {TSC, id, arg} into a ring shared with the tracer (which
 // overwrites its oldest records, as the marker's per-thread ring does); the tracer only waits
@@ -236,23 +253,69 @@ void run_jump(const Mechanism& m, Family& family, Sample& s) {
   if (!probe) throw Error("cannot patch a jump at " + sym.name + ": " + why);
   s.step_over_plan = "jump over " + std::to_string(jumps.patched_length(*probe)) + " bytes";
   populate_jump_areas(p);
-  SingleStepOver unused;
-  Session session(p, unused);
-  sys::Counters before = sys::counters();
-  double cpu0 = thread_cpu_ns();
-  RunEnd end = run_session(family, session);
-  s.tracer_cpu_ns = thread_cpu_ns() - cpu0;
+  RunEnd end = run_without_traps(family, s);
   // Records are read after the run and outside its CPU time, as the marker's are: a consumer's
   // cost is not the probe's (and reading all of a short run's records, but only the last
   // ring's worth of a long one's, would make the figure depend on the run's length).
   jumps.drain(*probe, true);
-  s.tracer_syscalls = sys::counters().total() - before.total();
-  s.tracer_stops = session.stats().stops;
   s.hits = jumps.hits(*probe);
   if (jumps.records_read(*probe) + jumps.records_lost(*probe) != s.hits) {
     s.problem = "jump records: " + std::to_string(jumps.records_read(*probe)) + " read + " +
                 std::to_string(jumps.records_lost(*probe)) + " lost != " + std::to_string(s.hits) +
                 " hits";
+  }
+  if (end == RunEnd::Interrupted) throw Error("interrupted");
+}
+
+// Per CPU, room for every record of the run (a record dropped for want of room costs less than
+// one written: the figure would be too low), within 1 GiB in all, since it is faulted in first.
+std::uint64_t call_buffer_bytes(const Sample& s, std::uint32_t record_size) {
+  constexpr std::uint64_t kMin = 1 << 20, kAll = 1ull << 30;
+  std::uint64_t need = 2 * s.iterations * s.threads * record_size;
+  std::uint64_t cap = std::bit_floor(kAll / std::max(1, get_nprocs_conf()));
+  return std::clamp(std::bit_ceil(need), kMin, std::max(kMin, cap));
+}
+
+// The record mechanism: `probecost record`'s probes on the probe site. The site is short, so
+// it is patched whole: its entry and its ret under one jump, whose trampoline writes an entry
+// record {TSC, thread pointer, sp, arg} and an exit record {.., rax} into the per-CPU call
+// buffer, each in a restartable sequence. As for jump, the records are read after the run. A
+// process without glibc's rseq registration has no call buffer: the row is skipped.
+void run_record(const Mechanism& m, Family& family, Sample& s) {
+  TracedProcess& p = family.root();
+  // glibc registers each thread's rseq area before the executable's entry point, not at exec.
+  p.run_to_entry();
+  ProcessSymbols symbols(p.pid());
+  Symbol sym = symbols.resolve(m.probe_symbol);
+  JumpOptions options;
+  options.calls.args = 1;
+  options.calls.max_ids = 1;
+  options.calls.buffer_bytes = call_buffer_bytes(s, jump::call_record_size(1));
+  JumpProbes jumps(p, options);
+  CallInstall in = jumps.add_calls({{sym.address, 0, sym.name}}, {}, symbols).at(0);
+  if (!jumps.calls_refused().empty()) {
+    s.skipped = jumps.calls_refused();
+    return;
+  }
+  if (!in.undecodable.empty() || !in.entry_jump || !in.int3_exits.empty())
+    throw Error("cannot record " + sym.name +
+                " with jumps alone: " + (in.undecodable.empty() ? in.why_entry : in.undecodable) +
+                (in.int3_exits.empty() ? "" : in.int3_exits.front().why_not_jump));
+  s.step_over_plan =
+      in.whole ? "entry and ret under one jump"
+               : "a jump at the entry, " + std::to_string(in.exit_jumps) + " at its exits";
+  populate_jump_areas(p);
+  RunEnd end = run_without_traps(family, s);
+  jump::CallReader& reader = *jumps.call_reader();
+  reader.poll(__rdtsc(), true);
+  std::vector<jump::CallRecord> records;
+  reader.take(records);
+  auto exits = static_cast<std::uint64_t>(
+      std::count_if(records.begin(), records.end(), [](const auto& r) { return r.exit; }));
+  s.hits = records.size() - exits;
+  if (reader.lost_total() || exits != s.hits) {
+    s.problem = "call records: " + std::to_string(s.hits) + " entries, " + std::to_string(exits) +
+                " exits, " + std::to_string(reader.lost_total()) + " lost for want of room";
   }
   if (end == RunEnd::Interrupted) throw Error("interrupted");
 }
@@ -263,9 +326,9 @@ void run_traced(const Mechanism& m, const LaunchSpec& spec, const RunConfig& cfg
   auto family = Family::launch(spec);
   TracedProcess& p = family->root();
   if (cfg.cpus.tracer_cpu == kFollowTracee) pin.emplace(last_cpu_of(p.pid()), "the tracer");
-  if (m.jump()) {
-    run_jump(m, *family, s);
-    check_exit(p);
+  if (m.jump() || m.is(MechanismId::Record)) {
+    m.jump() ? run_jump(m, *family, s) : run_record(m, *family, s);
+    if (s.skipped.empty()) check_exit(p);
     return;
   }
   std::unique_ptr<StepOver> step_over;
@@ -318,10 +381,11 @@ void run_traced(const Mechanism& m, const LaunchSpec& spec, const RunConfig& cfg
 constexpr long kMadvPopulateWrite = 23;
 
 void populate_jump_areas(TracedProcess& p) {
-  std::string name = std::string("/memfd:") + jump::kAreaName;
+  std::string area = std::string("/memfd:") + jump::kAreaName;
+  std::string calls = std::string("/memfd:") + jump::kCallBufferName;
   for (const Mapping& m : read_maps(p.proc_tid())) {
     // The trampolines' pages are read-execute in the tracee, and read by instruction fetch only.
-    if (!m.write || m.path.rfind(name, 0) != 0) continue;
+    if (!m.write || (m.path.rfind(area, 0) != 0 && m.path.rfind(calls, 0) != 0)) continue;
     p.syscall_in_tracee(SYS_madvise,
                         {static_cast<long>(m.start.value()), static_cast<long>(m.end - m.start),
                          kMadvPopulateWrite, 0, 0, 0});
@@ -339,12 +403,12 @@ Sample run_once(const Mechanism& m, const RunConfig& cfg) {
   spec.cpu = cfg.cpus.tracee_cpu;
   if (m.uprobe()) {
     run_uprobe(m, spec, cfg, s);
-    if (!s.skipped.empty()) return s;
   } else if (m.traced()) {
     run_traced(m, spec, cfg, s);
   } else {
     run_untraced(spec, s);
   }
+  if (!s.skipped.empty()) return s;  // the machine or the process refused the mechanism
   fill_from_report(out.contents(), m, s);
   double events = static_cast<double>(s.iterations) * s.threads;
   s.cpu_ns_per_iter = (s.tracee_cpu_ns + s.tracer_cpu_ns) / events;

@@ -75,12 +75,12 @@ struct Sample {
 Sample run_once(const Mechanism& m, const RunConfig& cfg);
 
 class TracedProcess;
-// Faults in the read-write pages of every jump area of `p` (header, counters, event rings)
-// before the timed loop, as LTTng touches its buffers at session setup: the first lap round a
-// 1.5 MiB ring would otherwise take a page fault per 4 KiB (the memfd's pages are allocated and
-// mapped on first touch), charged to the first hits. MADV_POPULATE_WRITE runs in the tracee
-// (every thread stopped); a kernel before 5.14 refuses it (EINVAL) and the faults stay in the
-// figure.
+// Faults in the read-write pages of every jump area of `p` (header, counters, event rings) and
+// of its call buffer (record) before the timed loop, as LTTng touches its buffers at session setup:
+// the first lap round a 1.5 MiB ring would otherwise take a page fault per 4 KiB (the memfd's pages
+// are allocated and mapped on first touch), charged to the first hits. MADV_POPULATE_WRITE runs in
+// the tracee (every thread stopped); a kernel before 5.14 refuses it (EINVAL) and the faults stay
+// in the figure.
 void populate_jump_areas(TracedProcess& p);
 
 }  // namespace probecost

@@ -30,6 +30,7 @@ bool serves(MechanismId id, ProbePurpose purpose) {
   switch (id) {
     case MechanismId::Marker:
     case MechanismId::Jump:
+    case MechanismId::Record:  // a call's two records: a count, and its latency
       return purpose != ProbePurpose::Stacks;
     case MechanismId::Int3Signal:
     case MechanismId::Int3Ptrace:

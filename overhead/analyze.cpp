@@ -317,6 +317,12 @@ void add_notes(OverheadResult& r) {
         "marker's record {TSC, id, arg} per hit. The jump probes here only count hits (trace "
         "without --events), which costs less: the prediction for jump is an upper bound.");
   }
+  if (c.find(mechanism(MechanismId::Record).name)) {
+    r.notes.push_back(
+        "The record row predicts `probecost record -b` at these probes: each hit a call, its "
+        "entry and its return recorded (a jump at each, where one fits the function's exits "
+        "too; an int3 costs what int3 does).");
+  }
 }
 
 // The prediction for the mechanism used against the measured slowdown (or, with no count of an

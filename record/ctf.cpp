@@ -1,5 +1,6 @@
 #include "record/ctf.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <random>
@@ -148,7 +149,9 @@ void CtfWriter::thread_name(std::int32_t pid, std::int32_t tid, const std::strin
 }
 
 void CtfWriter::lost(const Lost& l) {
-  stream(l.pid, l.tid).discarded += l.count;
+  Stream& s = stream(l.pid, l.tid);
+  s.discarded += l.count;
+  s.lost_tsc = std::max(s.lost_tsc, l.tsc);
 }
 
 void CtfWriter::thread_exited(std::int32_t pid, std::int32_t tid) {
@@ -167,11 +170,14 @@ void CtfWriter::flush(Stream& s) {
   put(packet, std::uint32_t{0});  // stream_id: the one stream class
   put(packet, s.instance);
   std::uint64_t bits = (kPacketPreamble + s.content.size()) * 8;
+  // A packet with no events that reports a loss (a thread the ring does not name has no
+  // events) spans the time it was counted, not the clock's zero.
   bool empty = s.content.empty();
-  put(packet, empty ? s.last_tsc : s.first_tsc);  // timestamp_begin
-  put(packet, s.last_tsc);                        // timestamp_end
-  put(packet, bits);                              // content_size
-  put(packet, bits);                              // packet_size: no padding
+  std::uint64_t end = empty ? std::max(s.last_tsc, s.lost_tsc) : s.last_tsc;
+  put(packet, empty ? end : s.first_tsc);  // timestamp_begin
+  put(packet, end);                        // timestamp_end
+  put(packet, bits);                       // content_size
+  put(packet, bits);                       // packet_size: no padding
   put(packet, s.seq++);
   put(packet, s.discarded);  // events_discarded: a running count, as LTTng's
   packet += s.content;

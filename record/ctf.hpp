@@ -67,6 +67,8 @@ class CtfWriter : public Output {
     std::string content;  // this packet's events
     std::uint64_t first_tsc = 0, last_tsc = 0;
     std::uint64_t discarded = 0, discarded_written = 0;
+    // When the last loss was counted: a packet without events ends there.
+    std::uint64_t lost_tsc = 0;
   };
   Stream& stream(std::int32_t pid, std::int32_t tid);
   Stream& writable(std::int32_t pid, std::int32_t tid);

@@ -51,13 +51,15 @@ struct RunInfo {
 };
 
 // Records the tracer could not read (its ring overwrote them before they were drained).
-// probe is kAnyProbe when the ring does not say whose they were.
+// probe is kAnyProbe when the ring does not say whose they were; tid 0 when it does not say
+// whose thread. tsc: when they were counted (a trace shows the loss there).
 inline constexpr std::uint32_t kAnyProbe = UINT32_MAX;
 struct Lost {
   std::int32_t pid = 0;
   std::int32_t tid = 0;
   std::uint32_t probe = kAnyProbe;
   std::uint64_t count = 0;
+  std::uint64_t tsc = 0;
 };
 
 }  // namespace probecost::record

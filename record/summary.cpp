@@ -155,9 +155,13 @@ nlohmann::json Summary::json() const {
   return {{"probes", std::move(probes)}, {"events_lost_unattributed", lost_any_}};
 }
 
+std::string Summary::json_text() const {
+  return json().dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+}
+
 void Summary::write_json(const std::string& path) const {
   std::ofstream out(path);
-  out << json().dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+  out << json_text();
   out.close();
   if (!out) throw Error::from_errno("cannot write the summary to " + path);
 }

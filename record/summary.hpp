@@ -44,6 +44,8 @@ class Summary : public Output {
   // The table and one histogram per probe that has latencies.
   void print(std::ostream& out) const;
   nlohmann::json json() const;
+  // json() as --summary-json writes it: indented, a line of its own.
+  std::string json_text() const;
   // Throws Error when the file cannot be written.
   void write_json(const std::string& path) const;
 

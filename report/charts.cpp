@@ -71,6 +71,8 @@ std::string mechanism_color(const std::string& name) {
       return "#17becf";
     case MechanismId::Jump:
       return "#9467bd";
+    case MechanismId::Record:
+      return "#c5b0d5";
     case MechanismId::Uprobe:
       return "#ff7f0e";
     case MechanismId::UprobeNop5:

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "breakpoint/emulate.hpp"
 #include "trace/run.hpp"
 
 namespace probecost::trace_run {
@@ -38,6 +39,8 @@ bool CallFeed::on_int3(pid_t tid, RuntimeAddr at, const user_regs_struct& regs) 
   if (it == int3_.end() || it->second.id >= probe_of_id_.size()) return false;
   std::uint32_t probe = probe_of_id_[it->second.id];
   if (probe == record::kAnyProbe) return true;
+  const auto& cc = it->second.taken_if;
+  if (cc && !condition_holds(*cc, regs.eflags)) return true;  // falls through: still inside
   record::Event e;
   e.kind = it->second.exit ? record::EventKind::exit : record::EventKind::entry;
   e.probe = probe;
@@ -106,7 +109,7 @@ void CallFeed::lost(const jump::CallReader& reader) {
   lost_counted_ = true;
   for (std::uint32_t id = 0; id < probe_of_id_.size(); ++id) {
     std::uint64_t n = reader.lost(id);
-    if (n) rec_.lost({pid_, 0, probe_of_id_[id], n});
+    if (n) rec_.lost({pid_, 0, probe_of_id_[id], n, __rdtsc()});
   }
 }
 

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <set>
 #include <unordered_map>
 #include <vector>
@@ -31,8 +32,13 @@ class CallFeed {
   // Every thread of the process, stopped (the probes going in).
   void threads_of(TracedProcess& proc);
 
-  // An int3 that serves call probe `id`'s entry (or exit): its hits are events.
-  void int3_site(RuntimeAddr at, std::uint32_t id, bool exit) { int3_[at.value()] = {id, exit}; }
+  // An int3 that serves call probe `id`'s entry (or exit): its hits are events. `taken_if`: the
+  // exit is a conditional tail call (jcc), an exit only when its condition (the low nibble of
+  // 0x7X) holds; the int3 stops the thread on every pass.
+  void int3_site(RuntimeAddr at, std::uint32_t id, bool exit,
+                 std::optional<std::uint8_t> taken_if = std::nullopt) {
+    int3_[at.value()] = {id, exit, taken_if};
+  }
   // A hit of the int3 at `at` by `tid`, its registers as the function's entry or exit sees
   // them. False when the site is not one of ours.
   bool on_int3(pid_t tid, RuntimeAddr at, const user_regs_struct& regs);
@@ -46,6 +52,7 @@ class CallFeed {
   struct Int3Role {
     std::uint32_t id = 0;
     bool exit = false;
+    std::optional<std::uint8_t> taken_if;
   };
   struct Since {
     std::uint64_t tsc = 0;

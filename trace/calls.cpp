@@ -68,7 +68,10 @@ std::vector<ProbeInstall> TraceRun::place_calls(ProcessTrace& tr) {
   tr.feed =
       std::make_unique<CallFeed>(*recording_, p.pid(), recording_probes(tr), opts_.calls->args);
   tr.feed->threads_of(p);
-  recording_->process_name(p.pid(), base_name(tr.images.back()));
+  // Its comm, as ps and perf name it: the name it was run by (redis-server, a symlink to
+  // redis-check-rdb), where the image's file name is the link's target.
+  std::string comm = thread_name(p.pid(), p.pid());
+  recording_->process_name(p.pid(), comm.empty() ? base_name(tr.images.back()) : comm);
   std::vector<CallRequest> requests;
   for (std::size_t i = 0; i < tr.probes.size(); ++i) {
     const ResolvedProbe& probe = tr.probes[i];
@@ -99,7 +102,9 @@ std::vector<ProbeInstall> TraceRun::place_calls(ProcessTrace& tr) {
     }
     for (const auto& e : in.int3_exits) {
       add_int3_probe(p, *tr.step_over, e.exit.address, probe.spec + " (exit)");
-      tr.feed->int3_site(e.exit.address, id, true);
+      std::optional<std::uint8_t> taken_if;
+      if (e.exit.flow == Instruction::Flow::RelCondJump) taken_if = e.exit.condition;
+      tr.feed->int3_site(e.exit.address, id, true, taken_if);
     }
     if (!in.unseen_exits.empty() && opts_.announce) {
       notes_ << opts_.tool << ": " << probe.spec << " has " << in.unseen_exits.size()

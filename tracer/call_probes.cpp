@@ -85,7 +85,11 @@ std::vector<JumpProbes::Candidate> JumpProbes::call_candidates(
       auto part = symbols.sized_function_containing(to);
       return part && part->module == fn->module && part->name.starts_with(fn->name + ".cold");
     };
-    CallPlans p = plan_calls(fn->address, original_code(*fn, maps), own_part);
+    auto frame_kept = [&symbols](RuntimeAddr at) {
+      auto cfa = symbols.cfa_from_sp(at);
+      return cfa && *cfa != 8;
+    };
+    CallPlans p = plan_calls(fn->address, original_code(*fn, maps), own_part, frame_kept);
     from_plans(p, out[i]);
     if (!p.undecodable.empty()) continue;
     if (!p.entry) probes.emplace_back(r.function, r.label + "'s entry (an int3)");

@@ -97,6 +97,10 @@ class ProcessSymbols {
   // The slots that may hold what `ifunc` resolved to, the defining module's IRELATIVE slots
   // first, then the executable's, then the other modules'.
   std::vector<IfuncSlot> ifunc_slots(const Symbol& ifunc) const;
+  // The canonical frame address before the instruction at `at` runs, as %rsp + the offset
+  // returned, from its module's call frame information (.eh_frame, else .debug_frame); none
+  // where there is none or the CFA is not %rsp-based (a frame pointer, an expression).
+  std::optional<std::int64_t> cfa_from_sp(RuntimeAddr at) const;
   // The first defined data symbol (STT_OBJECT) called `name`, any version, in the modules
   // `module` names (has_module; all when empty): ld.so's _r_debug.
   std::optional<RuntimeAddr> data_symbol(const std::string& name,

@@ -1,6 +1,10 @@
 // ProcessSymbols: what is at an address; and the symbols of one ELF image in memory.
+#include <dwarf.h>
+
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <memory>
 
 #include "common/error.hpp"
 #include "tracer/cxx_names.hpp"
@@ -50,6 +54,25 @@ std::string ProcessSymbols::describe(RuntimeAddr at) const {
   char off[32] = "";
   if (offset) std::snprintf(off, sizeof off, "+0x%llx", static_cast<unsigned long long>(offset));
   return demangle(name) + off + in;
+}
+
+std::optional<std::int64_t> ProcessSymbols::cfa_from_sp(RuntimeAddr at) const {
+  constexpr Dwarf_Word kDwarfRsp = 7;  // the x86-64 psABI's DWARF register number of %rsp
+  Dwfl_Module* mod = dwfl_addrmodule(dwfl_, at.value());
+  if (!mod) return std::nullopt;
+  Dwarf_Addr bias = 0;
+  Dwarf_CFI* cfi = dwfl_module_eh_cfi(mod, &bias);
+  if (!cfi) cfi = dwfl_module_dwarf_cfi(mod, &bias);
+  Dwarf_Frame* frame = nullptr;
+  if (!cfi || dwarf_cfi_addrframe(cfi, at.value() - bias, &frame) != 0) return std::nullopt;
+  std::unique_ptr<Dwarf_Frame, decltype(&std::free)> owned(frame, &std::free);
+  Dwarf_Op* ops = nullptr;
+  std::size_t n = 0;
+  // libdw gives a "register + offset" CFA rule as one DW_OP_bregx op.
+  if (dwarf_frame_cfa(frame, &ops, &n) != 0 || n != 1 || ops[0].atom != DW_OP_bregx ||
+      ops[0].number != kDwarfRsp)
+    return std::nullopt;
+  return static_cast<std::int64_t>(ops[0].number2);
 }
 
 std::optional<RuntimeAddr> ProcessSymbols::data_symbol(const std::string& name,

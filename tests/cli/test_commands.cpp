@@ -135,18 +135,19 @@ TEST(Compare, JsonReportHasEveryMechanismWithExactHits) {
     double cost = m["cpu_ns_per_hit"]["median"];
     EXPECT_NEAR(m["extrapolation"][0]["cpu_percent"].get<double>(), 750000 * cost / 1e7, 1e-6);
   }
-  EXPECT_EQ(names, (std::vector<std::string>{"baseline", "marker-off", "marker", "int3-signal",
-                                             "int3-ptrace", "int3-ptrace-fast", "jump", "uprobe",
-                                             "uprobe-nop5", "uprobe-push", "ptrace-floor"}));
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"baseline", "marker-off", "marker", "int3-signal",
+                                      "int3-ptrace", "int3-ptrace-fast", "jump", "record", "uprobe",
+                                      "uprobe-nop5", "uprobe-push", "ptrace-floor"}));
 }
 
 TEST(Compare, PtraceCountsEveryHitOfFourThreads) {
   Result r =
       run_probecost({"compare", "-m", "int3-ptrace,int3-signal,marker,int3-ptrace-fast", "-m",
-                     "ptrace-floor,jump", "-t", "4", "-n", "2000", "-r", "1", "-f", "json"});
+                     "ptrace-floor,jump,record", "-t", "4", "-n", "2000", "-r", "1", "-f", "json"});
   auto j = nlohmann::json::parse(r.out);
   expect_exit_code_matches_problems(r, j);
-  ASSERT_EQ(j["mechanisms"].size(), 7u);
+  ASSERT_EQ(j["mechanisms"].size(), 8u);
   for (const auto& m : j["mechanisms"]) EXPECT_EQ(m["hits"], 8000) << m["name"];
 }
 

@@ -117,6 +117,24 @@ TEST_F(RecordCtf, BabeltraceReadsEveryEvent) {
             3);  // metadata and three threads' streams
 }
 
+TEST_F(RecordCtf, LossOfNoKnownThreadIsShownWhenItWasCounted) {
+  // The tracer's rings count lost records per CPU: their threads are unknown (tid 0).
+  RunInfo run = testing::run_of({"f"}, 0);
+  {
+    Recorder rec(run, Format::ctf, dir.string());
+    rec.add(entry(1, 0, 1000));
+    rec.add(exit(1, 0, 1100, 0));
+    rec.lost({100, 0, 0, 5, 3000});
+    rec.finish();
+  }
+  Output out = babeltrace("--clock-cycles");
+  ASSERT_EQ(out.status, 0) << out.errors;
+  EXPECT_NE(out.errors.find("discarded"), std::string::npos) << out.errors;
+  // Between the count's time and itself (the test clock runs at 1 GHz), not the clock's zero.
+  EXPECT_EQ(out.errors.find(".000000000]"), std::string::npos) << out.errors;
+  EXPECT_NE(out.errors.find(".000003000] and ["), std::string::npos) << out.errors;
+}
+
 TEST_F(RecordCtf, FieldsAndRawTimestamps) {
   write_trace(dir);
   Output out = babeltrace("--clock-cycles");

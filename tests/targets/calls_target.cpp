@@ -11,6 +11,8 @@
 //   spin N       spin(ticks) N times: spins for `ticks` TSC ticks (argv[3])
 //   bench N      add3 N times in a loop, timed: prints the ns per iteration (probe costs)
 //   serve        reads "N\n" lines on stdin, calls add3 N times per line, answers the sum
+//   cond_tail N  cond_tail(i) N times, every other i negative: a taken conditional tail call
+//   cold N       cold_caller(i) N times, every other i negative: through its unnamed cold part
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -57,6 +59,54 @@ NOINLINE long spin(unsigned long ticks) {
   while (__rdtsc() - start < ticks) ++n;
   return n > 0;
 }
+
+// Shapes the compiler will not produce on demand, written out.
+// cond_tail(x): x < 0 ? leaf(x) : x + 1, by a conditional tail call. The unreachable indirect
+// jump makes every exit an int3 (no patch goes where a jump table might land).
+// cold_caller(x): x < 0 ? 1 - x : x + 1, its x < 0 side in a part of its own with no symbol (a
+// stripped binary's f.cold): the js to it leaves the function's bytes but not its frame.
+asm(R"(
+  .text
+  .globl cond_tail
+  .type cond_tail, @function
+cond_tail:
+  .cfi_startproc
+  test %rdi, %rdi
+  js leaf
+  lea 1(%rdi), %rax
+  ret
+  jmp *%rax
+  .cfi_endproc
+  .size cond_tail, .-cond_tail
+
+  .globl cold_caller
+  .type cold_caller, @function
+cold_caller:
+  .cfi_startproc
+  push %rbx
+  .cfi_adjust_cfa_offset 8
+  .cfi_offset %rbx, -16
+  mov %rdi, %rbx
+  test %rdi, %rdi
+  js .Lcold_caller_cold
+.Lcold_caller_back:
+  lea 1(%rbx), %rax
+  pop %rbx
+  .cfi_adjust_cfa_offset -8
+  ret
+  .cfi_endproc
+  .size cold_caller, .-cold_caller
+  int3
+.Lcold_caller_cold:
+  .cfi_startproc
+  .cfi_def_cfa_offset 16
+  .cfi_offset %rbx, -16
+  neg %rbx
+  jmp .Lcold_caller_back
+  .cfi_endproc
+)");
+long cond_tail(long x);
+long cold_caller(long x);
 
 }  // extern "C"
 
@@ -147,6 +197,10 @@ int main(int argc, char** argv) {
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double ns = (t1.tv_sec - t0.tv_sec) * 1e9 + (t1.tv_nsec - t0.tv_nsec);
     std::printf("%.2f ns per call\n", n ? ns / static_cast<double>(n) : 0.0);
+  } else if (mode == "cond_tail") {
+    for (long i = 0; i < n; ++i) sum += cond_tail(i % 2 ? -i : i);
+  } else if (mode == "cold") {
+    for (long i = 0; i < n; ++i) sum += cold_caller(i % 2 ? -i : i);
   } else if (mode == "serve") {
     std::printf("ready\n");
     std::fflush(stdout);

@@ -126,6 +126,37 @@ TEST(Record, TailCallIsAnExit) {
   expect_calls(r.probe("leaf"), 500, 500);
 }
 
+TEST(Record, ConditionalTailCallAtAnInt3CountsOnlyWhenTaken) {
+  // Every exit of cond_tail is an int3: the js to leaf is an exit only when it jumps.
+  Recorded r({"cond_tail", "leaf"}, "cond_tail", 400, {"--args", "1"});
+  ASSERT_EQ(r.run.exit_code, 0) << r.run.err;
+  EXPECT_EQ(r.run.out, r.plain.out);
+  expect_calls(r.probe("cond_tail"), 400, 400);
+  expect_calls(r.probe("leaf"), 200, 200);
+  EXPECT_EQ(r.probe("cond_tail")["orphan_returns"], 0) << r.probe("cond_tail").dump();
+  // The ret's calls end with their own return value (a tail call's is leaf's to come).
+  for (const auto& e : r.events("cond_tail")) {
+    long x = e["args"]["arg0"];
+    if (x >= 0) {
+      ASSERT_EQ(e["args"]["ret"], x + 1) << e.dump();
+    }
+  }
+}
+
+TEST(Record, JumpToAnUnnamedColdPartIsNoExit) {
+  // cold_caller's js to its cold part (no symbol, as in a stripped binary) keeps its frame: its
+  // CFI says the return address is not at the top of the stack there.
+  Recorded r({"cold_caller"}, "cold", 400, {"--args", "1"});
+  ASSERT_EQ(r.run.exit_code, 0) << r.run.err;
+  EXPECT_EQ(r.run.out, r.plain.out);
+  expect_calls(r.probe("cold_caller"), 400, 400);
+  EXPECT_EQ(r.probe("cold_caller")["orphan_returns"], 0) << r.probe("cold_caller").dump();
+  for (const auto& e : r.events("cold_caller")) {
+    long x = e["args"]["arg0"];
+    ASSERT_EQ(e["args"]["ret"], x < 0 ? 1 - x : x + 1) << e.dump();
+  }
+}
+
 TEST(Record, ExceptionsUnwindThroughProbedFunctions) {
   Recorded r({"middle", "thrower"}, "throw", 300);
   ASSERT_EQ(r.run.exit_code, 0) << r.run.err;
@@ -221,6 +252,21 @@ TEST(Record, ChromeJsonIsTraceEventFormat) {
     ++complete;
   }
   EXPECT_EQ(complete, 400u);
+}
+
+TEST(Record, ProcessNamedAsItWasRun) {
+  // Run through a symlink (as redis-server is to redis-check-rdb): named by the link, as ps does.
+  TempDir dir;
+  fs::create_symlink(CALLS_TARGET, dir / "calls-link");
+  Result r = run_command({PROBECOST_BIN, "record", "-q", "-b", "add3", "-o", dir / "t.json", "--",
+                          dir / "calls-link", "calls", "3"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::set<std::string> names;
+  Json trace = read_json(dir / "t.json");
+  for (const auto& e : trace["traceEvents"]) {
+    if (e["ph"] == "M" && e["name"] == "process_name") names.insert(e["args"]["name"]);
+  }
+  EXPECT_EQ(names, std::set<std::string>{"calls-link"});
 }
 
 TEST(Record, Babeltrace2ReadsTheCtf) {

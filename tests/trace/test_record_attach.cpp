@@ -131,18 +131,25 @@ TEST(RecordAttach, BadInputExits2Untouched) {
   Target target(std::vector<std::string>{CALLS_TARGET, "serve"});
   std::string pid = std::to_string(target.pid);
   std::vector<std::vector<std::string>> bad = {
-      {"-b", "add3"},                                                // no -o
-      {"-b", "add3", "-o", "/nonexistent/dir/t.json"},               // unwritable
-      {"-b", "add3", "-o", "/tmp/t.json", "--args", "7"},            // too many arguments
-      {"-b", "add3", "-o", "/tmp/t.json", "--format", "xml"},        // no such format
-      {"-o", "/tmp/t.json"},                                         // no probe
-      {"-b", "no_such_function", "-o", "/tmp/probecost-never.json"}  // names nothing
+      {"-b", "add3"},                                                 // no -o
+      {"-b", "add3", "-o", "/nonexistent/dir/t.json"},                // unwritable
+      {"-b", "add3", "-o", "/tmp/t.json", "--args", "7"},             // too many arguments
+      {"-b", "add3", "-o", "/tmp/t.json", "--format", "xml"},         // no such format
+      {"-o", "/tmp/t.json"},                                          // no probe
+      {"-b", "no_such_function", "-o", "/tmp/probecost-never.json"},  // names nothing
+      {"-b", "add3", "-o", "/proc/version"},               // a CTF directory that is a file
+      {"-b", "add3", "-o", "/tmp", "--format", "ctf"},     // a directory in use
+      {"-b", "add3", "-o", "/proc/probecost-never.json"},  // the kernel's file system
+      {"-b", "add3", "-o", "/proc/probecost-never-ctf"},   // likewise, for a CTF directory
+      {"-b", "add3", "-o", "/tmp/probecost-never.json", "--summary-json", "/proc/version"},
+      {"-b", "add3", "-o", "/tmp", "--format", "chrome"},  // a directory for a file
   };
   for (auto args : bad) {
     args.insert(args.begin(), {PROBECOST_BIN, "record", "-p", pid});
     Result r = run_command(args);
     EXPECT_EQ(r.exit_code, 2) << args.back() << ": " << r.err;
     EXPECT_FALSE(r.err.empty());
+    EXPECT_EQ(r.err.find("tracing process"), std::string::npos) << r.err;  // never attached
     EXPECT_EQ(target.ask("5"), serve_sum(5));
   }
   expect_text_intact(target.pid);

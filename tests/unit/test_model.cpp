@@ -61,7 +61,7 @@ TEST(Stats, MedianMinMax) {
 
 TEST(Mechanisms, NamesAndSelection) {
   auto all = select_mechanisms(parse_mechanisms({"all"}));
-  ASSERT_EQ(all.size(), 11u);
+  ASSERT_EQ(all.size(), 12u);
   EXPECT_EQ(all[0].name, "baseline");
   auto some = select_mechanisms(parse_mechanisms({"int3-ptrace"}));
   ASSERT_EQ(some.size(), 2u);  // baseline always runs first
@@ -79,7 +79,7 @@ TEST(Mechanisms, EveryNameParsesBackToItsMechanism) {
   EXPECT_EQ(probecost::find_mechanism("kind:nop/emulate"), std::nullopt);
   // Given twice, or with "all": once each, in the order first given.
   auto twice = select_mechanisms(parse_mechanisms({"jump", "marker", "jump", "all"}));
-  ASSERT_EQ(twice.size(), 11u);
+  ASSERT_EQ(twice.size(), 12u);
   EXPECT_EQ(twice[1].name, "jump");
   EXPECT_EQ(twice[2].name, "marker");
 }

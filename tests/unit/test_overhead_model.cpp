@@ -137,6 +137,28 @@ TEST(OverheadModel, PredictsEveryCalibratedMechanismAndTheErrorOfTheOneUsed) {
   EXPECT_NEAR(r.predicted[0].slowdown, 1 + 100'000 * 8e-9, 1e-12);  // marker
 }
 
+// compare's record row (a call's entry and return records): predicted per hit as any row, and
+// said what it predicts.
+TEST(OverheadModel, RecordIsPredictedPerCall) {
+  std::string json = kCompareJson;
+  json.replace(json.find(R"(    {"name": "uprobe")"), 0,
+               R"(    {"name": "record", "cpu_ns_per_hit": {"median": 20, "min": 19, "max": 22},
+     "per_hit_ns": {"median": 22, "min": 21, "max": 25}, "tracer_cpu_ns_per_hit": 0},
+)");
+  OverheadResult r = analyze(fixture_measurement(), parse_calibration(json, "fixture.json", 60));
+  ASSERT_EQ(r.predicted.size(), 5u);
+  EXPECT_EQ(r.predicted[3].mechanism, "record");
+  // 100,000 calls/s x 22 ns; 125,000 calls per CPU second x 20 ns.
+  EXPECT_NEAR(r.predicted[3].slowdown, 1 + 100'000 * 22e-9, 1e-12);
+  EXPECT_NEAR(r.predicted[3].cpu_percent, 125'000 * 20 / 1e7, 1e-9);
+  std::string notes;
+  for (const auto& n : r.notes) notes += n + "\n";
+  EXPECT_NE(notes.find("The record row predicts `probecost record -b`"), std::string::npos)
+      << notes;
+  EXPECT_EQ(analyze(fixture_measurement(), fixture_calibration()).notes.size(),
+            r.notes.size() - 1);  // no record row: no such note
+}
+
 TEST(OverheadModel, ALargeErrorIsExplainedWithItsEvidence) {
   Measurement m = fixture_measurement();
   m.placement = Placement::Free;  // the calibration is same-cpu
