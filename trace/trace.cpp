@@ -254,6 +254,7 @@ TraceReport TraceRun::run() {
   ProcessTrace& top = begin();
   family_->set_following(opts_.follow_forks);
   t0_ = now_s();
+  report_.started_s = t0_;
   report_.held_s = t0_ - held_from_;
   double cpu0 = thread_cpu_s();
   top.cpu0 = top.cpu_last = root().cpu_seconds();

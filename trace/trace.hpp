@@ -102,7 +102,8 @@ struct ProcessReport {
 struct TraceReport {
   pid_t pid = 0;
   bool launched = false;
-  double duration_s = 0;
+  // When the probes went in and the process ran on (CLOCK_MONOTONIC, s), and for how long.
+  double started_s = 0, duration_s = 0;
   std::vector<ProbeReport> probes;
   std::map<pid_t, std::uint64_t> thread_hits;
   std::map<pid_t, std::string> thread_names;  // each thread's name (comm) at its first hit
