@@ -106,7 +106,9 @@ void TraceRun::place_probes(ProcessTrace& tr, std::size_t from) {
   for (std::size_t i = from; i < tr.probes.size(); ++i) {
     if (!tr.installs[i].jump) enable_int3(tr, tr.probes[i]);
   }
+  tr.proc->held().mark("int3 probes");
   tr.proc->note_code();
+  tr.proc->held().mark("noting the code probed");
 }
 
 // Every probe in, with every thread stopped: a jump where --via allows and the site
@@ -123,11 +125,14 @@ void TraceRun::install_image(ProcessTrace& tr) {
     tr.symbols = std::make_unique<ProcessSymbols>(p.proc_tid());
   }
   if (ready != prepared_.end()) prepared_.erase(ready);
+  p.held().mark("symbols (the maps compared)");
   tr.images.push_back(tr.symbols->executable());
   tr.pending.clear();
   tr.link_map.reset();
   tr.probes = resolve(tr, first);
+  p.held().mark("resolving the probes");
   tr.step_over = make_step_over(opts_.step_over, p.memory(), scratch_mapper(p), &p.relocated());
+  p.held().mark("step-over set up");
   tr.jumps.reset();
   tr.feed.reset();
   if (opts_.calls) {
@@ -146,8 +151,10 @@ void TraceRun::install_image(ProcessTrace& tr) {
     tr.jumps = std::make_unique<JumpProbes>(p, jo);
   }
   refuse_leftovers(tr);
+  p.held().mark("looking for leftover jumps");
   place_probes(tr, 0);
   watch_link_map(tr);
+  p.held().mark("watching the link map");
 }
 
 // The out-of-line step-over's scratch pages. A process that refuses executable mappings (a

@@ -101,11 +101,7 @@ std::string code_maps(pid_t pid);
 class TraceRun {
  public:
   TraceRun(const TraceOptions& opts, std::ostream& notes)
-      : opts_(opts),
-        notes_(notes),
-        prepared_(prepare_all(opts)),
-        family_(start_target(opts)),
-        held_from_(now_s()) {}
+      : opts_(opts), notes_(notes), prepared_(prepare_all(opts)), family_(start_target(opts)) {}
   // Attaches to opts.pid, or launches opts.command and runs it to its entry point.
   static std::unique_ptr<Family> start_target(const TraceOptions& opts);
   TraceReport run();
@@ -137,6 +133,7 @@ class TraceRun {
   void drain_calls(ProcessTrace& tr, bool final);
   ScratchMapper scratch_mapper(TracedProcess& p);
   void start_session(ProcessTrace& tr);
+  void let_run(ProcessTrace& tr);
   void attach_others();
   void take_fork_child(ProcessTrace& tr, ProcessTrace& parent);
   void take_new_processes();
@@ -166,7 +163,6 @@ class TraceRun {
   std::set<std::string> probed_specs_;  // specs that named something in some image
   std::map<pid_t, pid_t> sharers_;      // a process that shared a traced one's memory -> that one
   double t0_ = 0, next_progress_ = 0;
-  double held_from_;  // every thread is stopped from here until the session runs
   record::Recorder* recording_ = nullptr;  // `probecost record`: made at the first image
   std::vector<record::ProbeInfo> recorded_;
 };
