@@ -92,6 +92,7 @@ nlohmann::json to_json(const TraceReport& r) {
                       {"jump_hits", r.jump_hits},
                       {"held_s", r.held_s},
                       {"symbols_before_stop", r.symbols_before_stop},
+                      {"probes_before_stop", r.probes_before_stop},
                       {"modules_read_held", r.modules_read_held},
                       {"tracer_cpu_s", r.tracer_cpu_s},
                       {"tracee_cpu_s", r.tracee_cpu_s},

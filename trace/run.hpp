@@ -88,6 +88,10 @@ struct ProcessTrace {
 struct Prepared {
   std::unique_ptr<ProcessSymbols> symbols;
   std::string code_maps;  // its executable file mappings, as /proc/PID/maps gave them
+  // The probes that can go in now, resolved from `symbols` and the process's memory as
+  // resolve() would: nothing when they could not all be (an IFUNC that only a call of its
+  // resolver tells, a bad probe: said at the stop), or when one names a bare address.
+  std::optional<std::vector<ResolvedProbe>> probes;
 };
 // Nothing when the process cannot be read.
 std::unique_ptr<Prepared> prepare(const TraceOptions& opts, pid_t pid);
@@ -95,6 +99,8 @@ std::unique_ptr<Prepared> prepare(const TraceOptions& opts, pid_t pid);
 std::map<pid_t, std::unique_ptr<Prepared>> prepare_all(const TraceOptions& opts);
 // The executable file mappings of `pid` (what ProcessSymbols saw, if they are unchanged).
 std::string code_maps(pid_t pid);
+// A probe of a library the process has not loaded, that could be loaded later: it waits.
+bool waits_for_library(const ProbeSpec& spec, const ProcessSymbols& symbols);
 
 // One run of `probecost trace`: its processes, an image at a time each (a new one after each
 // exec).
@@ -114,7 +120,8 @@ class TraceRun {
   ProcessTrace* find_process(const TracedProcess* proc);
   void install_image(ProcessTrace& tr);
   void refuse_leftovers(ProcessTrace& tr);
-  std::vector<ResolvedProbe> resolve(ProcessTrace& tr, bool first_image);
+  std::vector<ResolvedProbe> resolve(ProcessTrace& tr, bool first_image,
+                                     std::optional<std::vector<ResolvedProbe>> ready);
   void enable_int3(ProcessTrace& tr, const ResolvedProbe& probe);
   std::vector<ProbeInstall> place_jumps(ProcessTrace& tr, std::size_t from);
   void place_probes(ProcessTrace& tr, std::size_t from);

@@ -120,6 +120,7 @@ struct TraceReport {
   // the stop (true when they were, and still held), and the modules' files read and decoded
   // while held (0 when they were read before).
   bool symbols_before_stop = false;
+  bool probes_before_stop = false;  // and the probes resolved before it
   std::uint64_t modules_read_held = 0;
   std::uint64_t int3_hits = 0, jump_hits = 0;  // `hits` by how the probe was in
   double tracer_cpu_s = 0;                     // probecost's CPU while the probes were in

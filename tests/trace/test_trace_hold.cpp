@@ -40,6 +40,7 @@ TEST(TraceHold, EverythingButTheChecksAndWritesIsReadBeforeTheStop) {
   ASSERT_EQ(trace.finish(), 0) << trace.stderr_text;
   Json r = trace.report();
   EXPECT_EQ(r["symbols_before_stop"], true) << r.dump(2);
+  EXPECT_EQ(r["probes_before_stop"], true) << r.dump(2);
   EXPECT_EQ(r["modules_read_held"], 0u) << r.dump(2);
   ASSERT_EQ(r["probes"].size(), 4u) << r.dump(2);
   for (const auto& p : r["probes"]) expect_text_matches_file(target.pid, address_of(p));
