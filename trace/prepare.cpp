@@ -63,6 +63,9 @@ std::unique_ptr<Prepared> prepare(const TraceOptions& opts, pid_t pid) {
     out->symbols = std::make_unique<ProcessSymbols>(pid);
     out->probes = resolve_running(opts, pid, *out->symbols);
     if (opts.via == Via::Int3 || opts.stacks) return out;
+    // The functions the jump plans decode, looked up now (ProcessSymbols keeps the answers).
+    for (const auto& p : out->probes.value_or(std::vector<ResolvedProbe>{}))
+      out->symbols->sized_function_containing(p.address);
     auto maps = read_maps(pid);
     for (const auto& spec : opts.probes) {
       std::vector<ResolvedProbe> probes;
