@@ -254,12 +254,12 @@ ProcessTrace& TraceRun::begin() {
 TraceReport TraceRun::run() {
   ProcessTrace& top = begin();
   family_->set_following(opts_.follow_forks);
-  t0_ = now_s();
   double cpu0 = thread_cpu_s();
   top.cpu0 = top.cpu_last = root().cpu_seconds();
-  next_progress_ = t0_ + 1;
   std::uint64_t syscalls0 = sys::counters().total();
   let_run(top);
+  report_.start_s = t0_ = now_s();  // the probes in, the process running
+  next_progress_ = t0_ + 1;
   attach_others();
   RunEnd end = loop();
   report_.tracer_cpu_s = thread_cpu_s() - cpu0;

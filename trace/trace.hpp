@@ -112,6 +112,9 @@ struct TraceReport {
   // written): before `duration_s` starts (for a launched command, from its entry point on),
   // and after each exec the trace followed, within `duration_s`.
   double held_s = 0;
+  // When the probes were in and the process ran again (CLOCK_MONOTONIC, now_s()): duration_s
+  // counts from here.
+  double start_s = 0;
   // Where held_s went, phase by phase (wall and probecost's CPU; each process's and each
   // image's together): stopping the threads, resolving the probes, checking the threads,
   // mapping the trampolines' area, writing the bytes, resuming.
