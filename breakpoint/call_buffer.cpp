@@ -4,6 +4,7 @@
 #include <cstring>
 #include <string>
 
+#include "breakpoint/area_format.hpp"
 #include "common/error.hpp"
 
 namespace probecost::jump {
@@ -16,9 +17,7 @@ bool power_of_two(std::uint64_t v) {
   return v && !(v & (v - 1));
 }
 
-std::uint64_t round_up(std::uint64_t v, std::uint64_t to) {
-  return (v + to - 1) / to * to;
-}
+using area::round_up;
 
 // Other processes write these words: every access is atomic, and the order of the reader's
 // loads and stores is what the protocol relies on.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "breakpoint/area_format.hpp"
 #include "breakpoint/x86_asm.hpp"
 #include "common/error.hpp"
 
@@ -10,25 +11,17 @@ namespace probecost::jump {
 
 namespace {
 
+using area::in;
+using area::round_up;
+
 constexpr std::uint64_t kTrampolineAlign = 64;  // a cache line each
 
-std::uint64_t round_up(std::uint64_t v, std::uint64_t to) {
-  return (v + to - 1) / to * to;
-}
-
+// Of the whole header, its checksum and site_count taken as zero.
 std::uint64_t checksum(const AreaHeader& h) {
   AreaHeader copy = h;
   copy.checksum = 0;
   copy.site_count = 0;
-  std::uint64_t hash = 0xcbf29ce484222325ull;  // FNV-1a
-  for (auto b : std::span(reinterpret_cast<const std::uint8_t*>(&copy), sizeof copy)) {
-    hash = (hash ^ b) * 0x100000001b3ull;
-  }
-  return hash;
-}
-
-bool in(std::uint64_t offset, std::uint64_t size, std::uint64_t limit) {
-  return offset <= limit && size <= limit - offset;
+  return area::fnv1a({reinterpret_cast<const std::uint8_t*>(&copy), sizeof copy});
 }
 
 }  // namespace
@@ -71,12 +64,7 @@ AreaWriter::AreaWriter(std::span<std::uint8_t> view, RuntimeAddr tracee_at,
   }
   AreaHeader& h = header();
   std::memset(&h, 0, sizeof h);
-  std::memcpy(h.magic, kAreaMagic, sizeof h.magic);
-  h.version = kAreaVersion;
-  h.header_size = sizeof(AreaHeader);
-  h.area_address = tracee_at.value();
-  h.area_size = layout.size;
-  h.tracer_pid = tracer_pid;
+  area::write_identity(h, kAreaMagic, kAreaVersion, tracee_at, layout.size, tracer_pid);
   h.site_entry_size = sizeof(SiteEntry);
   h.site_capacity = layout.site_capacity;
   h.sites_offset = layout.sites_offset;
@@ -184,35 +172,30 @@ RingView AreaWriter::ring(std::size_t index) const {
 namespace {
 
 std::string check_header(const AreaHeader& h, std::size_t have, RuntimeAddr mapped_at) {
-  if (std::memcmp(h.magic, kAreaMagic, sizeof h.magic) != 0) return "no probecost jump area magic";
-  if (h.version != kAreaVersion)
-    return "area version " + std::to_string(h.version) + ", this probecost reads version " +
-           std::to_string(kAreaVersion);
-  if (h.header_size != sizeof(AreaHeader) || h.site_entry_size != sizeof(SiteEntry))
-    return "area header or site entry of an unexpected size";
-  if (h.checksum != checksum(h)) return "area header checksum mismatch";
-  if (h.area_address != mapped_at.value())
-    return "area says it is mapped at " + RuntimeAddr(h.area_address).hex() + ", found at " +
-           mapped_at.hex();
-  if (h.site_count > h.site_capacity) return "area site count above its capacity";
+  if (auto why =
+          area::check_identity(h, kAreaMagic, kAreaVersion, checksum(h), mapped_at, "jump area");
+      !why.empty())
+    return why;
+  if (h.site_entry_size != sizeof(SiteEntry)) return "jump area site entry of an unexpected size";
+  if (h.site_count > h.site_capacity) return "jump area site count above its capacity";
   if (!in(h.sites_offset, std::uint64_t{h.site_capacity} * sizeof(SiteEntry), h.area_size) ||
       h.sites_offset < sizeof(AreaHeader) || h.sites_offset % alignof(SiteEntry))
-    return "area site table out of bounds";
-  if (!in(h.code_offset, h.code_size, h.area_size)) return "area code region out of bounds";
+    return "jump area site table out of bounds";
+  if (!in(h.code_offset, h.code_size, h.area_size)) return "jump area code region out of bounds";
   if (h.cpus && !in(h.counters_offset, std::uint64_t{h.site_capacity} * h.cpus * 64, h.area_size))
-    return "area per-CPU counters out of bounds";
+    return "jump area per-CPU counters out of bounds";
   if (h.ring_count &&
       (!valid_ring_capacity(h.ring_capacity) || h.ring_stride < ring_bytes(h.ring_capacity) ||
        h.ring_stride > h.area_size || !in(h.rings_offset, h.rings_size, h.area_size) ||
        h.rings_size / h.ring_stride < h.ring_count))
-    return "area rings out of bounds";
+    return "jump area rings out of bounds";
   if (h.sites_offset + std::uint64_t{h.site_count} * sizeof(SiteEntry) > have)
-    return "area truncated: " + std::to_string(have) + " bytes hold no whole site table";
+    return "jump area truncated: " + std::to_string(have) + " bytes hold no whole site table";
   return {};
 }
 
 std::string check_site(const AreaHeader& h, const SiteEntry& e, std::size_t i) {
-  std::string which = "area site " + std::to_string(i) + ": ";
+  std::string which = "jump area site " + std::to_string(i) + ": ";
   if (e.length < kJumpLength || e.length > kMaxPatchLength) return which + "bad patch length";
   RuntimeAddr code(h.area_address + h.code_offset);
   RuntimeAddr t(e.trampoline);
@@ -247,7 +230,7 @@ ParsedSite parsed(const SiteEntry& e) {
 std::optional<ParsedArea> parse_area(std::span<const std::uint8_t> bytes, RuntimeAddr mapped_at,
                                      std::string& why) {
   if (bytes.size() < sizeof(AreaHeader)) {
-    why = "area truncated: " + std::to_string(bytes.size()) + " bytes, its header needs " +
+    why = "jump area truncated: " + std::to_string(bytes.size()) + " bytes, its header needs " +
           std::to_string(sizeof(AreaHeader));
     return std::nullopt;
   }

@@ -3,6 +3,7 @@
 #include <cstddef>
 #include <cstring>
 
+#include "breakpoint/area_format.hpp"
 #include "breakpoint/trap_handler.hpp"
 #include "common/error.hpp"
 
@@ -10,24 +11,15 @@ namespace probecost::trap {
 
 namespace {
 
-std::uint64_t round_up(std::uint64_t v, std::uint64_t to) {
-  return (v + to - 1) / to * to;
-}
+using area::in;
+using area::round_up;
 
-// FNV-1a of the header's fixed part (up to the checksum), record_count taken as zero.
+// Of the header's fixed part (up to the checksum), record_count taken as zero.
 std::uint64_t checksum(const TrapHeader& h) {
   TrapHeader copy = h;
   copy.record_count = 0;
-  std::uint64_t hash = 0xcbf29ce484222325ull;
-  auto bytes = reinterpret_cast<const std::uint8_t*>(&copy);
-  for (std::size_t i = 0; i < offsetof(TrapHeader, checksum); ++i) {
-    hash = (hash ^ bytes[i]) * 0x100000001b3ull;
-  }
-  return hash;
-}
-
-bool in(std::uint64_t offset, std::uint64_t size, std::uint64_t limit) {
-  return offset <= limit && size <= limit - offset;
+  return area::fnv1a(
+      {reinterpret_cast<const std::uint8_t*>(&copy), offsetof(TrapHeader, checksum)});
 }
 
 }  // namespace
@@ -50,12 +42,7 @@ Layout Layout::of(std::uint32_t records, bool code, std::uint32_t copies) {
 AreaWriter::AreaWriter(TraceeMemory& memory, RuntimeAddr at, const Layout& layout, pid_t tracer_pid)
     : AreaWriter(memory, at, layout) {
   TrapHeader h{};
-  std::memcpy(h.magic, kMagic, sizeof h.magic);
-  h.version = kVersion;
-  h.header_size = sizeof(TrapHeader);
-  h.area_address = at.value();
-  h.area_size = layout.size;
-  h.tracer_pid = tracer_pid;
+  area::write_identity(h, kMagic, kVersion, at, layout.size, tracer_pid);
   h.record_size = sizeof(TrapRecord);
   h.record_capacity = layout.record_capacity;
   h.records_offset = layout.records_offset;
@@ -181,16 +168,10 @@ void AreaWriter::set_state(HandlerState s) {
 namespace {
 
 std::string check_header(const TrapHeader& h, std::size_t have, RuntimeAddr mapped_at) {
-  if (std::memcmp(h.magic, kMagic, sizeof h.magic) != 0) return "no probecost trap area magic";
-  if (h.version != kVersion)
-    return "trap area version " + std::to_string(h.version) + ", this probecost reads version " +
-           std::to_string(kVersion);
-  if (h.header_size != sizeof(TrapHeader) || h.record_size != sizeof(TrapRecord))
-    return "trap area header or record of an unexpected size";
-  if (h.checksum != checksum(h)) return "trap area header checksum mismatch";
-  if (h.area_address != mapped_at.value())
-    return "trap area says it is mapped at " + RuntimeAddr(h.area_address).hex() + ", found at " +
-           mapped_at.hex();
+  if (auto why = area::check_identity(h, kMagic, kVersion, checksum(h), mapped_at, "trap area");
+      !why.empty())
+    return why;
+  if (h.record_size != sizeof(TrapRecord)) return "trap area record of an unexpected size";
   if (h.record_count > h.record_capacity) return "trap area record count above its capacity";
   if (h.records_offset < sizeof(TrapHeader) ||
       !in(h.records_offset, std::uint64_t{h.record_capacity} * sizeof(TrapRecord), h.area_size))

@@ -57,7 +57,6 @@ struct Recorder {
 };
 
 // How one probe is in: an int3 site, or a jump probe (its index in JumpProbes).
-// (Not compare's Placement, which is where the tracer and the tracee run.)
 struct ProbeInstall {
   std::optional<std::size_t> jump;
   std::string why_not_jump;
@@ -162,7 +161,8 @@ class TraceRun {
 
   const TraceOptions& opts_;
   std::ostream& notes_;
-  // Each -p process's, used once it is stopped if still true.
+  // Each -p process's Prepared, read before the stop; used at its first image if its code
+  // mappings are still those it was read from, dropped either way.
   std::map<pid_t, std::unique_ptr<Prepared>> prepared_;
   std::unique_ptr<Family> family_;
   std::vector<std::unique_ptr<ProcessTrace>> processes_;  // the root first

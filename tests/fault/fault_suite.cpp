@@ -50,13 +50,6 @@ struct Totals {
   int bad() const { return harmed + hung + lost + miscounted; }
 };
 
-std::string self_dir() {
-  char buf[4096];
-  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
-  std::string p(buf, n > 0 ? static_cast<std::size_t>(n) : 0);
-  return p.substr(0, p.rfind('/'));
-}
-
 [[noreturn]] void usage(int code) {
   std::fprintf(code ? stderr : stdout,
                "usage: fault_suite [--long] [--seed N] [--only NAME[,NAME...]] [--cycles N]\n"
@@ -71,7 +64,7 @@ std::string self_dir() {
 
 Options parse(int argc, char** argv) {
   Options o;
-  o.cfg.bin_dir = self_dir();
+  o.cfg.bin_dir = fault::self_dir();
   o.cfg.probecost = o.cfg.bin_dir + "/probecost";
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "run_capture.hpp"
 #include "text_check.hpp"
 
 namespace fault {
@@ -130,25 +131,6 @@ const std::string& TraceRun::stderr_text() {
   return stderr_;
 }
 
-namespace {
-
-std::string last_line(const std::string& text) {
-  std::string t = text;
-  while (!t.empty() && t.back() == '\n') t.pop_back();
-  auto nl = t.rfind('\n');
-  return nl == std::string::npos ? t : t.substr(nl + 1);
-}
-
-std::string read_memfd(int fd) {
-  std::string out;
-  char buf[4096];
-  off_t off = 0;
-  for (ssize_t n; (n = ::pread(fd, buf, sizeof buf, off)) > 0; off += n) out.append(buf, n);
-  return out;
-}
-
-}  // namespace
-
 std::optional<nlohmann::json> TraceRun::finish(Deadline deadline, Outcome& o,
                                                const std::string& what,
                                                const std::vector<int>& allowed_exit) {
@@ -177,7 +159,7 @@ std::optional<nlohmann::json> TraceRun::finish(Deadline deadline, Outcome& o,
     return std::nullopt;
   }
   try {
-    return nlohmann::json::parse(read_memfd(out_));
+    return nlohmann::json::parse(probecost::test::read_fd(out_));
   } catch (const std::exception&) {
     o.lose("probecost exited 0 without a report");
     return std::nullopt;

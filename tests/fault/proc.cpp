@@ -229,4 +229,18 @@ void reap_orphans() {
   }
 }
 
+std::string self_dir() {
+  char buf[4096];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  std::string p(buf, n > 0 ? static_cast<std::size_t>(n) : 0);
+  return p.substr(0, p.rfind('/'));
+}
+
+std::string last_line(const std::string& text) {
+  std::string t = text;
+  while (!t.empty() && t.back() == '\n') t.pop_back();
+  auto nl = t.rfind('\n');
+  return nl == std::string::npos ? t : t.substr(nl + 1);
+}
+
 }  // namespace fault

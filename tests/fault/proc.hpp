@@ -103,6 +103,11 @@ bool poll_until(F&& pred, Deadline deadline) {
   return true;
 }
 
+// The directory of this executable: the suites find probecost and their targets beside it.
+std::string self_dir();
+// The last line of `text` that has anything in it (the reason in a program's stderr).
+std::string last_line(const std::string& text);
+
 // Makes this process the reaper of its orphaned descendants, and reaps those that ended.
 void become_subreaper();
 void reap_orphans();

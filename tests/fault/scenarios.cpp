@@ -11,22 +11,7 @@
 
 namespace fault {
 
-// The int3 step-over strategies (with --via int3), and "jump" (--via jump: no int3 at all).
-const std::vector<std::string> kStrategies = {"auto", "singlestep", "emulate", "outline", "jump"};
-
 namespace {
-
-// --duration of an attach/detach cycle: 0.05, 0.01, or random in [0.001, 0.2).
-double cycle_duration(const Cycle& c) {
-  switch (c.index % 3) {
-    case 0:
-      return 0.05;
-    case 1:
-      return 0.01;
-    default:
-      return c.uniform(0.001, 0.2);
-  }
-}
 
 int random_stop_signal(const Cycle& c) {
   static const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
@@ -85,10 +70,7 @@ Outcome exit_cycle(const Config& cfg, const Cycle& c, bool launched, bool from_t
   std::vector<std::string> target = {"fault_exit", "--threads", std::to_string(threads), "--from",
                                      from_thread ? "thread" : "main"};
   auto t = launched ? Traced::launch(cfg, c, target) : Traced::attach(cfg, c, target);
-  if (!t.wait_traced(after(cfg.bound))) {
-    o.lose("probecost never started tracing: " + t.run().stderr_text());
-    return o;
-  }
+  if (!t.traced_or_lost(after(cfg.bound), o)) return o;
   pause_for(c.uniform(0, 0.03));
   t.pipes().send("exit");
   auto report = t.run().finish(after(cfg.bound), o, after_text(cfg, "the process exited"));
@@ -132,10 +114,7 @@ Outcome exec_cycle(const Config& cfg, const Cycle& c, bool launched, bool from_t
   std::vector<std::string> target = {"fault_exec", "--threads", "3", "--from",
                                      from_thread ? "thread" : "main"};
   auto t = launched ? Traced::launch(cfg, c, target) : Traced::attach(cfg, c, target);
-  if (!t.wait_traced(after(cfg.bound))) {
-    o.lose("probecost never started tracing: " + t.run().stderr_text());
-    return o;
-  }
+  if (!t.traced_or_lost(after(cfg.bound), o)) return o;
   pause_for(c.uniform(0, 0.03));
   t.pipes().send("exec");
   t.run().finish(after(cfg.bound), o, after_text(cfg, "the process exec'd"));
@@ -258,18 +237,11 @@ Outcome rep_cycle(const Config& cfg, const Cycle& cycle, const std::string& kind
 Outcome attach_exact(const Config& cfg, const Cycle& c) {
   Outcome o;
   auto t = Traced::attach(cfg, c, {"fault_busy", "--idle", "--threads", "3"});
-  if (!t.wait_traced(after(cfg.bound))) {
-    o.lose("probecost never started tracing: " + t.run().stderr_text());
+  if (!t.traced_or_lost(after(cfg.bound), o)) {
     t.check_attached(cfg, o);
     return o;
   }
-  t.pipes().send("go 300");
-  auto done = t.pipes().wait_line("done", after(3 * cfg.bound));
-  t.run().signal(SIGINT);
-  auto report = t.run().finish(after(cfg.bound), o, after_text(cfg, "SIGINT"));
-  if (!done) o.harm("the round of calls did not finish");
-  if (report) check_hits(*report, 900, o);
-  t.check_attached(cfg, o);
+  t.counted_round(cfg, 300, 900, o);
   return o;
 }
 
@@ -281,10 +253,7 @@ Outcome sigkill_cycle(const Config& cfg, const Cycle& c, bool idle) {
   std::vector<std::string> target = {"fault_busy", "--threads", "2"};
   if (idle) target.push_back("--idle");
   auto t = Traced::attach(cfg, c, target);
-  if (!t.wait_traced(after(cfg.bound))) {
-    o.lose("probecost never started tracing: " + t.run().stderr_text());
-    return o;
-  }
+  if (!t.traced_or_lost(after(cfg.bound), o)) return o;
   if (idle) {
     t.pipes().send("go 50");
     t.pipes().wait_line("done", after(cfg.bound));
@@ -313,128 +282,6 @@ Outcome sigkill_cycle(const Config& cfg, const Cycle& c, bool idle) {
   }
   t.check_attached(cfg, o);
   return o;
-}
-
-namespace {
-
-// The variants of each scenario, by cycle number.
-Outcome busy_two(const Config& cfg, const Cycle& c) {
-  return attach_for_duration(cfg, c, {"fault_busy", "--threads", "2"}, cycle_duration(c));
-}
-Outcome busy_churn(const Config& cfg, const Cycle& c) {
-  return attach_for_duration(cfg, c, {"fault_busy", "--churn", "--seed", std::to_string(c.index)},
-                             cycle_duration(c));
-}
-Outcome busy_many(const Config& cfg, const Cycle& c) {
-  return attach_for_duration(cfg, c, {"fault_busy", "--threads", "32"}, cycle_duration(c));
-}
-Outcome signals(const Config& cfg, const Cycle& c) {
-  return signal_cycle(cfg, c, c.index % 4 == 3, c.below(3) == 0);
-}
-Outcome exit_while_hit(const Config& cfg, const Cycle& c) {
-  return exit_cycle(cfg, c, (c.index / 2) % 2 == 1, c.index % 2 == 1, 3);
-}
-Outcome exec_main(const Config& cfg, const Cycle& c) {
-  return exec_cycle(cfg, c, c.index % 2 == 1, false);
-}
-Outcome exec_thread(const Config& cfg, const Cycle& c) {
-  return exec_cycle(cfg, c, c.index % 2 == 1, true);
-}
-Outcome children_while_hit(const Config& cfg, const Cycle& c, const std::string& mode) {
-  return children_cycle(cfg, c, mode, c.index % 2 == 1);
-}
-Outcome stopped(const Config& cfg, const Cycle& c) {
-  return stopped_cycle(cfg, c, c.index % 2 ? 0.01 : 0.05);
-}
-Outcome rep_site(const Config& cfg, const Cycle& c, const std::string& kind) {
-  return rep_cycle(cfg, c, kind);
-}
-
-}  // namespace
-
-const std::vector<Scenario>& scenarios() {
-  static const std::vector<Scenario> all = {
-      {"busy-2threads", "attach --duration 0.05/0.01/random, detach; 2 threads hammering", 60, 500,
-       false, false, busy_two},
-      {"busy-churn", "the same; threads created and ending all the time", 30, 300, false, false,
-       busy_churn},
-      {"busy-32threads", "the same; 32 threads hammering", 20, 300, false, false, busy_many},
-      {"signals", "SIGINT/TERM/HUP at random moments, sometimes two", 60, 600, false, false,
-       signals},
-      {"exit", "exit() from main or a thread while others hit; -p and --", 16, 120, false, false,
-       exit_while_hit},
-      {"exit-attaching", "the process exits while probecost attaches", 16, 100, false, false,
-       exit_during_attach},
-      {"exec-main", "exec from the main thread while others hit; -p and --", 12, 100, false, false,
-       exec_main},
-      {"exec-thread", "exec from a non-leader thread while others hit; -p and --", 12, 100, false,
-       false, exec_thread},
-      {"fork", "fork loop while hit; -p, and -- with exact counts", 8, 60, true, false,
-       [](const Config& cfg, const Cycle& c) { return children_while_hit(cfg, c, "fork"); }},
-      {"vfork", "vfork loop (children call the probe) while hit", 8, 60, true, false,
-       [](const Config& cfg, const Cycle& c) { return children_while_hit(cfg, c, "vfork"); }},
-      {"spawn", "posix_spawn loop (CLONE_VM|CLONE_VFORK, exec) while hit", 8, 60, true, false,
-       [](const Config& cfg, const Cycle& c) { return children_while_hit(cfg, c, "spawn"); }},
-      {"clone-vm", "clone(CLONE_VM|SIGCHLD): a process sharing the memory", 8, 60, true, false,
-       [](const Config& cfg, const Cycle& c) { return children_while_hit(cfg, c, "clone-vm"); }},
-      {"clone-nosig", "clone(0): a fork-like child with no exit signal", 8, 60, true, false,
-       [](const Config& cfg, const Cycle& c) { return children_while_hit(cfg, c, "clone-nosig"); }},
-      {"clone-sigchld", "clone(SIGCHLD): a fork through clone()", 8, 60, true, false,
-       [](const Config& cfg, const Cycle& c) {
-         return children_while_hit(cfg, c, "clone-sigchld");
-       }},
-      {"follow-forks", "-F: fork, clone, vfork and spawn loops while hit, children traced", 8, 60,
-       true, false,
-       [](const Config& cfg, const Cycle& c) {
-         static const char* modes[] = {"fork", "clone-sigchld", "vfork", "spawn"};
-         return follow_cycle(cfg, c, modes[(c.index / 2) % 4], c.index % 2 == 1);
-       }},
-      {"stopped", "attached while stopped by SIGSTOP: stays stopped, runs after SIGCONT", 8, 60,
-       false, false, stopped},
-      {"rep-movsb", "first instruction rep movsb: hits equal calls", 8, 40, true, false,
-       [](const Config& cfg, const Cycle& c) { return rep_site(cfg, c, "movsb"); }},
-      {"rep-stosb", "first instruction rep stosb: hits equal calls", 8, 40, true, false,
-       [](const Config& cfg, const Cycle& c) { return rep_site(cfg, c, "stosb"); }},
-      {"attach-exact", "attach, a known round of calls, SIGINT: hits equal calls", 12, 100, true,
-       false, attach_exact},
-      {"sigkill-idle", "probecost killed by SIGKILL while idle; then probecost restore", 4, 20,
-       false, false, [](const Config& cfg, const Cycle& c) { return sigkill_cycle(cfg, c, true); }},
-      {"sigkill", "probecost SIGKILLed at 100, 500, 1000 hits/s; then probecost restore", 9, 60,
-       false, true,
-       [](const Config& cfg, const Cycle& c) {
-         static const int rates[] = {100, 500, 1000};
-         return sigkill_rate_cycle(cfg, c, rates[c.index % 3]);
-       }},
-      {"seccomp", "a seccomp filter kills, traps, EPERMs or ENOSYSes each injected call", 16, 64,
-       true, false,
-       [](const Config& cfg, const Cycle& c) {
-         static const char* calls[] = {"memfd_create", "mmap-exec", "mmap-fixed", "rt_sigaction"};
-         static const char* actions[] = {"kill", "trap", "eperm", "enosys"};
-         return seccomp_cycle(cfg, c,
-                              std::string(calls[c.index % 4]) + ":" + actions[(c.index / 4) % 4]);
-       }},
-      {"restore-foreign", "SIGKILL, then restore beside the program's own int3 and a uprobe", 5, 30,
-       false, false, foreign_cycle},
-      {"fault-handler", "SafeFetch-style handlers (SEGV, FPE, ILL, BUS) on a probed fault", 8, 80,
-       true, false,
-       [](const Config& cfg, const Cycle& c) {
-         static const char* kinds[] = {"segv", "fpe", "ill", "bus"};
-         return handler_cycle(cfg, c, kinds[(c.index / 2) % 4], c.index % 2 == 0);
-       }},
-      {"parked-handler", "attached while a handler is parked over the probed range", 5, 40, true,
-       false, parked_cycle},
-      {"dlopen", "dlopen, dlclose, reopen at the same address (same library, another) while hit", 8,
-       60, true, false,
-       [](const Config& cfg, const Cycle& c) { return dl_cycle(cfg, c, c.index % 4); }},
-  };
-  return all;
-}
-
-const Scenario* find_scenario(const std::string& name) {
-  for (const auto& s : scenarios()) {
-    if (s.name == name) return &s;
-  }
-  return nullptr;
 }
 
 }  // namespace fault

@@ -37,18 +37,11 @@ Outcome handler_cycle(const Config& cfg, const Cycle& c, const std::string& kind
     return o;
   }
   auto t = Traced::attach(cfg, c, {"fault_handler", "--kind", kind, "--attached"}, {}, probe);
-  if (!t.wait_traced(after(cfg.bound))) {
-    o.lose("probecost never started tracing: " + t.run().stderr_text());
+  if (!t.traced_or_lost(after(cfg.bound), o)) {
     t.check_attached(cfg, o);
     return o;
   }
-  t.pipes().send("go 100");
-  auto done = t.pipes().wait_line("done", after(3 * cfg.bound));
-  t.run().signal(SIGINT);
-  auto report = t.run().finish(after(cfg.bound), o, after_text(cfg, "SIGINT"));
-  if (!done) o.harm("the round of calls did not finish");
-  if (report) check_hits(*report, 100, o);
-  t.check_attached(cfg, o);
+  t.counted_round(cfg, 100, 100, o);
   o.faults = 50;
   return o;
 }

@@ -69,13 +69,7 @@ Outcome seccomp_cycle(const Config& cfg, const Cycle& c, const std::string& filt
     t.check_attached(cfg, o);
     return o;
   }
-  t.pipes().send("go 100");
-  auto done = t.pipes().wait_line("done", after(3 * cfg.bound));
-  t.run().signal(SIGINT);
-  auto report = t.run().finish(after(cfg.bound), o, after_text(cfg, "SIGINT"));
-  if (!done) o.harm("the round of calls did not finish (" + filter + ")");
-  if (report) check_hits(*report, 200, o);
-  t.check_attached(cfg, o);
+  t.counted_round(cfg, 100, 200, o);
   if (!o.clean()) o.why += " [filter " + filter + "]";
   return o;
 }
@@ -89,10 +83,7 @@ Outcome seccomp_cycle(const Config& cfg, const Cycle& c, const std::string& filt
 Outcome sigkill_rate_cycle(const Config& cfg, const Cycle& c, int rate) {
   Outcome o;
   auto t = Traced::attach(cfg, c, {"fault_busy", "--threads", "2", "--rate", std::to_string(rate)});
-  if (!t.wait_traced(after(cfg.bound + 10))) {
-    o.lose("probecost never started tracing: " + t.run().stderr_text());
-    return o;
-  }
+  if (!t.traced_or_lost(after(cfg.bound + 10), o)) return o;
   pause_for(c.uniform(0.05, 0.3));
   t.run().kill();
   // Hits go on, untraced, through whatever probecost left (the handler, then the guardian's
@@ -185,8 +176,7 @@ Outcome foreign_cycle(const Config& cfg, const Cycle& c) {
   }
   std::uint64_t hook = field(*sites, "own_hook"), up = field(*sites, "uprobe_fn");
   int uprobe = open_uprobe(t.pid(), up);  // before probecost: its int3 is in the text first
-  if (!t.wait_traced(after(cfg.bound + 10))) {
-    o.lose("probecost never started tracing: " + t.run().stderr_text());
+  if (!t.traced_or_lost(after(cfg.bound + 10), o)) {
     if (uprobe >= 0) ::close(uprobe);
     return o;
   }

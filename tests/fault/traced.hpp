@@ -64,6 +64,12 @@ class Traced {
   bool wait_traced(Deadline deadline) {
     return launched_ ? launched_->wait_ready(deadline) : run_->wait_tracing(deadline);
   }
+  // wait_traced(), and if the probes are not in by then, the report lost, with the reason.
+  bool traced_or_lost(Deadline deadline, Outcome& o) {
+    if (wait_traced(deadline)) return true;
+    o.lose("probecost never started tracing: " + run_->stderr_text());
+    return false;
+  }
   // The target's end line (a launched one says it before it exits), checked.
   std::optional<EndLine> check_launched_end(const Config& cfg, Outcome& o) {
     if (pipes().pid <= 0 && !pipes().wait_ready(after(cfg.bound))) return std::nullopt;
@@ -79,6 +85,17 @@ class Traced {
   void check_attached(const Config& cfg, Outcome& o) {
     check_text(attached_->pid, o, "after detach");
     stop_and_check(*attached_, cfg, o);
+  }
+  // An attached target, traced: a round of `calls` calls, then SIGINT. The report must count
+  // `hits`, and the target be as it was.
+  void counted_round(const Config& cfg, int calls, std::uint64_t hits, Outcome& o) {
+    pipes().send("go " + std::to_string(calls));
+    auto done = pipes().wait_line("done", after(3 * cfg.bound));
+    run_->signal(SIGINT);
+    auto report = run_->finish(after(cfg.bound), o, after_text(cfg, "SIGINT"));
+    if (!done) o.harm("the round of calls did not finish");
+    if (report) check_hits(*report, hits, o);
+    check_attached(cfg, o);
   }
 
  private:

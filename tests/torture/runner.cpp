@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "proc.hpp"
+#include "run_capture.hpp"
 #include "tracer/proc_files.hpp"
 #include "uprobe/uprobe.hpp"
 
@@ -28,20 +29,7 @@ int code_of(int status) {
 }
 
 // Output captured in memory: no pipe to fill up, nothing to drain while waiting.
-struct MemFd {
-  int fd = ::memfd_create("torture-capture", MFD_CLOEXEC);
-  MemFd() = default;
-  MemFd(const MemFd&) = delete;
-  MemFd& operator=(const MemFd&) = delete;
-  ~MemFd() { ::close(fd); }
-  std::string text() const {
-    std::string s;
-    char buf[4096];
-    off_t off = 0;
-    for (ssize_t n; (n = ::pread(fd, buf, sizeof buf, off)) > 0; off += n) s.append(buf, n);
-    return s;
-  }
-};
+using probecost::test::MemFile;
 
 // The file probecost writes its report to, in a directory of its own, removed afterwards.
 class ReportFile {
@@ -128,7 +116,7 @@ class KernelCounts {
 // line on its stdin.
 struct Parked {
   fault::Pipe in, ctl;
-  MemFd out, err;
+  MemFile out, err;
   fault::Child child;
   bool parked = false;
 
@@ -157,8 +145,8 @@ struct Parked {
     auto status = child.wait(deadline);
     if (!status) child.kill();
     if (status) e.code = code_of(*status);
-    e.out = out.text();
-    e.err = err.text();
+    e.out = out.contents();
+    e.err = err.contents();
   }
 };
 
@@ -169,7 +157,7 @@ std::string program_path(const Config& cfg, const Program& p) {
 Reference launched_reference(const Config& cfg, const Program& p,
                              const std::vector<std::uint64_t>& offsets) {
   Reference r;
-  MemFd out, err;
+  MemFile out, err;
   fault::SpawnFds fds;
   fds.out = out.fd;
   fds.err = err.fd;
@@ -184,8 +172,8 @@ Reference launched_reference(const Config& cfg, const Program& p,
   auto status = child.wait(after(cfg.timeout));
   if (!status) child.kill();
   if (status) r.code = code_of(*status);
-  r.out = out.text();
-  r.err = err.text();
+  r.out = out.contents();
+  r.err = err.contents();
   r.uprobe_skipped = counts.skipped;
   if (counts.skipped.empty()) r.counts = counts.read();
   return r;
@@ -219,15 +207,15 @@ Traced launched_traced(const Config& cfg, const Program& p, const std::vector<st
   ReportFile report;
   t.argv = probecost_argv(cfg, report, args);
   t.argv.insert(t.argv.end(), {"-q", "--", program_path(cfg, p)});
-  MemFd out, err;
+  MemFile out, err;
   fault::SpawnFds fds;
   fds.out = out.fd;
   fds.err = err.fd;
   fault::Child probecost(t.argv, fds);
   auto status = probecost.wait(after(cfg.timeout));
   if (!status) probecost.kill();
-  t.target.out = out.text();
-  t.target.err = t.probecost_err = err.text();
+  t.target.out = out.contents();
+  t.target.err = t.probecost_err = err.contents();
   t.report = report.read();
   if (status) t.probecost_code = code_of(*status);
   // probecost exits with the command's status; the report says it too.
@@ -246,7 +234,7 @@ Traced attached_traced(const Config& cfg, const Program& p, const std::vector<st
   t.argv = probecost_argv(cfg, report, args);
   t.argv.insert(t.argv.end(), {"-p", std::to_string(target.child.pid())});
   fault::Pipe err_pipe;
-  MemFd out;
+  MemFile out;
   fault::SpawnFds fds;
   fds.out = out.fd;
   fds.err = err_pipe.write;

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "known.hpp"
+#include "proc.hpp"
 
 namespace torture {
 
@@ -27,12 +28,7 @@ std::string spec_of(const Function& f, std::size_t b) {
 
 namespace {
 
-std::string last_line(const std::string& text) {
-  std::string t = text;
-  while (!t.empty() && t.back() == '\n') t.pop_back();
-  auto nl = t.rfind('\n');
-  return nl == std::string::npos ? t : t.substr(nl + 1);
-}
+using fault::last_line;
 
 // Hits per spec, summed over the report's rows (one per image: a program that execs itself
 // has two); a row of several specs at one address counts for each.

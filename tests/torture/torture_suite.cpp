@@ -21,6 +21,7 @@
 #include <sstream>
 
 #include "known.hpp"
+#include "proc.hpp"
 #include "scenario.hpp"
 #include "suite.hpp"
 
@@ -57,13 +58,6 @@ std::set<std::string> split(const std::string& s) {
   return out;
 }
 
-std::string self_dir() {
-  char buf[4096];
-  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
-  std::string p(buf, n > 0 ? static_cast<std::size_t>(n) : 0);
-  return p.substr(0, p.rfind('/'));
-}
-
 [[noreturn]] void usage(int code) {
   std::fprintf(
       code ? stderr : stdout,
@@ -81,7 +75,7 @@ std::string self_dir() {
 
 Options parse(int argc, char** argv) {
   Options o;
-  std::string dir = self_dir();
+  std::string dir = fault::self_dir();
   o.cfg.probecost = dir + "/probecost";
   o.cfg.corpus_dir = dir + "/torture";
   for (int i = 1; i < argc; ++i) {

@@ -13,22 +13,13 @@
 #include <set>
 
 #include "run_capture.hpp"
+#include "temp_dir.hpp"
 #include "trace_harness.hpp"
 
 namespace probecost::test {
 namespace {
 
 namespace fs = std::filesystem;
-
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    char tmpl[] = "/tmp/probecost-record-XXXXXX";
-    path = ::mkdtemp(tmpl);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string operator/(const std::string& name) const { return (path / name).string(); }
-};
 
 Json read_json(const std::string& path) {
   std::ifstream in(path);

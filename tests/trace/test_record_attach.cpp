@@ -3,10 +3,12 @@
 // before anything is touched.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
 #include "run_capture.hpp"
+#include "temp_dir.hpp"
 #include "trace_harness.hpp"
 
 namespace probecost::test {
@@ -14,57 +16,22 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// A running `probecost record -p PID ... -o DIR/t.json --summary-json DIR/s.json`, ready once
-// it says "tracing process".
-class RecordRun {
- public:
-  RecordRun(pid_t target, std::vector<std::string> extra) {
-    char tmpl[] = "/tmp/probecost-record-XXXXXX";
-    dir = ::mkdtemp(tmpl);
-    std::vector<std::string> args = {PROBECOST_BIN,          "record",       "-p",
-                                     std::to_string(target), "-o",           dir + "/t.json",
-                                     "--summary-json",       dir + "/s.json"};
-    args.insert(args.end(), extra.begin(), extra.end());
-    int err[2];
-    EXPECT_EQ(::pipe2(err, O_CLOEXEC), 0);
-    pid = spawn(args, -1, -1, err[1]);
-    ::close(err[1]);
-    err_ = ::fdopen(err[0], "r");
-    for (std::string line; (line = read_line(err_)) != "<eof>";) {
-      stderr_text += line + "\n";
-      if (line.find("tracing process") != std::string::npos) {
-        ready = true;
-        break;
-      }
-    }
-  }
-  ~RecordRun() {
-    if (!reaped_) {
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, nullptr, 0);
-    }
-    std::fclose(err_);
-    fs::remove_all(dir);
-  }
-  int finish(int sig) {
-    if (sig) ::kill(pid, sig);
-    int status = 0;
-    ::waitpid(pid, &status, 0);
-    reaped_ = true;
-    for (std::string line; (line = read_line(err_)) != "<eof>";) stderr_text += line + "\n";
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+// A running `probecost record -p PID ... -o DIR/t.json --summary-json DIR/s.json`.
+struct RecordRun {
+  RecordRun(pid_t target, const std::vector<std::string>& extra) : run(args(target, extra)) {}
+  std::vector<std::string> args(pid_t target, const std::vector<std::string>& extra) const {
+    std::vector<std::string> a = {PROBECOST_BIN,          "record",      "-p",
+                                  std::to_string(target), "-o",          dir / "t.json",
+                                  "--summary-json",       dir / "s.json"};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
   }
   Json json(const std::string& name) const {
-    std::ifstream in(dir + "/" + name);
+    std::ifstream in(dir / name);
     return Json::parse(in);
   }
-  pid_t pid = -1;
-  bool ready = false;
-  std::string dir, stderr_text;
-
- private:
-  FILE* err_ = nullptr;
-  bool reaped_ = false;
+  TempDir dir{"probecost-record"};  // before `run`: it names files in it
+  Running run;
 };
 
 // Every executable mapping of the target's own file holds the file's bytes.
@@ -93,9 +60,9 @@ void record_and_leave(int sig, std::vector<std::string> extra) {
   ASSERT_EQ(target.ready_line, "ready");
   extra.insert(extra.begin(), {"-b", "add3", "--args", "2"});
   RecordRun rec(target.pid, extra);
-  ASSERT_TRUE(rec.ready) << rec.stderr_text;
+  ASSERT_TRUE(rec.run.ready) << rec.run.stderr_text;
   EXPECT_EQ(target.ask("1000"), serve_sum(1000));
-  EXPECT_EQ(rec.finish(sig), 0) << rec.stderr_text;
+  EXPECT_EQ(rec.run.finish(sig), 0) << rec.run.stderr_text;
   // Untraced from here on, and unharmed.
   EXPECT_EQ(target.ask("10"), serve_sum(10));
   expect_text_intact(target.pid);
@@ -111,7 +78,8 @@ void record_and_leave(int sig, std::vector<std::string> extra) {
     ++x;
   }
   EXPECT_EQ(x, 1000u);
-  EXPECT_NE(rec.stderr_text.find("@latency_ns[add3]"), std::string::npos) << rec.stderr_text;
+  EXPECT_NE(rec.run.stderr_text.find("@latency_ns[add3]"), std::string::npos)
+      << rec.run.stderr_text;
 }
 
 TEST(RecordAttach, SigintLeavesTheProcessIntact) {
@@ -130,19 +98,23 @@ TEST(RecordAttach, DurationEndsIt) {
 TEST(RecordAttach, BadInputExits2Untouched) {
   Target target(std::vector<std::string>{CALLS_TARGET, "serve"});
   std::string pid = std::to_string(target.pid);
+  TempDir dir{"probecost-record-bad"};
+  const std::string out = dir / "t.json", never = dir / "never.json", used = dir / "used";
+  fs::create_directory(used);
+  std::ofstream(dir / "used/file") << "taken\n";
   std::vector<std::vector<std::string>> bad = {
-      {"-b", "add3"},                                                 // no -o
-      {"-b", "add3", "-o", "/nonexistent/dir/t.json"},                // unwritable
-      {"-b", "add3", "-o", "/tmp/t.json", "--args", "7"},             // too many arguments
-      {"-b", "add3", "-o", "/tmp/t.json", "--format", "xml"},         // no such format
-      {"-o", "/tmp/t.json"},                                          // no probe
-      {"-b", "no_such_function", "-o", "/tmp/probecost-never.json"},  // names nothing
+      {"-b", "add3"},                                      // no -o
+      {"-b", "add3", "-o", "/nonexistent/dir/t.json"},     // unwritable
+      {"-b", "add3", "-o", out, "--args", "7"},            // too many arguments
+      {"-b", "add3", "-o", out, "--format", "xml"},        // no such format
+      {"-o", out},                                         // no probe
+      {"-b", "no_such_function", "-o", never},             // names nothing
       {"-b", "add3", "-o", "/proc/version"},               // a CTF directory that is a file
-      {"-b", "add3", "-o", "/tmp", "--format", "ctf"},     // a directory in use
+      {"-b", "add3", "-o", used, "--format", "ctf"},       // a directory in use
       {"-b", "add3", "-o", "/proc/probecost-never.json"},  // the kernel's file system
       {"-b", "add3", "-o", "/proc/probecost-never-ctf"},   // likewise, for a CTF directory
-      {"-b", "add3", "-o", "/tmp/probecost-never.json", "--summary-json", "/proc/version"},
-      {"-b", "add3", "-o", "/tmp", "--format", "chrome"},  // a directory for a file
+      {"-b", "add3", "-o", never, "--summary-json", "/proc/version"},
+      {"-b", "add3", "-o", dir.path.string(), "--format", "chrome"},  // a directory for a file
   };
   for (auto args : bad) {
     args.insert(args.begin(), {PROBECOST_BIN, "record", "-p", pid});
@@ -153,7 +125,12 @@ TEST(RecordAttach, BadInputExits2Untouched) {
     EXPECT_EQ(target.ask("5"), serve_sum(5));
   }
   expect_text_intact(target.pid);
-  EXPECT_FALSE(fs::exists("/tmp/probecost-never.json"));
+  // Nothing written: the directory holds what the test put there.
+  std::vector<std::string> left;
+  for (const auto& e : fs::recursive_directory_iterator(dir.path))
+    left.push_back(e.path().lexically_relative(dir.path).string());
+  std::sort(left.begin(), left.end());
+  EXPECT_EQ(left, (std::vector<std::string>{"used", "used/file"}));
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #pragma once
-// The harness of the trace tests: serve_target driven on stdin (Target), a running
-// `probecost trace -f json -o FILE` (Trace), and checks on a live process.
+// The harness of the trace tests: serve_target driven on stdin (Target), a running probecost
+// command (Running), such as `probecost trace -f json -o FILE` (Trace), and checks on a live
+// process.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sched.h>
@@ -87,23 +88,17 @@ class Target {
   bool reaped_ = false;
 };
 
-// A running `probecost trace ... -f json -o FILE`, ready once it says "tracing process".
-class Trace {
+// A running probecost command, its stderr on a pipe, ready once it says "tracing process";
+// killed and reaped if the test never finishes it.
+class Running {
  public:
-  explicit Trace(std::vector<std::string> args) {
-    char path[] = "/tmp/probecost-trace-XXXXXX";
-    int fd = ::mkstemp(path);
-    ::close(fd);
-    json_path = path;
-    args.insert(args.begin(), {PROBECOST_BIN, "trace", "-f", "json", "-o", json_path});
+  explicit Running(const std::vector<std::string>& args) {
     int err[2];
     EXPECT_EQ(::pipe2(err, O_CLOEXEC), 0);
     pid = spawn(args, -1, -1, err[1]);
     ::close(err[1]);
     err_ = ::fdopen(err[0], "r");
-    for (;;) {
-      std::string line = read_line(err_);
-      if (line == "<eof>") break;
+    for (std::string line; (line = read_line(err_)) != "<eof>";) {
       stderr_text += line + "\n";
       if (line.find("tracing process") != std::string::npos) {
         ready = true;
@@ -111,14 +106,15 @@ class Trace {
       }
     }
   }
-  ~Trace() {
+  ~Running() {
     if (!reaped_) {
       ::kill(pid, SIGKILL);
       ::waitpid(pid, nullptr, 0);
     }
     std::fclose(err_);
-    ::unlink(json_path.c_str());
   }
+  Running(const Running&) = delete;
+  Running& operator=(const Running&) = delete;
   // Sends `sig` (0: none, it ends by itself) and returns probecost's exit code.
   int finish(int sig = SIGINT) {
     if (sig) ::kill(pid, sig);
@@ -128,17 +124,39 @@ class Trace {
     for (std::string line; (line = read_line(err_)) != "<eof>";) stderr_text += line + "\n";
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   }
-  Json report() const {
-    std::ifstream in(json_path);
-    return Json::parse(in);
-  }
   pid_t pid = -1;
   bool ready = false;
-  std::string json_path, stderr_text;
+  std::string stderr_text;
 
  private:
   FILE* err_ = nullptr;
   bool reaped_ = false;
+};
+
+// A running `probecost trace ... -f json -o FILE`.
+class Trace : public Running {
+ public:
+  explicit Trace(std::vector<std::string> args) : Trace(temp_file(), std::move(args)) {}
+  ~Trace() { ::unlink(json_path.c_str()); }
+  Json report() const {
+    std::ifstream in(json_path);
+    return Json::parse(in);
+  }
+  std::string json_path;
+
+ private:
+  Trace(std::string path, std::vector<std::string> args)
+      : Running(with_output(path, std::move(args))), json_path(std::move(path)) {}
+  static std::string temp_file() {
+    char path[] = "/tmp/probecost-trace-XXXXXX";
+    ::close(::mkstemp(path));
+    return path;
+  }
+  static std::vector<std::string> with_output(const std::string& path,
+                                              std::vector<std::string> args) {
+    args.insert(args.begin(), {PROBECOST_BIN, "trace", "-f", "json", "-o", path});
+    return args;
+  }
 };
 
 // The `n` bytes at `addr` in the live process equal those of the ELF file mapped there.
