@@ -6,7 +6,11 @@
 //
 // The exits: `ret` (and `ret imm16`); a `jmp` out of the function, or back to its own entry (a
 // tail call), also through a RIP-relative slot (`jmp *f@GOTPCREL(%rip)`); a `jcc` out of it (a
-// conditional tail call: an exit when taken). Each gets a jump over the instructions just
+// conditional tail call: an exit when taken); a `jmp` through a register or a table
+// (`jmp *%rax`, `jmp *(%rax,%rdx,8)`): a tail call or a switch, which only its target at run
+// time tells apart. A function with one has no patch anywhere (its targets could be inside
+// one), so an int3 serves each such jump, and the tracer computes the target there
+// (jump_target()): an exit when it is outside the function (or its own entry). Each gets a jump over the instructions just
 // before it and itself: a straight line (no branch, no call, nothing that cannot run from a
 // copy) that no branch of the function enters after its first instruction, 5 to 16 bytes.
 // Its trampoline runs them, writes the exit record with %rsp and %rax as the exit sees them,
@@ -40,8 +44,8 @@ struct CallPlans {
   std::string why_no_entry;       // when there is no entry plan: an int3 there
   std::vector<JumpPlan> exits;    // PlanRole::Exit
   std::vector<ExitSite> int3_exits;
-  // Jumps through a register or memory: a jump table or a tail call, which nobody can tell
-  // apart. A frame left through one is not seen leaving (it ends unmatched, by its sp).
+  // Indirect jumps whose target cannot be computed (a %fs or %gs operand, a 32-bit address):
+  // a frame left through one is not seen leaving (it ends unmatched, by its sp).
   std::vector<Instruction> unseen_exits;
 };
 
@@ -57,7 +61,7 @@ using OwnPart = std::function<bool(RuntimeAddr)>;
 using FrameKept = std::function<bool(RuntimeAddr)>;
 
 // Whether `in`, in the function [function, end), leaves it (see above); a conditional one only
-// when taken.
+// when taken, an indirect one through a register or a table only when its target is outside.
 bool is_exit(const Instruction& in, RuntimeAddr function, RuntimeAddr end,
              const OwnPart& own_part = nullptr, const FrameKept& frame_kept = nullptr);
 

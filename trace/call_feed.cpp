@@ -34,13 +34,24 @@ pid_t CallFeed::tid_of(std::uint64_t tp, std::uint64_t tsc) {
   return 0;
 }
 
-bool CallFeed::on_int3(pid_t tid, RuntimeAddr at, const user_regs_struct& regs) {
+bool CallFeed::leaves(const ExitCheck& check, const user_regs_struct& regs,
+                      TraceeMemory& memory) const {
+  if (check.taken_if && !condition_holds(*check.taken_if, regs.eflags)) return false;
+  if (check.jump) {
+    // A target that cannot be read faults the jump: the frame is not left by it.
+    auto to = jump_target(*check.jump, regs, memory);
+    return to && !(check.stays && check.stays(*to));
+  }
+  return true;
+}
+
+bool CallFeed::on_int3(pid_t tid, RuntimeAddr at, const user_regs_struct& regs,
+                       TraceeMemory& memory) {
   auto it = int3_.find(at.value());
   if (it == int3_.end() || it->second.id >= probe_of_id_.size()) return false;
   std::uint32_t probe = probe_of_id_[it->second.id];
   if (probe == record::kAnyProbe) return true;
-  const auto& cc = it->second.taken_if;
-  if (cc && !condition_holds(*cc, regs.eflags)) return true;  // falls through: still inside
+  if (it->second.exit && !leaves(it->second.check, regs, memory)) return true;  // still inside
   record::Event e;
   e.kind = it->second.exit ? record::EventKind::exit : record::EventKind::entry;
   e.probe = probe;

@@ -28,6 +28,13 @@ const char* role_name(PlanRole role) {
 
 }  // namespace
 
+bool stays_in_function(const Symbol& fn, RuntimeAddr to, const ProcessSymbols& symbols) {
+  if (to == fn.address) return false;  // a tail call to itself
+  if (to > fn.address && to < fn.address + static_cast<std::int64_t>(fn.size)) return true;
+  auto part = symbols.sized_function_containing(to);
+  return part && part->module == fn.module && part->name.starts_with(fn.name + ".cold");
+}
+
 void JumpProbes::to_int3(const JumpPlan& plan, const std::string& why, CallInstall& out) {
   if (plan.role != PlanRole::Exit) {
     out.entry_jump = false;
@@ -82,8 +89,7 @@ std::vector<JumpProbes::Candidate> JumpProbes::call_candidates(
       continue;
     }
     auto own_part = [&symbols, &fn](RuntimeAddr to) {
-      auto part = symbols.sized_function_containing(to);
-      return part && part->module == fn->module && part->name.starts_with(fn->name + ".cold");
+      return to != fn->address && stays_in_function(*fn, to, symbols);
     };
     auto frame_kept = [&symbols](RuntimeAddr at) {
       auto cfa = symbols.cfa_from_sp(at);

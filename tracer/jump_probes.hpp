@@ -52,6 +52,10 @@ struct JumpOptions {
   CallOptions calls;  // for add_calls()
 };
 
+// Whether `to` is still the function `fn` (a jump there leaves no frame): inside its bytes but
+// for its entry, or in its own cold part (GCC's "fn.cold", the unlikely paths moved out).
+bool stays_in_function(const Symbol& fn, RuntimeAddr to, const ProcessSymbols& symbols);
+
 // A function to record every call of (add_calls).
 struct CallRequest {
   RuntimeAddr function;  // its entry: the start of its symbol

@@ -13,6 +13,7 @@
 //   serve        reads "N\n" lines on stdin, calls add3 N times per line, answers the sum
 //   cond_tail N  cond_tail(i) N times, every other i negative: a taken conditional tail call
 //   cold N       cold_caller(i) N times, every other i negative: through its unnamed cold part
+//   indirect N   reg_tail, slot_tail, table_tail and switch4 (calls_indirect.S) of i, N times
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -107,6 +108,10 @@ cold_caller:
 )");
 long cond_tail(long x);
 long cold_caller(long x);
+long reg_tail(long x);
+long slot_tail(long x);
+long table_tail(long x);
+long switch4(long x);
 
 }  // extern "C"
 
@@ -201,6 +206,8 @@ int main(int argc, char** argv) {
     for (long i = 0; i < n; ++i) sum += cond_tail(i % 2 ? -i : i);
   } else if (mode == "cold") {
     for (long i = 0; i < n; ++i) sum += cold_caller(i % 2 ? -i : i);
+  } else if (mode == "indirect") {
+    for (long i = 0; i < n; ++i) sum += reg_tail(i) + slot_tail(i) + table_tail(i) + switch4(i);
   } else if (mode == "serve") {
     std::printf("ready\n");
     std::fflush(stdout);

@@ -157,6 +157,34 @@ TEST(Record, JumpToAnUnnamedColdPartIsNoExit) {
   }
 }
 
+TEST(Record, JumpsThroughARegisterOrMemoryAreExitsOnlyWhenTheyLeave) {
+  // reg_tail and table_tail tail-call leaf through a register and a table, slot_tail through a
+  // fixed slot (patched); table_tail's same jmp also goes to its own ret, and switch4's jump
+  // table stays inside: an int3 at each such jmp looks where it goes.
+  const long n = 400;
+  Recorded r({"reg_tail", "slot_tail", "table_tail", "switch4", "leaf"}, "indirect", n,
+             {"--args", "1"});
+  ASSERT_EQ(r.run.exit_code, 0) << r.run.err;
+  EXPECT_EQ(r.run.out, r.plain.out);
+  for (const char* f : {"reg_tail", "slot_tail", "table_tail", "switch4"}) {
+    expect_calls(r.probe(f), n, n);
+    EXPECT_EQ(r.probe(f)["orphan_returns"], 0) << r.probe(f).dump();
+  }
+  expect_calls(r.probe("leaf"), 2 * n + n / 2, 2 * n + n / 2);
+  // A call that went through the jmp to a ret of its own ends with that ret's value.
+  for (const auto& e : r.events("switch4")) {
+    long x = e["args"]["arg0"];
+    ASSERT_EQ(e["args"]["ret"], x + 10 * (x % 4 + 1)) << e.dump();
+  }
+  for (const auto& e : r.events("table_tail")) {
+    long x = e["args"]["arg0"];
+    if (x % 2 == 0) {
+      ASSERT_EQ(e["args"]["ret"], x + 1) << e.dump();
+    }
+  }
+  EXPECT_EQ(r.run.err.find("cannot be computed"), std::string::npos) << r.run.err;
+}
+
 TEST(Record, ExceptionsUnwindThroughProbedFunctions) {
   Recorded r({"middle", "thrower"}, "throw", 300);
   ASSERT_EQ(r.run.exit_code, 0) << r.run.err;
