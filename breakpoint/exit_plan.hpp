@@ -6,17 +6,19 @@
 //
 // The exits: `ret` (and `ret imm16`); a `jmp` out of the function, or back to its own entry (a
 // tail call), also through a RIP-relative slot (`jmp *f@GOTPCREL(%rip)`); a `jcc` out of it (a
-// conditional tail call: an exit when taken); a `jmp` through a register or a table
-// (`jmp *%rax`, `jmp *(%rax,%rdx,8)`): a tail call or a switch, which only its target at run
-// time tells apart. A function with one has no patch anywhere (its targets could be inside
-// one), so an int3 serves each such jump, and the tracer computes the target there
-// (jump_target()): an exit when it is outside the function (or its own entry). Each gets a jump over the instructions just
+// conditional tail call: an exit when taken). Each gets a jump over the instructions just
 // before it and itself: a straight line (no branch, no call, nothing that cannot run from a
 // copy) that no branch of the function enters after its first instruction, 5 to 16 bytes.
 // Its trampoline runs them, writes the exit record with %rsp and %rax as the exit sees them,
 // and exits. An exit within a function's first bytes (a short function) shares the entry's
 // patch: the function is patched whole (PlanRole::Call). Where no patch fits, the exit gets an
 // int3 (int3_exits, with the reason), as the entry does where plan_jump() refuses it.
+//
+// A `jmp` through a register or a table (`jmp *%rax`, `jmp *(%rax,%rdx,8)`) is a tail call or
+// a switch, which only its target at run time tells apart. A function with one has no patch
+// anywhere (its targets could be inside one), so an int3 serves each such jump, and the tracer
+// reads its target there (jump_target()): an exit when it is outside the function (or is its
+// own entry).
 //
 // The module-wide checks (branches from other functions, landing pads, threads inside a range)
 // are the tracer's, as for any jump plan (tracer/jump_checks.cpp). Frames left by a C++
