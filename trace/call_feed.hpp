@@ -80,6 +80,7 @@ class CallFeed {
   std::unordered_map<std::uint64_t, std::vector<Since>> threads_;  // by thread pointer
   std::vector<record::Event> int3_events_;                         // not handed on yet
   std::vector<jump::CallRecord> records_;
+  std::vector<record::Event> out_;
   std::map<pid_t, std::string> names_;  // as each thread appeared
   std::set<pid_t> named_;               // threads whose name the recording has
   std::uint64_t unknown_ = 0;

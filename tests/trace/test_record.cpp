@@ -185,6 +185,21 @@ TEST(Record, JumpsThroughARegisterOrMemoryAreExitsOnlyWhenTheyLeave) {
   EXPECT_EQ(r.run.err.find("cannot be computed"), std::string::npos) << r.run.err;
 }
 
+TEST(Record, BufferSizeSetsEachCpusRingAndEveryRecordIsWrittenOrCountedLost) {
+  // 200,000 calls in a tight loop: 400,000 records (12.8 MB) come faster than any drain. A
+  // 16 MiB ring per CPU holds them all; a 64 KiB one (2,048 records) drops most, each counted.
+  const long n = 200000;
+  Recorded big({"add3"}, "bench", n, {"--buffer-size", "16M"});
+  ASSERT_EQ(big.run.exit_code, 0) << big.run.err;
+  expect_calls(big.probe("add3"), n, n);
+  EXPECT_EQ(big.probe("add3")["events_written"], 2 * n);
+  Recorded small({"add3"}, "bench", n, {"--buffer-size", "64k"});
+  ASSERT_EQ(small.run.exit_code, 0) << small.run.err;
+  const Json& p = small.probe("add3");
+  EXPECT_GT(p["events_lost"].get<long>(), 0) << p.dump();
+  EXPECT_EQ(p["events_written"].get<long>() + p["events_lost"].get<long>(), 2 * n) << p.dump();
+}
+
 TEST(Record, ExceptionsUnwindThroughProbedFunctions) {
   Recorded r({"middle", "thrower"}, "throw", 300);
   ASSERT_EQ(r.run.exit_code, 0) << r.run.err;
