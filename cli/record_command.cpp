@@ -112,7 +112,8 @@ int record_command(const std::vector<std::string>& all_args) {
       "summary-json", po::value(&summary_json), "also write the summary as JSON to FILE")(
       "buffer-size,m", po::value(&buffer_size),
       "each CPU's ring of records in the process, as perf -m: 64K to 1G, rounded up to a power "
-      "of two (default 4M); a burst that fills it between two reads (every 100 ms) loses "
+      "of two (default 16M, less on a machine of more than 16 CPUs); a burst that fills it between "
+      "two reads (every 100 ms) loses "
       "records, counted")("duration,d", po::value(&duration), "record for this many seconds")(
       "all-matches", po::bool_switch(&opts.all_matches),
       "a symbol found in several modules: record all of them")(
