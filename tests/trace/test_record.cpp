@@ -200,6 +200,16 @@ TEST(Record, BufferSizeSetsEachCpusRingAndEveryRecordIsWrittenOrCountedLost) {
   EXPECT_EQ(p["events_written"].get<long>() + p["events_lost"].get<long>(), 2 * n) << p.dump();
 }
 
+TEST(Record, CallsInTheProgramsConstructorsAreRecorded) {
+  // The probes go in at the entry point: the program's own ELF constructors run after it
+  // (__libc_start_main runs them), so leaf's calls before main count with main's.
+  const long n = 300;
+  Recorded r({"leaf"}, "ctor", n, {"--args", "1"});
+  ASSERT_EQ(r.run.exit_code, 0) << r.run.err;
+  EXPECT_EQ(r.run.out, r.plain.out);
+  expect_calls(r.probe("leaf"), 2 * n, 2 * n);
+}
+
 TEST(Record, ExceptionsUnwindThroughProbedFunctions) {
   Recorded r({"middle", "thrower"}, "throw", 300);
   ASSERT_EQ(r.run.exit_code, 0) << r.run.err;
