@@ -78,6 +78,22 @@ int condition_of(ZydisMnemonic m) {
   }
 }
 
+// A memory operand's base, index, scale and displacement into `in`; false when it has a
+// segment override (%fs, %gs) or a 32-bit address size, which neither lea's emulation nor an
+// indirect jump's target reading handles.
+bool memory_operand(const ZydisDecodedOperand& op, Instruction& in) {
+  if (op.mem.segment == ZYDIS_REGISTER_FS || op.mem.segment == ZYDIS_REGISTER_GS) return false;
+  in.rip_relative = op.mem.base == ZYDIS_REGISTER_RIP;
+  in.base = in.rip_relative ? Gpr::None : gpr64(op.mem.base);
+  in.index = gpr64(op.mem.index);
+  if ((op.mem.base != ZYDIS_REGISTER_NONE && !in.rip_relative && in.base == Gpr::None) ||
+      (op.mem.index != ZYDIS_REGISTER_NONE && in.index == Gpr::None))
+    return false;
+  in.scale = op.mem.scale;
+  in.disp = op.mem.disp.has_displacement ? op.mem.disp.value : 0;
+  return true;
+}
+
 void classify(const ZydisDecodedInstruction& zi, const ZydisDecodedOperand* ops, Instruction& in) {
   using K = Instruction::Kind;
   const auto& op0 = ops[0];
@@ -118,22 +134,19 @@ void classify(const ZydisDecodedInstruction& zi, const ZydisDecodedOperand* ops,
       return;
     case ZYDIS_MNEMONIC_LEA:
       in.dst = gpr_of(op0.reg.value, is32);
-      if (in.dst == Gpr::None || op1.mem.segment == ZYDIS_REGISTER_FS ||
-          op1.mem.segment == ZYDIS_REGISTER_GS)
-        return;
+      if (in.dst == Gpr::None || !memory_operand(op1, in)) return;
       in.operand32 = is32;
-      in.rip_relative = op1.mem.base == ZYDIS_REGISTER_RIP;
-      in.base = in.rip_relative ? Gpr::None : gpr64(op1.mem.base);
-      in.index = gpr64(op1.mem.index);
-      if ((op1.mem.base != ZYDIS_REGISTER_NONE && !in.rip_relative && in.base == Gpr::None) ||
-          (op1.mem.index != ZYDIS_REGISTER_NONE && in.index == Gpr::None))
-        return;  // 32-bit address size: not worth emulating
-      in.scale = op1.mem.scale;
-      in.disp = op1.mem.disp.has_displacement ? op1.mem.disp.value : 0;
       in.kind = K::Lea;
       return;
     case ZYDIS_MNEMONIC_JMP:
-      if (in.relative_branch) in.kind = K::JmpRel;
+      if (in.relative_branch) {
+        in.kind = K::JmpRel;
+      } else if (op0.type == ZYDIS_OPERAND_TYPE_REGISTER) {
+        in.src = gpr64(op0.reg.value);
+        in.target_operand = in.src != Gpr::None;
+      } else if (op0.type == ZYDIS_OPERAND_TYPE_MEMORY && op0.size == 64) {
+        in.target_operand = memory_operand(op0, in);
+      }
       return;
     case ZYDIS_MNEMONIC_CALL:
       if (in.relative_branch) in.kind = K::CallRel;

@@ -57,10 +57,13 @@ struct Instruction {
   bool operand32 = false;                // MovRegReg/Lea with 32-bit registers
   bool subtract = false;                 // AddSubImm
   std::int64_t imm = 0;                  // AddSubImm immediate, Ret stack adjustment
-  // Lea's memory operand
+  // Lea's memory operand, and an indirect jmp's (through a register: `src`)
   Gpr base = Gpr::None, index = Gpr::None;
   std::uint8_t scale = 0;
   std::int64_t disp = 0;
+  // An indirect jmp whose target jump_target() can compute: through a 64-bit register, or
+  // through memory without a segment override or a 32-bit address.
+  bool target_operand = false;
   bool rip_relative = false;  // any operand addressed relative to RIP
   // Relative branches: the absolute target, and the condition (Jcc, as the low nibble of 0x7X)
   RuntimeAddr target;

@@ -1,5 +1,7 @@
 #include "breakpoint/emulate.hpp"
 
+#include "common/error.hpp"
+
 namespace probecost {
 
 namespace {
@@ -61,7 +63,29 @@ std::uint64_t pop64(user_regs_struct& r, TraceeMemory& mem) {
   return value;
 }
 
+// The address of `in`'s memory operand (base + index * scale + disp, or RIP-relative).
+std::uint64_t effective_address(const Instruction& in, user_regs_struct& r) {
+  std::uint64_t addr =
+      in.rip_relative ? in.next().value() : (in.base == Gpr::None ? 0 : reg(r, in.base));
+  if (in.index != Gpr::None) addr += reg(r, in.index) * in.scale;
+  return addr + static_cast<std::uint64_t>(in.disp);
+}
+
 }  // namespace
+
+std::optional<RuntimeAddr> jump_target(const Instruction& in, user_regs_struct regs,
+                                       TraceeMemory& memory) {
+  if (in.flow != Instruction::Flow::IndirectJump || !in.target_operand) return std::nullopt;
+  if (in.src != Gpr::None) return RuntimeAddr(reg(regs, in.src));
+  std::uint64_t target = 0;
+  try {
+    memory.read(RuntimeAddr(effective_address(in, regs)),
+                {reinterpret_cast<std::uint8_t*>(&target), sizeof target});
+  } catch (const Error&) {
+    return std::nullopt;  // the jump faults: it goes nowhere
+  }
+  return RuntimeAddr(target);
+}
 
 std::string why_not_emulable(const Instruction& in) {
   if (in.kind == Instruction::Kind::Other) return "'" + in.text + "' is not one the emulator knows";
@@ -147,9 +171,7 @@ bool emulate(const Instruction& in, user_regs_struct& r, TraceeMemory& mem) {
       break;
     }
     case K::Lea: {
-      std::uint64_t addr = in.rip_relative ? next : (in.base == Gpr::None ? 0 : reg(r, in.base));
-      if (in.index != Gpr::None) addr += reg(r, in.index) * in.scale;
-      addr += static_cast<std::uint64_t>(in.disp);
+      std::uint64_t addr = effective_address(in, r);
       reg(r, in.dst) = in.operand32 ? (addr & 0xffffffffu) : addr;
       break;
     }

@@ -3,6 +3,7 @@
 // executing it: what the kernel's uprobes do for push, nop, jmp, call and ret.
 #include <sys/user.h>
 
+#include <optional>
 #include <string>
 
 #include "breakpoint/decoder.hpp"
@@ -16,6 +17,12 @@ std::string why_not_emulable(const Instruction& in);
 // Applies `in` to `regs` (RIP included) and to the tracee's stack through `memory`.
 // Returns true when only RIP changed (the caller may then write RIP alone).
 bool emulate(const Instruction& in, user_regs_struct& regs, TraceeMemory& memory);
+
+// Where the indirect jmp `in` goes, stopped before it with `regs`: its register, or the
+// pointer its memory operand reads. Nothing when the decoder left its operand unknown
+// (Instruction::target_operand) or the pointer cannot be read.
+std::optional<RuntimeAddr> jump_target(const Instruction& in, user_regs_struct regs,
+                                       TraceeMemory& memory);
 
 // EFLAGS after a 64-bit add or sub, as the CPU computes them (CF PF AF ZF SF OF).
 unsigned long long flags_after_addsub(unsigned long long flags, std::uint64_t a, std::uint64_t b,

@@ -161,7 +161,9 @@ bool is_exit(const Instruction& in, RuntimeAddr function, RuntimeAddr end, const
     case Flow::RelCondJump:
       return leaves(in.target);
     case Flow::IndirectJump:
-      return in.rip_relative && !(frame_kept && frame_kept(in.address));
+      // Through a fixed slot: a tail call. Through a register or a table: one when its target,
+      // known at run time only, is outside (an int3 serves it and looks).
+      return (in.rip_relative || in.target_operand) && !(frame_kept && frame_kept(in.address));
     default:
       return false;
   }
@@ -177,7 +179,8 @@ CallPlans plan_calls(RuntimeAddr function, std::span<const std::uint8_t> code,
   out.entry = plan_jump(function, code, function, out.why_no_entry);
   std::string indirect = why_indirect_jump(*insns);
   for (const auto& in : *insns) {
-    if (in.flow == Flow::IndirectJump && !in.rip_relative) out.unseen_exits.push_back(in);
+    if (in.flow == Flow::IndirectJump && !in.rip_relative && !in.target_operand)
+      out.unseen_exits.push_back(in);
   }
   auto first_exit = std::find_if(insns->begin(), insns->end(), [&](const Instruction& in) {
     return is_exit(in, function, end, own_part, frame_kept);

@@ -14,6 +14,12 @@
 // patch: the function is patched whole (PlanRole::Call). Where no patch fits, the exit gets an
 // int3 (int3_exits, with the reason), as the entry does where plan_jump() refuses it.
 //
+// A `jmp` through a register or a table (`jmp *%rax`, `jmp *(%rax,%rdx,8)`) is a tail call or
+// a switch, which only its target at run time tells apart. A function with one has no patch
+// anywhere (its targets could be inside one), so an int3 serves each such jump, and the tracer
+// reads its target there (jump_target()): an exit when it is outside the function (or is its
+// own entry).
+//
 // The module-wide checks (branches from other functions, landing pads, threads inside a range)
 // are the tracer's, as for any jump plan (tracer/jump_checks.cpp). Frames left by a C++
 // exception or longjmp run no exit: the recording closes them by their sp (record/pairing).
@@ -40,8 +46,8 @@ struct CallPlans {
   std::string why_no_entry;       // when there is no entry plan: an int3 there
   std::vector<JumpPlan> exits;    // PlanRole::Exit
   std::vector<ExitSite> int3_exits;
-  // Jumps through a register or memory: a jump table or a tail call, which nobody can tell
-  // apart. A frame left through one is not seen leaving (it ends unmatched, by its sp).
+  // Indirect jumps whose target cannot be computed (a %fs or %gs operand, a 32-bit address):
+  // a frame left through one is not seen leaving (it ends unmatched, by its sp).
   std::vector<Instruction> unseen_exits;
 };
 
@@ -57,7 +63,7 @@ using OwnPart = std::function<bool(RuntimeAddr)>;
 using FrameKept = std::function<bool(RuntimeAddr)>;
 
 // Whether `in`, in the function [function, end), leaves it (see above); a conditional one only
-// when taken.
+// when taken, an indirect one through a register or a table only when its target is outside.
 bool is_exit(const Instruction& in, RuntimeAddr function, RuntimeAddr end,
              const OwnPart& own_part = nullptr, const FrameKept& frame_kept = nullptr);
 

@@ -1,5 +1,7 @@
 #include "cli/parse.hpp"
 
+#include <bit>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -70,6 +72,41 @@ double parse_seconds(const std::string& option, const std::string& text) {
                      " to " + number(kMaxSeconds) + " (30 days)");
   }
   return v;
+}
+
+namespace {
+
+std::string size_text(std::uint64_t bytes) {
+  for (auto [unit, shift] : {std::pair{"G", 30}, {"M", 20}, {"K", 10}}) {
+    if (bytes >= (1ull << shift) && bytes % (1ull << shift) == 0)
+      return std::to_string(bytes >> shift) + unit;
+  }
+  return std::to_string(bytes);
+}
+
+}  // namespace
+
+std::uint64_t parse_buffer_size(const std::string& option, const std::string& text,
+                                std::uint64_t min, std::uint64_t max) {
+  auto bad = [&] {
+    return UsageError("bad " + option + " '" + text + "': want a size from " + size_text(min) +
+                      " to " + size_text(max) + " bytes, such as 4M or 512K");
+  };
+  std::size_t digits = text.find_first_not_of("0123456789");
+  if (digits == 0 || text.empty()) throw bad();
+  std::string unit = digits == std::string::npos ? "" : text.substr(digits);
+  for (auto& c : unit) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  int shift = 0;
+  if (!unit.empty()) {
+    auto at = std::string("KMG").find(unit[0]);
+    std::string rest = unit.substr(1);
+    if (at == std::string::npos || !(rest.empty() || rest == "B" || rest == "IB")) throw bad();
+    shift = 10 * static_cast<int>(at + 1);
+  }
+  errno = 0;
+  unsigned long long v = std::strtoull(text.c_str(), nullptr, 10);
+  if (errno == ERANGE || v > (max >> shift) || (v << shift) < min) throw bad();
+  return std::bit_ceil(static_cast<std::uint64_t>(v) << shift);
 }
 
 double parse_cost_ns(const std::string& text) {

@@ -18,6 +18,12 @@ boost::program_options::variables_map parse_options(
 std::uint64_t parse_count(const std::string& option, const std::string& text, std::uint64_t min,
                           std::uint64_t max = UINT32_MAX);
 
+// A size in bytes with an optional unit, as perf -m and lttng --subbuf-size take it: "4M",
+// "512K", "1G", "65536" (K, M, G: binary multiples; "KiB", "MB" and lower case too), from `min`
+// to `max` bytes, rounded up to a power of two. Else a UsageError naming `option` and the bounds.
+std::uint64_t parse_buffer_size(const std::string& option, const std::string& text,
+                                std::uint64_t min, std::uint64_t max);
+
 // Bounds that keep figures meaningful and timers finite ("--duration 1e20" would overflow the
 // deadline and run for ever; "--cost 1e30us" print 40-digit shares of a CPU).
 constexpr double kMinSeconds = 0.001;

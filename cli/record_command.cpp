@@ -88,11 +88,11 @@ int record_command(const std::vector<std::string>& all_args) {
   if (dashdash != all_args.end()) command.assign(dashdash + 1, all_args.end());
 
   TraceOptions opts;
-  std::string format, output, duration, args_text, summary_json;
+  std::string format, output, duration, args_text, summary_json, buffer_size;
   po::options_description desc(
       "probecost record (-p PID | -- COMMAND ARGS...) -b PROBE [-b PROBE ...] -o PATH\n"
       "                 [--format chrome|ctf] [--args N] [--summary-json FILE] [--duration S] "
-      "[-F]\n\n"
+      "[-F]\n                 [--buffer-size SIZE]\n\n"
       "Records every call of each probed function: an entry event (time, thread, the first N\n"
       "integer arguments) and a return event (time, thread, the return value), written to PATH\n"
       "while the process runs, and a summary with each function's latency on stderr at the\n"
@@ -110,7 +110,11 @@ int record_command(const std::vector<std::string>& all_args) {
       "or ctf (CTF 1.8, for babeltrace2 and Trace Compass)")(
       "args", po::value(&args_text)->default_value("0"), "integer arguments per entry, 0 to 6")(
       "summary-json", po::value(&summary_json), "also write the summary as JSON to FILE")(
-      "duration,d", po::value(&duration), "record for this many seconds")(
+      "buffer-size,m", po::value(&buffer_size),
+      "each CPU's ring of records in the process, as perf -m: 64K to 1G, rounded up to a power "
+      "of two (default 16M, less on a machine of more than 16 CPUs); a burst that fills it between "
+      "two reads (every 100 ms) loses "
+      "records, counted")("duration,d", po::value(&duration), "record for this many seconds")(
       "all-matches", po::bool_switch(&opts.all_matches),
       "a symbol found in several modules: record all of them")(
       "follow-forks,F", "also record the processes it forks, as strace -f does")("quiet,q",
@@ -135,9 +139,11 @@ int record_command(const std::vector<std::string>& all_args) {
   if (vm.count("duration")) opts.duration_s = parse_seconds("--duration", duration);
   recording.path = output;
   recording.args = static_cast<int>(parse_count("--args", args_text, 0, record::kMaxArgs));
+  CallRecording calls;
+  if (!buffer_size.empty())
+    calls.buffer_bytes = parse_buffer_size("--buffer-size", buffer_size, 64 << 10, 1 << 30);
   // Before anything is attached or launched: the process is not held while we calibrate.
   recording.clock = tsc::calibrate();
-  CallRecording calls;
   calls.args = recording.args;
   calls.start = [&recording](const std::vector<record::ProbeInfo>& probes) -> record::Recorder& {
     return recording.start(probes);

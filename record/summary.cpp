@@ -92,9 +92,24 @@ void Summary::lost(const Lost& l) {
     probes_.at(l.probe).events_lost += l.count;
 }
 
+// A row's name: the spec as the user gave it, unless another row has the same one (`-b middle`
+// on every overload: the demangled function, middle(long) and middle(int); and with
+// --all-matches, a function of one name in two modules: its module too).
+std::string Summary::label(std::size_t i) const {
+  auto count = [&](auto same) {
+    return std::count_if(run_.probes.begin(), run_.probes.end(), same);
+  };
+  const ProbeInfo& p = run_.probes[i];
+  if (count([&](const ProbeInfo& q) { return q.spec == p.spec; }) == 1 || p.function.empty())
+    return p.spec;
+  if (count([&](const ProbeInfo& q) { return q.spec == p.spec && q.function == p.function; }) == 1)
+    return p.function;
+  return p.function + " in " + p.module;
+}
+
 void Summary::print(std::ostream& out) const {
   std::size_t w = 5;
-  for (const auto& p : run_.probes) w = std::max(w, p.spec.size());
+  for (std::size_t i = 0; i < run_.probes.size(); ++i) w = std::max(w, label(i).size());
   out << std::left << std::setw(static_cast<int>(w)) << "probe" << std::right;
   for (const char* h : {"calls", "returns", "unwound", "unmatched", "lost", "min ns", "p50 ns",
                         "p90 ns", "p99 ns", "max ns"})
@@ -103,7 +118,7 @@ void Summary::print(std::ostream& out) const {
   for (std::size_t i = 0; i < probes_.size(); ++i) {
     const ProbeSummary& p = probes_[i];
     const LatencyHistogram& h = p.latency;
-    out << std::left << std::setw(static_cast<int>(w)) << run_.probes[i].spec << std::right;
+    out << std::left << std::setw(static_cast<int>(w)) << label(i) << std::right;
     for (std::uint64_t v : {p.calls, p.returns, p.unwound, p.unmatched, p.events_lost, h.min(),
                             h.percentile(50), h.percentile(90), h.percentile(99), h.max()})
       out << std::setw(11) << v;
@@ -114,10 +129,10 @@ void Summary::print(std::ostream& out) const {
   if (lost_any_) out << "lost: " << lost_any_ << " records of unknown probes\n";
   for (std::size_t i = 0; i < probes_.size(); ++i) {
     if (probes_[i].orphan_exits)
-      out << run_.probes[i].spec << ": " << probes_[i].orphan_exits
+      out << label(i) << ": " << probes_[i].orphan_exits
           << " returns without their entry (entered before the recording, or the entry lost)\n";
     if (probes_[i].latency.count() == 0) continue;
-    out << "\n@latency_ns[" << run_.probes[i].spec << "]:\n"
+    out << "\n@latency_ns[" << label(i) << "]:\n"
         << log2_hist_text(probes_[i].latency.log2_counts());
   }
 }

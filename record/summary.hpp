@@ -50,6 +50,7 @@ class Summary : public Output {
   void write_json(const std::string& path) const;
 
  private:
+  std::string label(std::size_t i) const;
   RunInfo run_;
   tsc::Clock clock_;
   std::vector<ProbeSummary> probes_;

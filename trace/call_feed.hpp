@@ -8,6 +8,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -15,6 +16,8 @@
 #include <vector>
 
 #include "breakpoint/call_buffer.hpp"
+#include "breakpoint/decoder.hpp"
+#include "breakpoint/tracee_memory.hpp"
 #include "record/recorder.hpp"
 #include "tracer/process.hpp"
 
@@ -32,16 +35,22 @@ class CallFeed {
   // Every thread of the process, stopped (the probes going in).
   void threads_of(TracedProcess& proc);
 
-  // An int3 that serves call probe `id`'s entry (or exit): its hits are events. `taken_if`: the
-  // exit is a conditional tail call (jcc), an exit only when its condition (the low nibble of
-  // 0x7X) holds; the int3 stops the thread on every pass.
-  void int3_site(RuntimeAddr at, std::uint32_t id, bool exit,
-                 std::optional<std::uint8_t> taken_if = std::nullopt) {
-    int3_[at.value()] = {id, exit, taken_if};
+  // When an exit's int3, which stops the thread on every pass, is an exit.
+  struct ExitCheck {
+    // A conditional tail call (jcc): when its condition (the low nibble of 0x7X) holds.
+    std::optional<std::uint8_t> taken_if;
+    // A jump through a register or memory: when its target (jump_target()) is not `stays`'s.
+    std::optional<Instruction> jump;
+    std::function<bool(RuntimeAddr)> stays;
+  };
+  // An int3 that serves call probe `id`'s entry (or exit): its hits are events.
+  void int3_site(RuntimeAddr at, std::uint32_t id, bool exit, ExitCheck check = {}) {
+    int3_[at.value()] = {id, exit, std::move(check)};
   }
   // A hit of the int3 at `at` by `tid`, its registers as the function's entry or exit sees
-  // them. False when the site is not one of ours.
-  bool on_int3(pid_t tid, RuntimeAddr at, const user_regs_struct& regs);
+  // them (`memory`: where an indirect jump's pointer is read). False when the site is not one
+  // of ours.
+  bool on_int3(pid_t tid, RuntimeAddr at, const user_regs_struct& regs, TraceeMemory& memory);
 
   // Hands the recording every event below the reader's horizon; `final`: every event (no
   // writer is left), and the lost records counted.
@@ -52,8 +61,9 @@ class CallFeed {
   struct Int3Role {
     std::uint32_t id = 0;
     bool exit = false;
-    std::optional<std::uint8_t> taken_if;
+    ExitCheck check;
   };
+  bool leaves(const ExitCheck& check, const user_regs_struct& regs, TraceeMemory& memory) const;
   struct Since {
     std::uint64_t tsc = 0;
     pid_t tid = 0;
@@ -70,6 +80,7 @@ class CallFeed {
   std::unordered_map<std::uint64_t, std::vector<Since>> threads_;  // by thread pointer
   std::vector<record::Event> int3_events_;                         // not handed on yet
   std::vector<jump::CallRecord> records_;
+  std::vector<record::Event> out_;
   std::map<pid_t, std::string> names_;  // as each thread appeared
   std::set<pid_t> named_;               // threads whose name the recording has
   std::uint64_t unknown_ = 0;

@@ -22,15 +22,50 @@ bool same(const record::ProbeInfo& a, const record::ProbeInfo& b) {
   return a.spec == b.spec && a.function == b.function && a.module == b.module;
 }
 
-// What an int3 serves instead of a patch, said once per function.
+// What an int3 serves instead of a patch, said once per function, each reason once: "entry
+// and exits at A, B (why)".
 std::string int3_note(const CallInstall& in) {
+  std::vector<std::pair<std::string, std::vector<std::string>>> by_why;
+  auto add = [&](const std::string& why, const std::string& what) {
+    auto it = std::find_if(by_why.begin(), by_why.end(), [&](auto& w) { return w.first == why; });
+    if (it == by_why.end()) it = by_why.insert(by_why.end(), {why, {}});
+    it->second.push_back(what);
+  };
+  if (!in.entry_jump) add(in.why_entry, "entry");
+  for (const auto& e : in.int3_exits) add(e.why_not_jump, e.exit.address.hex());
   std::string s;
-  if (!in.entry_jump) s += "entry (" + in.why_entry + ")";
-  for (const auto& e : in.int3_exits) {
-    s += (s.empty() ? "" : ", ") + std::string("exit at ") + e.exit.address.hex() + " (" +
-         e.why_not_jump + ")";
+  for (const auto& [why, what] : by_why) {
+    std::string places;
+    std::size_t exits = 0;
+    for (const auto& w : what) {
+      if (w == "entry") continue;
+      places += (exits++ ? ", " : "") + w;
+    }
+    std::string list = what.front() == "entry" ? "entry" : "";
+    if (exits)
+      list += (list.empty() ? "" : " and ") + std::string(exits > 1 ? "exits at " : "exit at ") +
+              places;
+    s += (s.empty() ? "" : "; ") + list + " (" + why + ")";
   }
   return s;
+}
+
+// When the int3 at the exit `exit` of `probe`'s function is one: a jcc when taken, an indirect
+// jump when its target is not the function's own code (the symbols looked up then: its cold
+// part's may be in a library loaded since).
+CallFeed::ExitCheck exit_check(ProcessTrace& tr, const ResolvedProbe& probe,
+                               const Instruction& exit) {
+  CallFeed::ExitCheck check;
+  if (exit.flow == Instruction::Flow::RelCondJump) check.taken_if = exit.condition;
+  if (exit.flow != Instruction::Flow::IndirectJump) return check;
+  check.jump = exit;
+  auto fn = tr.symbols->sized_function_containing(probe.address);
+  if (!fn) return check;
+  ProcessTrace* t = &tr;
+  check.stays = [t, fn = *fn](RuntimeAddr to) {
+    return t->symbols && stays_in_function(fn, to, *t->symbols);
+  };
+  return check;
 }
 
 }  // namespace
@@ -102,13 +137,11 @@ std::vector<ProbeInstall> TraceRun::place_calls(ProcessTrace& tr) {
     }
     for (const auto& e : in.int3_exits) {
       add_int3_probe(p, *tr.step_over, e.exit.address, probe.spec + " (exit)");
-      std::optional<std::uint8_t> taken_if;
-      if (e.exit.flow == Instruction::Flow::RelCondJump) taken_if = e.exit.condition;
-      tr.feed->int3_site(e.exit.address, id, true, taken_if);
+      tr.feed->int3_site(e.exit.address, id, true, exit_check(tr, probe, e.exit));
     }
     if (!in.unseen_exits.empty() && opts_.announce) {
       notes_ << opts_.tool << ": " << probe.spec << " has " << in.unseen_exits.size()
-             << " indirect jump(s) that may leave it unseen (a frame left through one ends "
+             << " indirect jump(s) whose target cannot be computed (a frame left through one ends "
                 "unmatched)"
              << std::endl;
     }

@@ -15,7 +15,7 @@ void TraceRun::start_session(ProcessTrace& tr) {
     if (t->feed) t->feed->thread_appeared(tid, fs_base);
   });
   tr.session->set_hit_observer([this, t](pid_t tid, StoppedThread& thread, BreakpointSite& site) {
-    if (t->feed) t->feed->on_int3(tid, site.address(), thread.regs());
+    if (t->feed) t->feed->on_int3(tid, site.address(), thread.regs(), t->proc->memory());
     if (++t->rec.thread_hits[tid] == 1) {
       t->rec.thread_names[tid] = thread_name(t->proc->pid(), tid);
       // A process that shares this one's memory (a vfork child before its exec, a

@@ -146,6 +146,7 @@ void TraceRun::install_image(ProcessTrace& tr) {
   if (opts_.calls) {
     JumpOptions jo;
     jo.calls.args = opts_.calls->args;
+    jo.calls.buffer_bytes = opts_.calls->buffer_bytes;  // 0: the default
     jo.calls.max_ids = static_cast<std::uint32_t>(std::max<std::size_t>(tr.probes.size(), 1));
     tr.jumps = std::make_unique<JumpProbes>(p, jo);
     refuse_leftovers(tr);

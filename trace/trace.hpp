@@ -27,6 +27,8 @@ struct ProbeInfo;
 // counting ones, their events handed to a recording while the process runs.
 struct CallRecording {
   int args = 0;  // arguments per entry event, 0 to 6
+  // Each CPU's ring in the process, in bytes (a power of two); 0: CallOptions' default.
+  std::uint64_t buffer_bytes = 0;
   // Called once, when the first image's probes are resolved and before any event, with one
   // ProbeInfo per function probed: the recording their events go to.
   std::function<record::Recorder&(const std::vector<record::ProbeInfo>&)> start;

@@ -4,6 +4,7 @@
 #include <x86intrin.h>
 
 #include <algorithm>
+#include <bit>
 
 #include "common/error.hpp"
 #include "tracer/jump_probes.hpp"
@@ -26,7 +27,22 @@ const char* role_name(PlanRole role) {
   return role == PlanRole::Entry ? "entry" : role == PlanRole::Exit ? "exit" : "call";
 }
 
+// Each CPU's ring: 16 MiB, which holds a burst of 500,000 records (python3 making a million
+// strings, at 64 per call of PyUnicode_New) between two drains, unless the CPUs are so many
+// that the whole buffer would pass kCallBufferTotal; 4 MiB at least.
+std::uint64_t default_call_buffer(std::uint32_t cpus) {
+  std::uint64_t share = std::bit_floor(kCallBufferTotal / std::max<std::uint32_t>(cpus, 1));
+  return std::clamp<std::uint64_t>(share, 4 << 20, 16 << 20);
+}
+
 }  // namespace
+
+bool stays_in_function(const Symbol& fn, RuntimeAddr to, const ProcessSymbols& symbols) {
+  if (to == fn.address) return false;  // a tail call to itself
+  if (to > fn.address && to < fn.address + static_cast<std::int64_t>(fn.size)) return true;
+  auto part = symbols.sized_function_containing(to);
+  return part && part->module == fn.module && part->name.starts_with(fn.name + ".cold");
+}
 
 void JumpProbes::to_int3(const JumpPlan& plan, const std::string& why, CallInstall& out) {
   if (plan.role != PlanRole::Exit) {
@@ -48,7 +64,8 @@ bool JumpProbes::ensure_call_buffer() {
   }
   jump::CallBufferConfig config;
   config.cpus = rseq_->cpus;
-  config.capacity = options_.calls.buffer_bytes;
+  config.capacity =
+      options_.calls.buffer_bytes ? options_.calls.buffer_bytes : default_call_buffer(rseq_->cpus);
   config.args = options_.calls.args;
   config.max_ids = options_.calls.max_ids;
   call_layout_ = jump::CallBufferLayout::of(config);
@@ -82,8 +99,7 @@ std::vector<JumpProbes::Candidate> JumpProbes::call_candidates(
       continue;
     }
     auto own_part = [&symbols, &fn](RuntimeAddr to) {
-      auto part = symbols.sized_function_containing(to);
-      return part && part->module == fn->module && part->name.starts_with(fn->name + ".cold");
+      return to != fn->address && stays_in_function(*fn, to, symbols);
     };
     auto frame_kept = [&symbols](RuntimeAddr at) {
       auto cfa = symbols.cfa_from_sp(at);

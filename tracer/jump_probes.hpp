@@ -34,11 +34,14 @@
 namespace probecost {
 
 // Call probes (`probecost record`): entry and exit records in the process's call buffer.
+inline constexpr std::uint64_t kCallBufferTotal = 256 << 20;
 struct CallOptions {
-  int args = 0;                          // arguments per entry record, 0 to 6
-  std::uint64_t buffer_bytes = 4 << 20;  // per CPU
-  std::uint32_t max_ids = 1024;          // probe ids 0 .. max_ids - 1
-  jump::CallReader::Options reader;      // its flush interval and commit slack (TSC ticks)
+  int args = 0;  // arguments per entry record, 0 to 6
+  // Per CPU, a power of two; 0: 16 MiB, less where the CPUs are many (kCallBufferTotal in all,
+  // 4 MiB at least).
+  std::uint64_t buffer_bytes = 0;
+  std::uint32_t max_ids = 1024;      // probe ids 0 .. max_ids - 1
+  jump::CallReader::Options reader;  // its flush interval and commit slack (TSC ticks)
 };
 
 struct JumpOptions {
@@ -51,6 +54,10 @@ struct JumpOptions {
   bool per_cpu_counts = true;
   CallOptions calls;  // for add_calls()
 };
+
+// Whether `to` is still the function `fn` (a jump there leaves no frame): inside its bytes but
+// for its entry, or in its own cold part (GCC's "fn.cold", the unlikely paths moved out).
+bool stays_in_function(const Symbol& fn, RuntimeAddr to, const ProcessSymbols& symbols);
 
 // A function to record every call of (add_calls).
 struct CallRequest {

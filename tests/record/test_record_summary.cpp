@@ -186,5 +186,22 @@ TEST(RecordSummary, PrintedTable) {
   EXPECT_NE(text.find("lost: 3 records of unknown probes"), std::string::npos) << text;
 }
 
+TEST(RecordSummary, OverloadsOfOneSpecAreNamedByTheirFunction) {
+  // -b middle on two overloads, and --all-matches finding one function in two modules.
+  RunInfo run = testing::run_of({"f", "g"});
+  run.probes = {{"middle", "middle(long)", "t", 0x1000},
+                {"middle", "middle(int)", "t", 0x1010},
+                {"twin", "twin()", "liba.so", 0x2000},
+                {"twin", "twin()", "libb.so", 0x3000},
+                {"f", "f", "t", 0x4000}};
+  Summary s(run);
+  std::ostringstream out;
+  s.print(out);
+  std::string text = out.str();
+  for (const char* row : {"\nmiddle(long)  ", "\nmiddle(int)  ", "\ntwin() in liba.so  ",
+                          "\ntwin() in libb.so  ", "\nf  "})
+    EXPECT_NE(text.find(row), std::string::npos) << row << " in\n" << text;
+}
+
 }  // namespace
 }  // namespace probecost::record

@@ -13,6 +13,8 @@
 //   serve        reads "N\n" lines on stdin, calls add3 N times per line, answers the sum
 //   cond_tail N  cond_tail(i) N times, every other i negative: a taken conditional tail call
 //   cold N       cold_caller(i) N times, every other i negative: through its unnamed cold part
+//   indirect N   reg_tail, slot_tail, table_tail and switch4 (calls_indirect.S) of i, N times
+//   ctor N       leaf(i) N times in a static constructor, before main, and N times in main
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -107,6 +109,10 @@ cold_caller:
 )");
 long cond_tail(long x);
 long cold_caller(long x);
+long reg_tail(long x);
+long slot_tail(long x);
+long table_tail(long x);
+long switch4(long x);
 
 }  // extern "C"
 
@@ -139,6 +145,13 @@ extern "C" NOINLINE long in_signal(long i) {
 static volatile long handled = 0;
 static void on_usr1(int) {
   handled = handled + leaf(handled % 1000);
+}
+
+// glibc passes an ELF constructor argc and argv: with "ctor N", N calls before main.
+static long before_main = 0;
+__attribute__((constructor)) static void early_calls(int argc, char** argv) {
+  if (argc < 3 || std::strcmp(argv[1], "ctor") != 0) return;
+  for (long i = 0, n = std::atol(argv[2]); i < n; ++i) before_main += leaf(i);
 }
 
 static void* thread_main(void* arg) {
@@ -201,6 +214,11 @@ int main(int argc, char** argv) {
     for (long i = 0; i < n; ++i) sum += cond_tail(i % 2 ? -i : i);
   } else if (mode == "cold") {
     for (long i = 0; i < n; ++i) sum += cold_caller(i % 2 ? -i : i);
+  } else if (mode == "ctor") {
+    for (long i = 0; i < n; ++i) sum += leaf(i);
+    sum += before_main;
+  } else if (mode == "indirect") {
+    for (long i = 0; i < n; ++i) sum += reg_tail(i) + slot_tail(i) + table_tail(i) + switch4(i);
   } else if (mode == "serve") {
     std::printf("ready\n");
     std::fflush(stdout);

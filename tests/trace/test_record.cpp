@@ -148,6 +148,59 @@ TEST(Record, JumpToAnUnnamedColdPartIsNoExit) {
   }
 }
 
+TEST(Record, JumpsThroughARegisterOrMemoryAreExitsOnlyWhenTheyLeave) {
+  // reg_tail and table_tail tail-call leaf through a register and a table, slot_tail through a
+  // fixed slot (patched); table_tail's same jmp also goes to its own ret, and switch4's jump
+  // table stays inside: an int3 at each such jmp looks where it goes.
+  const long n = 400;
+  Recorded r({"reg_tail", "slot_tail", "table_tail", "switch4", "leaf"}, "indirect", n,
+             {"--args", "1"});
+  ASSERT_EQ(r.run.exit_code, 0) << r.run.err;
+  EXPECT_EQ(r.run.out, r.plain.out);
+  for (const char* f : {"reg_tail", "slot_tail", "table_tail", "switch4"}) {
+    expect_calls(r.probe(f), n, n);
+    EXPECT_EQ(r.probe(f)["orphan_returns"], 0) << r.probe(f).dump();
+  }
+  expect_calls(r.probe("leaf"), 2 * n + n / 2, 2 * n + n / 2);
+  // A call that went through the jmp to a ret of its own ends with that ret's value.
+  for (const auto& e : r.events("switch4")) {
+    long x = e["args"]["arg0"];
+    ASSERT_EQ(e["args"]["ret"], x + 10 * (x % 4 + 1)) << e.dump();
+  }
+  for (const auto& e : r.events("table_tail")) {
+    long x = e["args"]["arg0"];
+    if (x % 2 == 0) {
+      ASSERT_EQ(e["args"]["ret"], x + 1) << e.dump();
+    }
+  }
+  EXPECT_EQ(r.run.err.find("cannot be computed"), std::string::npos) << r.run.err;
+}
+
+TEST(Record, BufferSizeSetsEachCpusRingAndEveryRecordIsWrittenOrCountedLost) {
+  // 200,000 calls in a tight loop: 400,000 records (12.8 MB) come faster than any drain. A
+  // 16 MiB ring per CPU holds them all; a 64 KiB one (2,048 records) drops most, each counted.
+  const long n = 200000;
+  Recorded big({"add3"}, "bench", n, {"--buffer-size", "16M"});
+  ASSERT_EQ(big.run.exit_code, 0) << big.run.err;
+  expect_calls(big.probe("add3"), n, n);
+  EXPECT_EQ(big.probe("add3")["events_written"], 2 * n);
+  Recorded small({"add3"}, "bench", n, {"--buffer-size", "64k"});
+  ASSERT_EQ(small.run.exit_code, 0) << small.run.err;
+  const Json& p = small.probe("add3");
+  EXPECT_GT(p["events_lost"].get<long>(), 0) << p.dump();
+  EXPECT_EQ(p["events_written"].get<long>() + p["events_lost"].get<long>(), 2 * n) << p.dump();
+}
+
+TEST(Record, CallsInTheProgramsConstructorsAreRecorded) {
+  // The probes go in at the entry point: the program's own ELF constructors run after it
+  // (__libc_start_main runs them), so leaf's calls before main count with main's.
+  const long n = 300;
+  Recorded r({"leaf"}, "ctor", n, {"--args", "1"});
+  ASSERT_EQ(r.run.exit_code, 0) << r.run.err;
+  EXPECT_EQ(r.run.out, r.plain.out);
+  expect_calls(r.probe("leaf"), 2 * n, 2 * n);
+}
+
 TEST(Record, ExceptionsUnwindThroughProbedFunctions) {
   Recorded r({"middle", "thrower"}, "throw", 300);
   ASSERT_EQ(r.run.exit_code, 0) << r.run.err;

@@ -115,6 +115,10 @@ TEST(RecordAttach, BadInputExits2Untouched) {
       {"-b", "add3", "-o", "/proc/probecost-never-ctf"},   // likewise, for a CTF directory
       {"-b", "add3", "-o", never, "--summary-json", "/proc/version"},
       {"-b", "add3", "-o", dir.path.string(), "--format", "chrome"},  // a directory for a file
+      {"-b", "add3", "-o", never, "--buffer-size", "16K"},            // too small
+      {"-b", "add3", "-o", never, "--buffer-size", "2G"},             // too big
+      {"-b", "add3", "-o", never, "--buffer-size", "4X"},             // no such unit
+      {"-b", "add3", "-o", never, "--buffer-size", "-1M"},
   };
   for (auto args : bad) {
     args.insert(args.begin(), {PROBECOST_BIN, "record", "-p", pid});

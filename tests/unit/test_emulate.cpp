@@ -122,6 +122,27 @@ TEST(Decode, KindsAndLengths) {
   EXPECT_FALSE(decode(junk, RuntimeAddr(0)).has_value());
 }
 
+TEST(Emulate, IndirectJumpTargets) {
+  StackMemory mem;
+  user_regs_struct r{};
+  r.r11 = 0x7000;
+  EXPECT_EQ(jump_target(decode_at({0x41, 0xff, 0xe3}, 0x1000), r, mem), RuntimeAddr(0x7000));
+  // jmp *(%rax,%rdx,8): the second slot of a table at 0x2000
+  r.rax = 0x2000;
+  r.rdx = 1;
+  mem.write(RuntimeAddr(0x2008), {reinterpret_cast<const std::uint8_t*>(&r.r11), 8});
+  EXPECT_EQ(jump_target(decode_at({0xff, 0x24, 0xd0}, 0x1000), r, mem), RuntimeAddr(0x7000));
+  // jmp *0x10(%rip) at 0x1ff2 (6 bytes): the slot at 0x2008
+  EXPECT_EQ(jump_target(decode_at({0xff, 0x25, 0x10, 0, 0, 0}, 0x1ff2), r, mem),
+            RuntimeAddr(0x7000));
+  // jmp *%fs:0x10: its operand is not one the tracer reads; nor is a direct jmp's
+  auto tls = decode_at({0x64, 0xff, 0x24, 0x25, 0x10, 0, 0, 0}, 0x1000);
+  EXPECT_EQ(tls.flow, Instruction::Flow::IndirectJump);
+  EXPECT_FALSE(tls.target_operand);
+  EXPECT_FALSE(jump_target(tls, r, mem));
+  EXPECT_FALSE(jump_target(decode_at({0xeb, 0x10}, 0x1000), r, mem));
+}
+
 TEST(Relocate, RipRelativeOperandKeepsItsTarget) {
   // mov 0x100(%rip),%rax at 0x401000: reads 0x401107.
   auto in = decode_at({0x48, 0x8b, 0x05, 0x00, 0x01, 0, 0}, 0x401000);
