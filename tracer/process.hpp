@@ -171,6 +171,8 @@ class TracedProcess {
   WaitStatus park_trap(Task& task, WaitStatus ws);
   // Waits until `task` reports, deferring other tasks' events. Nothing when it is gone.
   std::optional<WaitStatus> wait_for(Task& task);
+  // Collects `task`'s held stop now (EventSource::take_stop).
+  void take_stop(Task& task) { events_.take_stop(task); }
 
   // Brings every running task but `except` into a ptrace-stop with PTRACE_INTERRUPT. An event
   // that arrives instead of the interrupt's stop is deferred on its task. A task inside vfork()
