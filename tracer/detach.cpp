@@ -3,9 +3,6 @@
 #include <sys/ptrace.h>
 #include <sys/wait.h>
 
-#include <algorithm>
-#include <memory>
-
 #include "common/error.hpp"
 #include "tracer/copy_exits.hpp"
 #include "tracer/fault_fixup.hpp"
@@ -241,20 +238,10 @@ void TracedProcess::let_go_of_int3_area() {
 void TracedProcess::start_guardian() {
   guardian_ = Guardian::start(pid_, memory_.fd());
   Guardian* g = guardian_.get();
-  // The code each int3 went into, for the guardian's check before it writes a byte back. The
-  // maps are read again only for a site in none of the mappings read before (a library
-  // dlopen'd since).
-  auto maps = std::make_shared<std::vector<Mapping>>();
-  auto watch = [this, g, maps](RuntimeAddr at, std::uint8_t original) {
-    auto in = [&] { return std::find_if(maps->begin(), maps->end(), [&](const Mapping& m) {
-                      return m.contains(at);
-                    }); };
-    auto m = in();
-    if (m == maps->end()) {
-      *maps = read_maps(proc_tid());
-      m = in();
-    }
-    g->watch(at, original, m == maps->end() ? trap::FileIdentity{} : file_identity(*m, at));
+  // The code each int3 went into, for the guardian's check before it writes a byte back.
+  auto watch = [this, g](RuntimeAddr at, std::uint8_t original) {
+    const Mapping* m = mapping_at(at);
+    g->watch(at, original, m ? file_identity(*m, at) : trap::FileIdentity{});
   };
   sites_.set_watcher(watch);
   for (const auto& s : sites_) {

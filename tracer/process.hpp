@@ -259,6 +259,10 @@ class TracedProcess {
   // Records which code (file, offset: code_identity.hpp) each enabled int3 site and installed
   // jump holds, for those not recorded yet: one read of /proc/PID/maps.
   void note_code();
+  // The mapping that holds `at` now, nullptr if none: from /proc/PID/maps as read last, read
+  // again for an address it did not cover; forget_moved_code() reads it afresh, so a library
+  // dlclose'd and another dlopen'd at its address is never taken for the first.
+  const Mapping* mapping_at(RuntimeAddr at);
   // Forgets, without writing a byte, every site and jump whose code is no longer the one it
   // went into (its library dlclose'd, another mapped there) or whose bytes are no longer ours.
   // Returns what it left alone and why. detach() and kill() do this before restoring; the
@@ -328,6 +332,7 @@ class TracedProcess {
   bool int3_area_tried_ = false;
   std::vector<pid_t> leftovers_;
   std::map<RuntimeAddr, CodeIdentity> code_;  // note_code()
+  std::vector<Mapping> maps_seen_;             // mapping_at()
   std::vector<std::string> left_alone_;
 };
 
