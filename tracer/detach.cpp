@@ -10,8 +10,8 @@
 #include "tracer/int3_area.hpp"
 #include "tracer/process.hpp"
 #include "tracer/syscalls.hpp"
-#include "tracer/trap_records.hpp"
 #include "tracer/ticker.hpp"
+#include "tracer/trap_records.hpp"
 
 namespace probecost {
 

@@ -92,11 +92,13 @@ std::optional<TaskEvent> Family::wait_any() {
     peeked_ = tid;  // held or collected once booked (hold_or_collect)
     return TaskEvent{tid, ws};
   }
-  // Nothing to keep in the kernel: collected at once, as the kernel reports it now (a stopped
-  // task killed since the peek reports its end).
+  // Nothing to keep in the kernel: collected at once, as the kernel reports it now. Never
+  // blocking: a stopped task killed since the peek (exit_group) may not be reportable again
+  // for a while (a leader, until its other threads are reaped); its stop is handled as seen,
+  // and its end comes later.
   int status = 0;
-  if (sys::wait_for(tid, &status, __WALL) != tid) throw Error::from_errno("waitpid");
-  return TaskEvent{tid, WaitStatus(status)};
+  if (sys::wait_for(tid, &status, __WALL | WNOHANG) == tid) ws = WaitStatus(status);
+  return TaskEvent{tid, ws};
 }
 
 void Family::hold_or_collect(TracedProcess* o, const TaskEvent& ev) {

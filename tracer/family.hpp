@@ -2,8 +2,9 @@
 // Family: the one owner of tracer events. It holds the traced processes of one trace (the one
 // started or attached to, and, with `trace --follow-forks`, the processes it forks that we
 // follow, each a TracedProcess with its own memory, sites and jumps) and the one event stream
-// for them all: the single waitpid(-1, __WALL), the map from a task to its process, the events
-// kept for the event loop (deferred) and the first stops of tasks nobody knew yet (orphans).
+// for them all: the single wait for any task (waitid(P_ALL, __WALL)), the map from a task to its
+// process, the events kept for the event loop (deferred) and the first stops of tasks nobody knew
+// yet (orphans).
 //
 // A wait made on behalf of one process (stopping its threads, single-stepping one) also sees
 // the others' events: each is booked to the process that has the task and kept for the event
@@ -86,7 +87,8 @@ class Family final : public EventSource {
 
  private:
   Family() = default;
-  // The one waitpid(-1, __WALL) of the tracer, interruptible by the tick and stop requests.
+  // The one wait for any task of the tracer (a peek, then a collect unless the stop is held),
+  // interruptible by the tick and stop requests. Held stops are collected first.
   std::optional<TaskEvent> wait_any();
   // The process a task belongs to (`asker`, or a member): the one that has it, or whose
   // process it is a thread of.
@@ -120,8 +122,8 @@ class Family final : public EventSource {
     TracedProcess* process;
     TaskRef task;
   };
-  std::vector<Held> held_;      // held stops, collected before the next wait
-  std::deque<TaskEvent> reaped_;  // events found while collecting, for wait_any
+  std::vector<Held> held_;                   // held stops, collected before the next wait
+  std::deque<TaskEvent> reaped_;             // events found while collecting, for wait_any
   std::set<const TracedProcess*> attached_;  // attach_another()'s
   std::size_t handed_out_ = 1;               // members before this index have been taken
   bool following_ = false;

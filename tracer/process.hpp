@@ -160,14 +160,13 @@ class TracedProcess {
   // not a thread of ours and exec'd is left to the event owner (release_sharer or
   // hand_over_sharer).
   Task* update_from(const TaskEvent& ev);
-  // A stop of `task` collected now and handled later (EventSource::defer): when it is the
-  // trap of one of our int3 bytes, the thread is put back on the site and the status it should
-  // be handled as returned (a plain interrupt stop: resumed, the int3 traps again and the hit
-  // is counted then). Once waitpid has reported a signal-delivery-stop, the kernel keeps no
-  // signal for it: were probecost to die before resuming the thread, the kernel would resume
-  // it one byte past the int3, inside the displaced instruction, with no SIGTRAP for the trap
-  // area's handler to take (issue 16: SIGILL at probe_fn+3). On the site, it takes the int3
-  // again, or runs the original instruction once the byte is back.
+  // A stop of `task` seen now and handled later (EventSource::defer): when it is the trap of
+  // one of our int3 bytes, the thread is put back on the site and the status it should be
+  // handled as returned (a plain interrupt stop: resumed, the int3 traps again and the hit is
+  // counted then). The stop is collected at the next wait (Family), after which the kernel
+  // keeps no signal for it: were probecost to die then, a thread one byte past the int3 would
+  // be let go inside the displaced instruction (issue 16: SIGILL at probe_fn+3). On the site,
+  // it takes the int3 again, or runs the original instruction once the byte is back.
   WaitStatus park_trap(Task& task, WaitStatus ws);
   // Waits until `task` reports, deferring other tasks' events. Nothing when it is gone.
   std::optional<WaitStatus> wait_for(Task& task);
@@ -332,7 +331,7 @@ class TracedProcess {
   bool int3_area_tried_ = false;
   std::vector<pid_t> leftovers_;
   std::map<RuntimeAddr, CodeIdentity> code_;  // note_code()
-  std::vector<Mapping> maps_seen_;             // mapping_at()
+  std::vector<Mapping> maps_seen_;            // mapping_at()
   std::vector<std::string> left_alone_;
 };
 

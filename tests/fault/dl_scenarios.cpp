@@ -80,9 +80,9 @@ Outcome dl_sigkill_cycle(const Config& cfg, const Cycle& c) {
   auto target = start_target(cfg, {"fault_dl", "--lib1", cfg.bin_dir + "/libfault_dl_1.so",
                                    "--lib2", cfg.bin_dir + "/libfault_dl_2.so"});
   std::string strategy = c.strategy == "jump" ? "auto" : c.strategy;
-  TraceRun run(cfg, trace_args(strategy, {"-p", std::to_string(target->pid), "-b",
-                                          "libfault_dl_1.so:dl_probe", "-b",
-                                          "libfault_dl_2.so:dl_probe"}));
+  TraceRun run(
+      cfg, trace_args(strategy, {"-p", std::to_string(target->pid), "-b",
+                                 "libfault_dl_1.so:dl_probe", "-b", "libfault_dl_2.so:dl_probe"}));
   if (!run.wait_tracing(after(cfg.bound + 10))) {
     o.lose("probecost never started tracing: " + run.stderr_text());
     stop_and_check(*target, cfg, o);

@@ -218,9 +218,8 @@ int main(int argc, char** argv) {
   }
   for (const auto& [s, t] : results) {
     if (!s->separate) continue;
-    std::printf(
-        "\n%s (reported apart, not in the verdict):\n%s", s->what.c_str(),
-        row(s->name, t, false).c_str());
+    std::printf("\n%s (reported apart, not in the verdict):\n%s", s->what.c_str(),
+                row(s->name, t, false).c_str());
     if (opt.cfg.restore_available) {
       std::printf("   restore: %d ok, %d failed\n", t.restored, t.restore_failed);
       restore_failures += t.restore_failed;

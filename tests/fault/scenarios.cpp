@@ -426,8 +426,8 @@ const std::vector<Scenario>& scenarios() {
       {"dlopen", "dlopen, dlclose, reopen at the same address (same library, another) while hit", 8,
        60, true, false,
        [](const Config& cfg, const Cycle& c) { return dl_cycle(cfg, c, c.index % 4); }},
-      {"dl-sigkill", "another library at a dlclose'd one's address, probed; probecost SIGKILLed",
-       4, 30, false, false, dl_sigkill_cycle},
+      {"dl-sigkill", "another library at a dlclose'd one's address, probed; probecost SIGKILLed", 4,
+       30, false, false, dl_sigkill_cycle},
   };
   return all;
 }

@@ -44,8 +44,8 @@ std::string die_mid_hit(const std::string& strategy, int threads, int calls) {
   fault::Config cfg = config();
   std::string plan = "3+" + std::to_string(calls);
   ::setenv("PROBECOST_DIE_AT_HIT", plan.c_str(), 1);
-  auto t = fault::Traced::attach(
-      cfg, cycle(strategy), {"fault_busy", "--threads", std::to_string(threads), "--idle"});
+  auto t = fault::Traced::attach(cfg, cycle(strategy),
+                                 {"fault_busy", "--threads", std::to_string(threads), "--idle"});
   ::unsetenv("PROBECOST_DIE_AT_HIT");
   if (!t.wait_traced(fault::after(30))) return "never traced: " + t.run().stderr_text();
   t.pipes().send("go 20");
