@@ -226,7 +226,10 @@ class Why {
                      num(r_.slowdown->min, 2) + " to " + num(r_.slowdown->max, 2) + ".");
     }
     if (const Prediction* p = r_.used(); p && r_.slowdown) {
-      if (r_.slowdown->median < 1.1 && p->slowdown < 1.1) {
+      // Near 1 on both sides: a traced run faster than untraced (0.5x) is noise too, but
+      // not "within 10%".
+      auto near_one = [](double x) { return std::abs(x - 1) < 0.1; };
+      if (near_one(r_.slowdown->median) && near_one(p->slowdown)) {
         why_.push_back(
             "Both are within 10% of no slowdown at all: the error is the runs' own noise.");
       }

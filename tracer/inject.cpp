@@ -124,6 +124,31 @@ class SyscallSite {
 
 }  // namespace
 
+// At a PTRACE_EVENT_CLONE/FORK/EXEC/VFORK_DONE stop the thread is still inside the system
+// call: RAX holds the -ENOSYS the entry code put there, and the call's result is written only
+// when the thread leaves the kernel. Injected code run from that stop leaves the kernel first,
+// so the result lands in the injected registers and the -ENOSYS is what we "restore" after:
+// glibc's pthread_create took clone3's -ENOSYS for "no clone3" and created the thread a
+// second time with clone (fault_suite signals: a SIGINT during pthread_create, 4 of 60
+// launched cycles died of SIGSEGV in a thread whose start routine had been freed). So the
+// thread finishes its call first, at its syscall-exit-stop, where RAX is the result.
+bool TracedProcess::leave_syscall_event(Task& t) {
+  int event = t.last_stop().ptrace_event();
+  if (event != PTRACE_EVENT_CLONE && event != PTRACE_EVENT_FORK && event != PTRACE_EVENT_EXEC &&
+      event != PTRACE_EVENT_VFORK_DONE) {
+    return true;  // not inside a system call (or one whose result the stop already holds)
+  }
+  if (!t.resume_to_syscall_exit()) return false;
+  for (;;) {
+    auto ws = wait_for(t);
+    if (!ws) return false;
+    if (ws->syscall_stop()) return true;
+    // Nothing but a signal can come first (a SIGKILL ends the thread: no report then).
+    if (ws->signal_stop()) t.pending_signals.push_back(ws->stop_signal());
+    if (!t.resume_to_syscall_exit()) return false;
+  }
+}
+
 const user_regs_struct* TracedProcess::step_injected(Task& t) {
   if (!t.single_step()) return nullptr;
   auto ws = wait_for(t);
@@ -182,7 +207,7 @@ auto TracedProcess::with_others_stopped(Task* via, Inject inject)
   TaskRef ref = t->ref();
   OthersStopped others(*this, ref.tid);
   t = task(ref);  // another thread's exec may have ended it meanwhile
-  if (!t) return std::nullopt;
+  if (!t || !leave_syscall_event(*t)) return std::nullopt;
   SigtrapUnblocked unblocked(*t);
   return inject(*t);
 }

@@ -105,6 +105,7 @@ std::unique_ptr<Int3Area> Int3Area::inherit(TracedProcess& child, const Int3Area
   auto writer = std::make_unique<trap::AreaWriter>(parent.writer_->copy_for(child.memory()));
   std::unique_ptr<Int3Area> area(new Int3Area(child, std::move(writer)));
   area->installed_ = parent.installed_;
+  area->program_handler_ = parent.program_handler_;
   area->how_ = parent.how_;
   return area;
 }
@@ -155,9 +156,11 @@ void Int3Area::set_handler() {
   }
   writer_->set_state(trap::HandlerState::Installed);
   installed_ = true;
+  program_handler_ = program->handler;
   how_ = "an in-process SIGTRAP handler at " + writer_->handler().hex() +
          " takes a hit if probecost dies";
   auto blocking = threads_blocking_sigtrap(proc_);
+  blocking_ = blocking;
   caveat_ = !blocking.empty();
   if (!blocking.empty()) {
     how_ += "; but thread " + std::to_string(blocking.front()) +
@@ -217,6 +220,24 @@ void Int3Area::removed(RuntimeAddr site) {
   if (!gone_) writer_->remove(site);
 }
 
+// An int3 hit in a thread that blocks SIGTRAP: the kernel forces the signal
+// (force_sig_info_to_task), and a forced signal that is blocked has its disposition reset to
+// SIG_DFL for the whole process and is unblocked in that thread, tracer or no tracer. The
+// program would die of its next SIGTRAP, which it meant to handle or to keep pending (review
+// H3: 2 of 2 launched, 2 of 2 attached). SIG_DFL where ours was is that reset (a program that
+// sets SIG_DFL itself meanwhile is taken for it): the program's disposition goes back, and the
+// threads that blocked SIGTRAP when we came block it again.
+void Int3Area::undo_forced_reset() {
+  put_back_disposition(proc_, address());
+  constexpr std::uint64_t bit = 1ull << (SIGTRAP - 1);
+  for (pid_t tid : blocking_) {
+    Task* t = proc_.task(tid);
+    if (!t || !t->stopped()) continue;
+    auto mask = t->blocked_signals();
+    if (mask && !(*mask & bit)) t->set_blocked_signals(*mask | bit);
+  }
+}
+
 void Int3Area::let_go() {
   if (gone_) return;
   writer_->remove_all();
@@ -226,6 +247,9 @@ void Int3Area::let_go() {
   if (!now) return;  // not known now: ours stays (it passes everything on), restore can look
   if (now->handler == writer_->handler().value()) {
     put_back_disposition(proc_, address());
+  } else if (now->handler == reinterpret_cast<std::uint64_t>(SIG_DFL) &&
+             program_handler_ != now->handler) {
+    undo_forced_reset();
   } else {
     // The program has set its own since: it stays as it is.
     writer_->set_state(trap::HandlerState::PutBack);

@@ -76,7 +76,11 @@ class Int3Area {
 
   TracedProcess& proc_;
   std::unique_ptr<trap::AreaWriter> writer_;
+  void undo_forced_reset();
+
   bool installed_ = false;
+  std::uint64_t program_handler_ = 0;  // the program's SIGTRAP handler when ours went in
+  std::vector<pid_t> blocking_;        // threads that blocked SIGTRAP then
   bool gone_ = false;
   bool caveat_said_ = false;
   bool caveat_ = false;  // how_ is worth saying

@@ -430,6 +430,10 @@ Task* TracedProcess::any_stopped_thread() {
   for (auto& [tid, t] : tasks_) {
     // A task with a deferred event must stay in the stop it reported (injecting a system call
     // would turn a group-stop into a SIGTRAP stop, for one).
+    // Nor a thread at a vfork event (to finish its call it would wait for the child) or an
+    // exit event (it runs no user code again).
+    int event = t.last_stop().ptrace_event();
+    if (event == PTRACE_EVENT_VFORK || event == PTRACE_EVENT_EXIT) continue;
     if (t.stopped() && !t.deferred && t.role() == Task::Role::Thread) return &t;
   }
   return nullptr;

@@ -304,6 +304,10 @@ class TracedProcess {
   // One single-step of injected code in `task`; the registers after it, nullptr when it is
   // gone.
   const user_regs_struct* step_injected(Task& task);
+  // A thread in a clone/fork/exec event stop is inside that system call, whose result the
+  // kernel stores in RAX only at its exit: taken to the syscall-exit-stop first. False when
+  // it is gone or the stop is not one to inject in.
+  bool leave_syscall_event(Task& task);
   long inject_syscall(Task& task, long nr, const std::array<long, 6>& args);
   std::uint64_t inject_call(Task& task, RuntimeAddr fn);
 

@@ -122,6 +122,12 @@ bool Task::resume_keeping_signals() {
   return ptrace_if_alive(PTRACE_CONT);
 }
 
+bool Task::resume_to_syscall_exit() {
+  invalidate_registers();
+  state_ = State::Running;
+  return ptrace_if_alive(PTRACE_SYSCALL);
+}
+
 bool Task::interrupt() {
   return ptrace_if_alive(PTRACE_INTERRUPT);
 }

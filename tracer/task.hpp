@@ -96,7 +96,10 @@ class Task {
   // that must first reach a trap of ours (a step-over's, or a queued int3's).
   bool resume_keeping_signals();
   bool resume_listening();  // PTRACE_LISTEN: stays in group-stop, reports the SIGCONT
-  bool single_step();       // PTRACE_SINGLESTEP, never with a signal
+  // PTRACE_SYSCALL without a signal, from an event stop inside a system call: the thread
+  // reports the call's syscall-exit-stop next, before any user instruction runs.
+  bool resume_to_syscall_exit();
+  bool single_step();  // PTRACE_SINGLESTEP, never with a signal
   // PTRACE_INTERRUPT: a running thread reports a PTRACE_EVENT_STOP soon (not a thread inside
   // vfork(), which reports nothing until its child execs or exits).
   bool interrupt();

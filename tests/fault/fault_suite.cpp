@@ -18,6 +18,7 @@
 
 #include "harness.hpp"
 #include "scenario.hpp"
+#include "text_check.hpp"
 
 namespace {
 
@@ -234,6 +235,12 @@ int main(int argc, char** argv) {
         "\nprobecost caught SIGINT/SIGTERM/SIGHUP %.1f ms after its fork (median; max "
         "%.1f ms): the dynamic loader's time, before which no program can\n",
         window[window.size() / 2], window.back());
+  }
+  if (std::size_t foreign = fault::foreign_int3s()) {
+    std::printf(
+        "\n%zu differing byte(s) left out: the harness's own copy of the library showed them "
+        "too (a kernel uprobe elsewhere on the machine, not probecost's)\n",
+        foreign);
   }
   bool pass = all.bad() == 0 && restore_failures == 0;
   std::printf(

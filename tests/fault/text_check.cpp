@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cinttypes>
 #include <cstdio>
 #include <fstream>
@@ -12,6 +13,8 @@
 namespace fault {
 
 namespace {
+
+std::atomic<std::size_t> g_foreign{0};
 
 struct ExecMapping {
   std::uint64_t start = 0, end = 0, offset = 0;
@@ -47,7 +50,32 @@ bool read_all(int fd, std::vector<unsigned char>& buf, std::uint64_t at) {
   return true;
 }
 
-void compare(const ExecMapping& m, int mem, std::vector<std::string>& out, std::size_t limit) {
+// The reference process: one that maps the same libraries but that no tracer of the run under
+// check has written into.
+pid_t reference_for(pid_t pid) {
+  return pid == ::getpid() ? ::getppid() : ::getpid();
+}
+
+// Does the reference process hold `byte` at `offset` of `path` too? Then a kernel uprobe put it
+// there in every process (a tracer's int3 is in the traced process's own copy of the page).
+bool also_in_reference(const std::vector<ExecMapping>& ref, int ref_mem, const std::string& path,
+                       std::uint64_t offset, unsigned char byte) {
+  for (const auto& r : ref) {
+    if (r.path != path || offset < r.offset || offset >= r.offset + (r.end - r.start)) continue;
+    unsigned char there = 0;
+    return ::pread(ref_mem, &there, 1, static_cast<off_t>(r.start + (offset - r.offset))) == 1 &&
+           there == byte;
+  }
+  return false;
+}
+
+struct Reference {
+  std::vector<ExecMapping> maps;
+  int mem = -1;
+};
+
+void compare(const ExecMapping& m, int mem, const Reference& ref, std::vector<std::string>& out,
+             std::size_t limit) {
   int file = ::open(m.path.c_str(), O_RDONLY | O_CLOEXEC);
   if (file < 0) return;
   std::vector<unsigned char> live(m.end - m.start), disk(m.end - m.start);
@@ -60,6 +88,10 @@ void compare(const ExecMapping& m, int mem, std::vector<std::string>& out, std::
   if (!read_all(mem, live, m.start)) return;  // gone meanwhile
   for (std::size_t i = 0; i < live.size() && out.size() < limit; ++i) {
     if (live[i] == disk[i]) continue;
+    if (ref.mem >= 0 && also_in_reference(ref.maps, ref.mem, m.path, m.offset + i, live[i])) {
+      ++g_foreign;
+      continue;
+    }
     char line[256];
     std::snprintf(line, sizeof line, "%s+0x%" PRIx64 " (0x%" PRIx64 "): %02x, file %02x",
                   probecost::base_name(m.path).c_str(), m.offset + i, m.start + i, live[i],
@@ -74,9 +106,18 @@ std::vector<std::string> text_differences(pid_t pid, std::size_t limit) {
   std::vector<std::string> out;
   int mem = ::open(("/proc/" + std::to_string(pid) + "/mem").c_str(), O_RDONLY | O_CLOEXEC);
   if (mem < 0) return out;
-  for (const auto& m : exec_mappings(pid)) compare(m, mem, out, limit);
+  Reference ref;
+  pid_t ref_pid = reference_for(pid);
+  ref.maps = exec_mappings(ref_pid);
+  ref.mem = ::open(("/proc/" + std::to_string(ref_pid) + "/mem").c_str(), O_RDONLY | O_CLOEXEC);
+  for (const auto& m : exec_mappings(pid)) compare(m, mem, ref, out, limit);
+  if (ref.mem >= 0) ::close(ref.mem);
   ::close(mem);
   return out;
+}
+
+std::size_t foreign_int3s() {
+  return g_foreign.load();
 }
 
 }  // namespace fault

@@ -27,6 +27,11 @@
 //   mdwe          the kernel's own: prctl(PR_SET_MDWE, PR_MDWE_REFUSE_EXEC_GAIN) (Linux 6.3+):
 //                 no mapping writable and executable, none made executable later
 //                                                  -> "mdwe EACCES" (or "mdwe unsupported")
+//   block_trap    a SIGTRAP handler of its own, and SIGTRAP blocked in the thread that runs
+//                 the commands                                          -> "trap blocked"
+//   trap_check    is SIGTRAP still blocked, and the handler still its own? Then unblocks and
+//                 raises SIGTRAP (its handler must run, not the default)
+//                                              -> "blocked=B own=O handled=H" (1 1 1: right)
 //   exit                                                                 -> "bye"
 #include <linux/filter.h>
 #include <linux/seccomp.h>
@@ -273,6 +278,36 @@ std::string mdwe() {
                                                                             : "mdwe did not hold";
 }
 
+volatile sig_atomic_t g_trap_handled = 0;
+void on_own_trap(int) {
+  g_trap_handled = 1;
+}
+
+std::string block_trap() {
+  struct sigaction sa = {};
+  sa.sa_handler = on_own_trap;
+  ::sigaction(SIGTRAP, &sa, nullptr);
+  sigset_t s;
+  sigemptyset(&s);
+  sigaddset(&s, SIGTRAP);
+  ::pthread_sigmask(SIG_BLOCK, &s, nullptr);
+  return "trap blocked";
+}
+
+std::string trap_check() {
+  sigset_t now, s;
+  ::pthread_sigmask(SIG_BLOCK, nullptr, &now);
+  struct sigaction sa = {};
+  ::sigaction(SIGTRAP, nullptr, &sa);
+  bool blocked = sigismember(&now, SIGTRAP) == 1, own = sa.sa_handler == on_own_trap;
+  sigemptyset(&s);
+  sigaddset(&s, SIGTRAP);
+  ::pthread_sigmask(SIG_UNBLOCK, &s, nullptr);
+  if (own) ::raise(SIGTRAP);  // not with SIG_DFL: that would end the process
+  return "blocked=" + std::to_string(blocked) + " own=" + std::to_string(own) +
+         " handled=" + std::to_string(static_cast<int>(g_trap_handled));
+}
+
 std::string flags(std::uint64_t rounds) {
   constexpr std::uint64_t kBits[] = {0x1, 0x4, 0x10, 0x40, 0x80, 0x800};
   std::uint64_t right = 0;
@@ -317,6 +352,8 @@ std::string run(const std::string& cmd, std::uint64_t n) {
   }
   if (cmd == "seal") return seal();
   if (cmd == "mdwe") return mdwe();
+  if (cmd == "block_trap") return block_trap();
+  if (cmd == "trap_check") return trap_check();
   return "unknown command " + cmd;
 }
 

@@ -199,5 +199,19 @@ TEST_P(Awkward, UnderTheKernelsMemoryDenyWriteExecuteJumpsStillGoIn) {
   EXPECT_EQ(hits_of(trace.report(), kOverlap), 100);
 }
 
+// An int3 hit in a thread that blocks SIGTRAP makes the kernel reset the process's SIGTRAP
+// disposition to SIG_DFL and unblock it in that thread (a forced signal): after detach the
+// program has its handler and its mask back, and its own SIGTRAP is handled, not fatal.
+TEST_P(Awkward, AProgramThatBlocksSigtrapKeepsItsHandlerAndMaskAfterInt3Hits) {
+  Target target(GetParam(), 1);
+  ASSERT_EQ(target.ask("block_trap"), "trap blocked");
+  Trace trace({"-p", std::to_string(target.pid), "-b", kOverlap, "--via", "int3"});
+  ASSERT_TRUE(trace.ready) << trace.stderr_text;
+  EXPECT_EQ(target.ask("overlap 100") + "\n", run_command({GetParam(), "overlap", "100"}).out);
+  ASSERT_EQ(trace.finish(SIGINT), 0) << trace.stderr_text;
+  EXPECT_EQ(hits_of(trace.report(), kOverlap), 100);
+  EXPECT_EQ(target.ask("trap_check"), "blocked=1 own=1 handled=1");
+}
+
 INSTANTIATE_TEST_SUITE_P(PieAndNonPie, Awkward, ::testing::Values(AWKWARD_PIE, AWKWARD_NOPIE),
                          [](const auto& info) { return info.index == 0 ? "Pie" : "NonPie"; });

@@ -311,6 +311,22 @@ TEST(OverheadModel, AJumpThatOnlyCountsCostsLessThanTheCalibrationsRecordingJump
       << all;
 }
 
+// A traced run twice as fast as the untraced one (0.5x, the runs' noise on a busy machine) is
+// not "within 10% of no slowdown": that line is said only when both figures are near 1.
+TEST(OverheadModel, ASpeedupIsNotSaidToBeWithinTenPercentOfNoSlowdown) {
+  Measurement m = fixture_measurement();
+  m.via = "jump";
+  m.probes = {{"work_fn", "jump", "jump over 5 bytes", ""}};
+  m.untraced = {untraced(1.0, 0.8)};
+  m.traced = {traced(0.5, 0.8001, 0.0, 100'000)};
+  OverheadResult r = analyze(m, fixture_calibration());
+  ASSERT_TRUE(r.slowdown);
+  EXPECT_DOUBLE_EQ(r.slowdown->median, 0.5);
+  std::string all;
+  for (const auto& e : r.explanations) all += e + "\n";
+  EXPECT_EQ(all.find("within 10% of no slowdown"), std::string::npos) << all;
+}
+
 // Attached, with jump windows as the reference: a closed-loop server that served 100,000
 // requests/s with jumps in and 20,000/s with int3 probes in, and used less CPU for it.
 TEST(OverheadModel, AttachedWithAJumpReferenceHasTheSlowdownOfItsRates) {
