@@ -123,8 +123,7 @@ bool Task::resume_keeping_signals() {
 }
 
 bool Task::resume_to_syscall_exit() {
-  invalidate_registers();
-  state_ = State::Running;
+  leave_stop(State::Running);
   return ptrace_if_alive(PTRACE_SYSCALL);
 }
 
