@@ -175,12 +175,11 @@ RunRecord window(const OverheadConfig& cfg, TraceOptions o, TraceReport& report)
   std::ostream no_notes(nullptr);
   Usage self0 = Usage::of(RUSAGE_SELF);
   double migrations0 = my_migrations();
-  double t0 = now_s();
   report = run_trace(o, no_notes);
   take_tracer_figures(report, self0, migrations0, rec);
-  // The probes were in from when the process stopped being held (attaching it took a moment
-  // more, not known here) for the window's duration.
-  rec.start_s = t0 + report.held_s;
+  // The probes were in from when the process stopped being held (before that: reading its
+  // symbols, attaching, the hold) for the window's duration.
+  rec.start_s = report.start_s;
   rec.end_s = rec.start_s + report.duration_s;
   rec.cut_short = stop_requested();
   if (!rec.cut_short && report.ending != "--duration reached") {

@@ -51,26 +51,35 @@ void TraceRun::attach_others() {
   std::string traced = described(*processes_.front());
   for (pid_t pid : opts_.more_pids) {
     if (stop_requested()) return;
-    double held_from = now_s();
     TracedProcess* p = nullptr;
     try {
-      p = &family_->attach_another(pid);
+      p = &family_->attach_another(pid, true);
     } catch (const Error& e) {
       notes_ << opts_.tool << ": not tracing process " << pid << ": " << e.what() << std::endl;
       continue;
     }
     ProcessTrace& tr = add_process(*p);
-    p->start_guardian();
     p->unless_gone([&] { install_image(tr); });
     if (!tr.step_over) tr.step_over = std::make_unique<SingleStepOver>();
     start_session(tr);
-    report_.held_s += now_s() - held_from;
     traced += ", " + described(tr);
-    tr.session->start();
+    let_run(tr);
   }
   if (opts_.announce) {
     notes_ << opts_.tool << ": tracing processes " << traced << "; Ctrl-C to stop" << std::endl;
   }
+}
+
+// The process runs again: how long it was held, and where that went, go into the report.
+void TraceRun::let_run(ProcessTrace& tr) {
+  tr.session->start();
+  PhaseClock& held = tr.proc->held();
+  held.stop("resuming the threads");
+  for (const Phase& phase : held.phases()) {
+    add_phase(report_.held_phases, phase);
+    report_.held_s += phase.wall_s;
+  }
+  held = PhaseClock();
 }
 
 // A fork child holds a copy of its parent's probes (TracedProcess::take_over_fork made them all
@@ -112,7 +121,7 @@ void TraceRun::take_new_processes() {
     });
     if (!tr.step_over) tr.step_over = std::make_unique<SingleStepOver>();
     start_session(tr);
-    tr.session->start();
+    let_run(tr);
   }
 }
 
@@ -133,7 +142,7 @@ bool TraceRun::follow_execs() {
     follow_exec(tr);
     tr.session->set_step_over(*tr.step_over);
     hook_link_map(tr);
-    tr.session->start();
+    let_run(tr);
   }
   return true;
 }
@@ -141,9 +150,8 @@ bool TraceRun::follow_execs() {
 void TraceRun::follow_exec(ProcessTrace& tr) {
   TracedProcess& p = *tr.proc;
   p.resume_after_exec();
-  double held_from = now_s();  // the new image's probes going in, every thread stopped
+  p.held().start();  // the new image's probes going in, every thread stopped
   install_image(tr);
-  report_.held_s += now_s() - held_from;
   if (!opts_.announce) return;
   notes_ << opts_.tool << ": process " << p.pid();
   if (TracedProcess* parent = family_->parent_of(p)) {

@@ -8,14 +8,18 @@
 
 namespace probecost::trace_run {
 
-std::vector<ResolvedProbe> TraceRun::resolve(ProcessTrace& tr, bool first_image) {
+// `ready`: the same probes, resolved before the stop from the same symbols (prepare.cpp).
+std::vector<ResolvedProbe> TraceRun::resolve(ProcessTrace& tr, bool first_image,
+                                             std::optional<std::vector<ResolvedProbe>> ready) {
   TracedProcess& p = *tr.proc;
   // An IFUNC that no relocated slot shows resolved: its resolver runs in a stopped thread.
   ResolverCall call = [&p](RuntimeAddr resolver) { return p.call_in_tracee(resolver); };
   std::vector<ResolvedProbe> out;
   std::vector<std::string> specs = split_pending(tr, opts_.probes);
-  // With --follow-forks the probes may be meant for what the children exec (`-F -- sh -c`).
-  if (first_image && !opts_.follow_forks) {
+  if (ready) {
+    out = std::move(*ready);
+  } else if (first_image && !opts_.follow_forks) {
+    // With --follow-forks the probes may be meant for what the children exec (`-F -- sh -c`).
     out = resolve_probes(specs, *tr.symbols, p.memory(), p.proc_tid(), opts_.all_matches, call);
   } else {
     // In a new image a probe may name nothing: say so and go on with the others.
@@ -106,7 +110,9 @@ void TraceRun::place_probes(ProcessTrace& tr, std::size_t from) {
   for (std::size_t i = from; i < tr.probes.size(); ++i) {
     if (!tr.installs[i].jump) enable_int3(tr, tr.probes[i]);
   }
+  tr.proc->held().mark("int3 probes");
   tr.proc->note_code();
+  tr.proc->held().mark("noting the code probed");
 }
 
 // Every probe in, with every thread stopped: a jump where --via allows and the site
@@ -115,19 +121,26 @@ void TraceRun::install_image(ProcessTrace& tr) {
   TracedProcess& p = *tr.proc;
   bool first = !tr.symbols && &p == &root();
   auto ready = tr.images.empty() ? prepared_.find(p.pid()) : prepared_.end();
+  std::optional<std::vector<ResolvedProbe>> probes;
   if (ready != prepared_.end() && ready->second &&
       ready->second->code_maps == code_maps(p.proc_tid())) {
-    tr.symbols = std::move(ready->second->symbols);  // read before the stop, and still true
+    // Read before the stop, and still true: the same files at the same places.
+    tr.symbols = std::move(ready->second->symbols);
+    probes = std::move(ready->second->probes);
     if (first) report_.symbols_before_stop = true;
+    if (first) report_.probes_before_stop = probes.has_value();
   } else {
     tr.symbols = std::make_unique<ProcessSymbols>(p.proc_tid());
   }
   if (ready != prepared_.end()) prepared_.erase(ready);
+  p.held().mark("symbols (the maps compared)");
   tr.images.push_back(tr.symbols->executable());
   tr.pending.clear();
   tr.link_map.reset();
-  tr.probes = resolve(tr, first);
+  tr.probes = resolve(tr, first, std::move(probes));
+  p.held().mark("resolving the probes");
   tr.step_over = make_step_over(opts_.step_over, p.memory(), scratch_mapper(p), &p.relocated());
+  p.held().mark("step-over set up");
   tr.jumps.reset();
   tr.feed.reset();
   if (opts_.calls) {
@@ -146,8 +159,10 @@ void TraceRun::install_image(ProcessTrace& tr) {
     tr.jumps = std::make_unique<JumpProbes>(p, jo);
   }
   refuse_leftovers(tr);
+  p.held().mark("looking for leftover jumps");
   place_probes(tr, 0);
   watch_link_map(tr);
+  p.held().mark("watching the link map");
 }
 
 // The out-of-line step-over's scratch pages. A process that refuses executable mappings (a

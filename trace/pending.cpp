@@ -39,13 +39,17 @@ bool loadable(const std::string& module, const ProcessSymbols& symbols) {
 
 }  // namespace
 
+bool waits_for_library(const ProbeSpec& spec, const ProcessSymbols& symbols) {
+  if (spec.module.empty() || symbols.has_module(spec.module)) return false;
+  return loadable(spec.module, symbols);  // else resolve says what it has
+}
+
 // The specs that can be resolved now; those of a library not loaded yet wait in tr.pending.
 std::vector<std::string> TraceRun::split_pending(ProcessTrace& tr, std::vector<std::string> specs) {
   if (opts_.calls) return specs;  // `probecost record`'s call probes go in with the image only
   std::erase_if(specs, [&](const std::string& spec) {
     ProbeSpec ps = parse_probe(spec);
-    if (ps.module.empty() || tr.symbols->has_module(ps.module)) return false;
-    if (!loadable(ps.module, *tr.symbols)) return false;  // resolve says what it has
+    if (!waits_for_library(ps, *tr.symbols)) return false;
     tr.pending.push_back(spec);
     if (opts_.announce) {
       notes_ << opts_.tool << ": " << spec << " waits: process " << tr.proc->pid()

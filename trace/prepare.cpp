@@ -1,13 +1,15 @@
 // Before the stop: what can be read of a running process without stopping it. Its symbols
-// (libdwfl reads /proc/PID/maps and the files), its probes resolved, and for jump probes the
-// code and branch index of their modules (ModuleCode keeps them for the run). Nothing is
-// written and nothing is decided here: once every thread is stopped, the probes are resolved
-// again from the same symbols (if the code mappings are unchanged), and every check that
-// needs the threads is made then.
+// (libdwfl reads /proc/PID/maps and the files), its probes resolved (their IFUNC slots and the
+// instruction boundaries read from its memory), and for jump probes the code and branch index
+// of their modules (ModuleCode keeps them for the run). Nothing is written and nothing is
+// decided here: once every thread is stopped, the symbols and probes are used if the code
+// mappings are unchanged (the same files at the same places: the same code, the same
+// symbols), else everything is read again; every check that needs the threads is made then.
 #include <sstream>
 
 #include "common/error.hpp"
 #include "trace/run.hpp"
+#include "tracer/memory.hpp"
 #include "tracer/module_code.hpp"
 
 namespace probecost::trace_run {
@@ -22,6 +24,31 @@ std::string code_maps(pid_t pid) {
   return out.str();
 }
 
+namespace {
+
+// The probes as resolve() would have them at the stop, from memory read while the process
+// runs; nothing when that is not enough (Prepared::probes).
+std::optional<std::vector<ResolvedProbe>> resolve_running(const TraceOptions& opts, pid_t pid,
+                                                          const ProcessSymbols& symbols) {
+  try {
+    std::vector<std::string> specs;
+    for (const auto& spec : opts.probes) {
+      ProbeSpec ps = parse_probe(spec);
+      // An address may be in code no file holds (JIT): resolved at the stop, when it cannot
+      // change any more.
+      if (ps.address) return std::nullopt;
+      if (opts.calls || !waits_for_library(ps, symbols)) specs.push_back(spec);
+    }
+    ProcMemory memory(pid);
+    // No resolver call: an IFUNC that no relocated slot shows throws, and waits for the stop.
+    return resolve_probes(specs, symbols, memory, pid, opts.all_matches);
+  } catch (const Error&) {
+    return std::nullopt;  // said at the stop, by the resolution that counts
+  }
+}
+
+}  // namespace
+
 std::map<pid_t, std::unique_ptr<Prepared>> prepare_all(const TraceOptions& opts) {
   std::map<pid_t, std::unique_ptr<Prepared>> out;
   if (opts.pid) out[opts.pid] = prepare(opts, opts.pid);
@@ -34,7 +61,11 @@ std::unique_ptr<Prepared> prepare(const TraceOptions& opts, pid_t pid) {
   try {
     out->code_maps = code_maps(pid);
     out->symbols = std::make_unique<ProcessSymbols>(pid);
+    out->probes = resolve_running(opts, pid, *out->symbols);
     if (opts.via == Via::Int3 || opts.stacks) return out;
+    // The functions the jump plans decode, looked up now (ProcessSymbols keeps the answers).
+    for (const auto& p : out->probes.value_or(std::vector<ResolvedProbe>{}))
+      out->symbols->sized_function_containing(p.address);
     auto maps = read_maps(pid);
     for (const auto& spec : opts.probes) {
       std::vector<ResolvedProbe> probes;

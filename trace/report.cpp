@@ -92,6 +92,7 @@ nlohmann::json to_json(const TraceReport& r) {
                       {"jump_hits", r.jump_hits},
                       {"held_s", r.held_s},
                       {"symbols_before_stop", r.symbols_before_stop},
+                      {"probes_before_stop", r.probes_before_stop},
                       {"modules_read_held", r.modules_read_held},
                       {"tracer_cpu_s", r.tracer_cpu_s},
                       {"tracee_cpu_s", r.tracee_cpu_s},
@@ -108,6 +109,11 @@ nlohmann::json to_json(const TraceReport& r) {
     j["command_status"] = ws.exited() ? ws.exit_code() : 128 + ws.term_signal();
   }
   j["images"] = r.images;
+  nlohmann::json phases = nlohmann::json::array();
+  for (const auto& ph : r.held_phases) {
+    phases.push_back({{"phase", ph.name}, {"wall_s", ph.wall_s}, {"cpu_s", ph.cpu_s}});
+  }
+  j["held_phases"] = phases;
   j["follow_forks"] = r.follow_forks;
   j["never_probed"] = r.never_probed;
   nlohmann::json processes = nlohmann::json::array();
@@ -272,6 +278,16 @@ void write_cpu_figures(std::ostream& out, const TraceReport& r) {
       << ", its own work included\n";
 }
 
+// Where the hold went: each phase's wall time (what the process felt) and probecost's CPU in it.
+void write_held_phases(std::ostream& out, const TraceReport& r) {
+  out << "held stopped " << fmt("%.2f", r.held_s * 1e3) << " ms, wall (probecost's CPU):";
+  for (const auto& ph : r.held_phases) {
+    out << "\n  " << fmt("%7.3f", ph.wall_s * 1e3) << " ms (" << fmt("%.3f", ph.cpu_s * 1e3) << ") "
+        << ph.name;
+  }
+  out << "\n";
+}
+
 void write_text(std::ostream& out, const TraceReport& r, unsigned top, bool verbose) {
   out << "probecost trace: process " << r.pid << ", " << fmt("%.2f", r.duration_s) << " s, "
       << r.hits << " hits; ended: " << r.ending << " (held stopped " << fmt("%.0f", r.held_s * 1e3)
@@ -347,6 +363,7 @@ void write_text(std::ostream& out, const TraceReport& r, unsigned top, bool verb
     if (verbose) write_by_thread(out, r);
   }
   write_cpu_figures(out, r);
+  if (verbose) write_held_phases(out, r);
   if (r.stacks) {
     out << "stacks: unwinding took " << fmt("%.0f", r.stack_ns_per_hit)
         << " ns of the tracer's per int3 hit\n";

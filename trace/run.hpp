@@ -88,6 +88,10 @@ struct ProcessTrace {
 struct Prepared {
   std::unique_ptr<ProcessSymbols> symbols;
   std::string code_maps;  // its executable file mappings, as /proc/PID/maps gave them
+  // The probes that can go in now, resolved from `symbols` and the process's memory as
+  // resolve() would: nothing when they could not all be (an IFUNC that only a call of its
+  // resolver tells, a bad probe: said at the stop), or when one names a bare address.
+  std::optional<std::vector<ResolvedProbe>> probes;
 };
 // Nothing when the process cannot be read.
 std::unique_ptr<Prepared> prepare(const TraceOptions& opts, pid_t pid);
@@ -95,17 +99,15 @@ std::unique_ptr<Prepared> prepare(const TraceOptions& opts, pid_t pid);
 std::map<pid_t, std::unique_ptr<Prepared>> prepare_all(const TraceOptions& opts);
 // The executable file mappings of `pid` (what ProcessSymbols saw, if they are unchanged).
 std::string code_maps(pid_t pid);
+// A probe of a library the process has not loaded, that could be loaded later: it waits.
+bool waits_for_library(const ProbeSpec& spec, const ProcessSymbols& symbols);
 
 // One run of `probecost trace`: its processes, an image at a time each (a new one after each
 // exec).
 class TraceRun {
  public:
   TraceRun(const TraceOptions& opts, std::ostream& notes)
-      : opts_(opts),
-        notes_(notes),
-        prepared_(prepare_all(opts)),
-        family_(start_target(opts)),
-        held_from_(now_s()) {}
+      : opts_(opts), notes_(notes), prepared_(prepare_all(opts)), family_(start_target(opts)) {}
   // Attaches to opts.pid, or launches opts.command and runs it to its entry point.
   static std::unique_ptr<Family> start_target(const TraceOptions& opts);
   TraceReport run();
@@ -118,7 +120,8 @@ class TraceRun {
   ProcessTrace* find_process(const TracedProcess* proc);
   void install_image(ProcessTrace& tr);
   void refuse_leftovers(ProcessTrace& tr);
-  std::vector<ResolvedProbe> resolve(ProcessTrace& tr, bool first_image);
+  std::vector<ResolvedProbe> resolve(ProcessTrace& tr, bool first_image,
+                                     std::optional<std::vector<ResolvedProbe>> ready);
   void enable_int3(ProcessTrace& tr, const ResolvedProbe& probe);
   std::vector<ProbeInstall> place_jumps(ProcessTrace& tr, std::size_t from);
   void place_probes(ProcessTrace& tr, std::size_t from);
@@ -137,6 +140,7 @@ class TraceRun {
   void drain_calls(ProcessTrace& tr, bool final);
   ScratchMapper scratch_mapper(TracedProcess& p);
   void start_session(ProcessTrace& tr);
+  void let_run(ProcessTrace& tr);
   void attach_others();
   void take_fork_child(ProcessTrace& tr, ProcessTrace& parent);
   void take_new_processes();
@@ -166,7 +170,6 @@ class TraceRun {
   std::set<std::string> probed_specs_;  // specs that named something in some image
   std::map<pid_t, pid_t> sharers_;      // a process that shared a traced one's memory -> that one
   double t0_ = 0, next_progress_ = 0;
-  double held_from_;  // every thread is stopped from here until the session runs
   record::Recorder* recording_ = nullptr;  // `probecost record`: made at the first image
   std::vector<record::ProbeInfo> recorded_;
 };

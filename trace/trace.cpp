@@ -42,7 +42,7 @@ std::optional<int> wait_for_command(pid_t pid, const std::vector<pid_t>& leftove
 }  // namespace
 
 std::unique_ptr<Family> TraceRun::start_target(const TraceOptions& opts) {
-  if (opts.pid) return Family::attach(opts.pid);
+  if (opts.pid) return Family::attach(opts.pid, true);
   LaunchSpec spec;
   spec.argv = opts.command;
   spec.stdin_fd = opts.stdin_fd;
@@ -227,7 +227,8 @@ ProcessTrace& TraceRun::begin() {
   report_.launched = p.launched();
   report_.stacks = opts_.stacks;
   report_.follow_forks = opts_.follow_forks;
-  if (!p.launched()) p.start_guardian();
+  // A launched command is held from its entry point on (an attached process from its stop).
+  if (!p.held().running()) p.held().start();
   // Interrupted while starting: nothing goes in, and the process is let go as it is.
   if (stop_requested()) {
     top.step_over = std::make_unique<SingleStepOver>();  // no site: never used
@@ -253,13 +254,12 @@ ProcessTrace& TraceRun::begin() {
 TraceReport TraceRun::run() {
   ProcessTrace& top = begin();
   family_->set_following(opts_.follow_forks);
-  t0_ = now_s();
-  report_.held_s = t0_ - held_from_;
   double cpu0 = thread_cpu_s();
   top.cpu0 = top.cpu_last = root().cpu_seconds();
-  next_progress_ = t0_ + 1;
   std::uint64_t syscalls0 = sys::counters().total();
-  top.session->start();
+  let_run(top);
+  report_.start_s = t0_ = now_s();  // the probes in, the process running
+  next_progress_ = t0_ + 1;
   attach_others();
   RunEnd end = loop();
   report_.tracer_cpu_s = thread_cpu_s() - cpu0;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "breakpoint/step_over.hpp"
+#include "common/phases.hpp"
 #include "tracer/probes.hpp"
 
 namespace probecost {
@@ -111,10 +112,18 @@ struct TraceReport {
   // written): before `duration_s` starts (for a launched command, from its entry point on),
   // and after each exec the trace followed, within `duration_s`.
   double held_s = 0;
+  // When the probes were in and the process ran again (CLOCK_MONOTONIC, now_s()): duration_s
+  // counts from here.
+  double start_s = 0;
+  // Where held_s went, phase by phase (wall and probecost's CPU; each process's and each
+  // image's together): stopping the threads, resolving the probes, checking the threads,
+  // mapping the trampolines' area, writing the bytes, resuming.
+  std::vector<Phase> held_phases;
   // What the first image's probes needed while the process was held: its symbols read before
   // the stop (true when they were, and still held), and the modules' files read and decoded
   // while held (0 when they were read before).
   bool symbols_before_stop = false;
+  bool probes_before_stop = false;  // and the probes resolved before it
   std::uint64_t modules_read_held = 0;
   std::uint64_t int3_hits = 0, jump_hits = 0;  // `hits` by how the probe was in
   double tracer_cpu_s = 0;                     // probecost's CPU while the probes were in

@@ -16,9 +16,9 @@ std::unique_ptr<Family> Family::launch(const LaunchSpec& spec) {
   return f;
 }
 
-std::unique_ptr<Family> Family::attach(pid_t pid) {
+std::unique_ptr<Family> Family::attach(pid_t pid, bool with_guardian) {
   std::unique_ptr<Family> f(new Family);
-  f->members_.push_back(TracedProcess::attach(pid, *f));
+  f->members_.push_back(TracedProcess::attach(pid, *f, with_guardian));
   return f;
 }
 
@@ -43,8 +43,8 @@ TracedProcess* Family::parent_of(const TracedProcess& member) const {
   return it == parents_.end() ? nullptr : it->second;
 }
 
-TracedProcess& Family::attach_another(pid_t pid) {
-  members_.push_back(TracedProcess::attach(pid, *this));
+TracedProcess& Family::attach_another(pid_t pid, bool with_guardian) {
+  members_.push_back(TracedProcess::attach(pid, *this, with_guardian));
   attached_.insert(members_.back().get());
   return *members_.back();
 }

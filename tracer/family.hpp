@@ -51,10 +51,10 @@ class Family final : public EventSource {
  public:
   // TracedProcess::launch and attach, as the root of a new family.
   static std::unique_ptr<Family> launch(const LaunchSpec& spec);
-  static std::unique_ptr<Family> attach(pid_t pid);
+  static std::unique_ptr<Family> attach(pid_t pid, bool with_guardian = false);
   // Another process to trace, attached as attach() does (`trace -p 1 -p 2`): a member of its
   // own, with no parent, never handed out by take_new_members() (its tracer sets it up).
-  TracedProcess& attach_another(pid_t pid);
+  TracedProcess& attach_another(pid_t pid, bool with_guardian = false);
   ~Family();
   Family(const Family&) = delete;
   Family& operator=(const Family&) = delete;

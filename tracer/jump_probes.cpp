@@ -83,14 +83,19 @@ std::vector<std::optional<std::size_t>> JumpProbes::add_all(
     const std::vector<JumpRequest>& requests, const std::vector<RuntimeAddr>& others,
     const ProcessSymbols& symbols, std::vector<std::string>& why, bool all_or_nothing) {
   why.assign(requests.size(), "");
+  PhaseClock& held = proc_.held();
   rseq();
+  held.mark("jumps: rseq registration");
   std::map<std::uint64_t, std::size_t> first_at;
   auto cands = candidates(requests, others, symbols, why, first_at);
+  held.mark("jumps: plans");
   check_threads(cands, why);
+  held.mark("jumps: threads' RIPs and signal frames");
   const std::size_t new_areas = areas_.size();
   std::erase_if(cands, [&](Candidate& c) {
     return !place(c, site_options(requests[c.request].id), why[c.request]);
   });
+  held.mark("jumps: trampolines (area mapped, written)");
   bool refused = std::any_of(why.begin(), why.end(), [](const auto& w) { return !w.empty(); });
   if (all_or_nothing && refused) cands.clear();
   std::vector<std::optional<std::size_t>> out(requests.size());
@@ -100,6 +105,7 @@ std::vector<std::optional<std::size_t>> JumpProbes::add_all(
     out[c.request] = probes_.size() - 1;
   }
   forget_empty_areas(new_areas);
+  held.mark("jumps: bytes written");
   for (std::size_t i = 0; i < requests.size(); ++i) {
     std::size_t first = first_at.at(requests[i].site.value());
     out[i] = out[first];

@@ -26,6 +26,7 @@
 #include "breakpoint/patch_site.hpp"
 #include "breakpoint/site_table.hpp"
 #include "common/error.hpp"
+#include "common/phases.hpp"
 #include "tracer/code_identity.hpp"
 #include "tracer/events.hpp"
 #include "tracer/memory.hpp"
@@ -85,8 +86,10 @@ class TracedProcess {
   static std::unique_ptr<TracedProcess> launch(const LaunchSpec& spec, EventSource& events);
   // Seizes every thread of a running process and stops them all. UsageError for a PID that
   // cannot be traced (none, a kernel thread, a zombie), Error when the kernel refuses (no
-  // permission, traced already), with the reason.
-  static std::unique_ptr<TracedProcess> attach(pid_t pid, EventSource& events);
+  // permission, traced already), with the reason. `with_guardian`: its guardian
+  // (start_guardian) is started between the seize and the stop, while the process still runs.
+  static std::unique_ptr<TracedProcess> attach(pid_t pid, EventSource& events,
+                                               bool with_guardian = false);
   // A process the family follows (a fork child, or a process sharing a member's memory that
   // exec'd): traced already, with no task yet. Made by Family, which then calls
   // take_over_fork() or take_exec_of_sharer().
@@ -237,6 +240,10 @@ class TracedProcess {
   std::optional<RuntimeAddr> map_scratch(RuntimeAddr near, Task* via = nullptr);
 
   bool has_guardian() const { return guardian_ != nullptr; }
+  // Where the time goes while every thread is held stopped for the probes to go in: attach()
+  // starts it as it stops the threads; each step marks its phase, the caller stops it once
+  // they run again.
+  PhaseClock& held() { return held_; }
 
   // The trap area of this process's int3 probes (tracer/int3_area.hpp), mapped near `near`
   // the first time, every thread stopped: from then on every int3 written is recorded there
@@ -337,6 +344,7 @@ class TracedProcess {
   std::map<RuntimeAddr, CodeIdentity> code_;  // note_code()
   std::vector<Mapping> maps_seen_;            // mapping_at()
   std::vector<std::string> left_alone_;
+  PhaseClock held_;
 };
 
 // Stops every task of `proc` but `keep` (stop_all) for its lifetime, and resumes them whatever

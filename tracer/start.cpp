@@ -213,7 +213,8 @@ std::unique_ptr<TracedProcess> TracedProcess::launch(const LaunchSpec& spec, Eve
   return proc;
 }
 
-std::unique_ptr<TracedProcess> TracedProcess::attach(pid_t pid, EventSource& events) {
+std::unique_ptr<TracedProcess> TracedProcess::attach(pid_t pid, EventSource& events,
+                                                     bool with_guardian) {
   check_attachable(pid);
   // A leader that has exited alone cannot be seized (EPERM); its threads are traced without it.
   bool zombie_leader = stat_field(pid, 3) == "Z";
@@ -245,7 +246,12 @@ std::unique_ptr<TracedProcess> TracedProcess::attach(pid_t pid, EventSource& eve
   if (!zombie_leader) proc->add_task(pid, Task::Role::Thread);
   proc->seize_all_threads();
   if (proc->tasks_.empty()) throw UsageError("process " + std::to_string(pid) + " has exited");
+  // PTRACE_SEIZE does not stop anything: the guardian's fork (a copy of probecost's page
+  // tables, which hold the symbols read already) is made while the process runs on.
+  if (with_guardian) proc->start_guardian();
+  proc->held_.start();
   proc->stop_all(0, true);
+  proc->held_.mark("stopping the threads");
   if (proc->end_) throw exited(proc->end_->describe());
   return proc;
 }

@@ -83,7 +83,9 @@ class ProcessSymbols {
   // The function symbol whose [address, address + size) holds `at`.
   std::optional<Symbol> containing(RuntimeAddr at) const;
   // The smallest function symbol with a size that holds `at` (not a size-0 label inside
-  // another function, which containing() may return): what a jump plan decodes.
+  // another function, which containing() may return): what a jump plan decodes. A walk of the
+  // module's symbols (a fraction of a millisecond in libc): each answer is kept, so that one
+  // asked before the process is stopped costs nothing once it is.
   std::optional<Symbol> sized_function_containing(RuntimeAddr at) const;
   // "symbol+0x12 in libc.so.6", or "0x7f.. in libc.so.6", or "0x7f.." for unknown addresses;
   // C++ names demangled.
@@ -135,6 +137,7 @@ class ProcessSymbols {
   std::string executable_;
   // Per module, read when first needed: SONAME and symbol versions.
   mutable std::map<const Dwfl_Module*, std::unique_ptr<Tables>> tables_;
+  mutable std::map<std::uint64_t, std::optional<Symbol>> sized_functions_;
 };
 
 // The function symbols of one ELF file, given as its bytes (`image`; `name` for messages),

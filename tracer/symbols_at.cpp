@@ -28,9 +28,11 @@ std::optional<Symbol> ProcessSymbols::containing(RuntimeAddr at) const {
 }
 
 std::optional<Symbol> ProcessSymbols::sized_function_containing(RuntimeAddr at) const {
+  auto [kept, fresh] = sized_functions_.try_emplace(at.value());
+  if (!fresh) return kept->second;
   Dwfl_Module* mod = dwfl_addrmodule(dwfl_, at.value());
   if (!mod) return std::nullopt;
-  std::optional<Symbol> best;
+  std::optional<Symbol>& best = kept->second;
   for_each_function_symbol(mod, [&](const char* name, const GElf_Sym& sym, GElf_Addr addr) {
     if (GELF_ST_TYPE(sym.st_info) != STT_FUNC || !sym.st_size || at.value() < addr ||
         at.value() - addr >= sym.st_size)

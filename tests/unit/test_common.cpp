@@ -1,9 +1,12 @@
 // common/: the helpers every module shares (the formatters have test_format.cpp).
 #include <gtest/gtest.h>
 
+#include <vector>
+
 #include "common/error.hpp"
 #include "common/format.hpp"
 #include "common/paths.hpp"
+#include "common/phases.hpp"
 
 using namespace probecost;
 
@@ -27,4 +30,39 @@ TEST(Format, ParsedOnceFromItsName) {
   EXPECT_EQ(parse_format("csv"), Format::Csv);
   EXPECT_THROW(parse_format("JSON"), UsageError);
   EXPECT_THROW(parse_format(""), UsageError);
+}
+
+// A phase named again adds to the first one's figures, in the order phases first ended; marks
+// before start() or after stop() count nothing; the phases add up to the interval.
+TEST(PhaseClock, PhasesAddUpToTheIntervalAndMergeByName) {
+  PhaseClock clock;
+  clock.mark("before");
+  EXPECT_TRUE(clock.phases().empty());
+  double t0 = now_s();
+  clock.start();
+  clock.mark("a");
+  clock.mark("b");
+  clock.mark("a");
+  clock.stop("c");
+  double t1 = now_s();
+  clock.mark("after");
+  ASSERT_EQ(clock.phases().size(), 3u);
+  EXPECT_EQ(clock.phases()[0].name, "a");
+  EXPECT_EQ(clock.phases()[1].name, "b");
+  EXPECT_EQ(clock.phases()[2].name, "c");
+  double wall = 0;
+  for (const auto& p : clock.phases()) {
+    EXPECT_GE(p.wall_s, 0);
+    EXPECT_GE(p.cpu_s, 0);
+    wall += p.wall_s;
+  }
+  EXPECT_LE(wall, t1 - t0);
+  std::vector<Phase> total;
+  add_phase(total, {"a", 1, 0.5});
+  add_phase(total, {"b", 2, 1});
+  add_phase(total, {"a", 3, 0.25});
+  ASSERT_EQ(total.size(), 2u);
+  EXPECT_EQ(total[0].wall_s, 4);
+  EXPECT_EQ(total[0].cpu_s, 0.75);
+  EXPECT_EQ(total[1].wall_s, 2);
 }
