@@ -14,6 +14,17 @@ bool rip_only(const Instruction& in) {
   return in.kind == Instruction::Kind::Nop || in.kind == Instruction::Kind::JmpRel;
 }
 
+// Whether a thread moved to `to` past the emulated `in`, its int3's SIGTRAP still pending (the
+// tracer died before resuming it), is left alone by the trap area's handler: its record names
+// the instruction's next address and branch target as places a spent trap is found
+// (trap::moved_addresses), but one byte past the site is a new hit, whose copy would do the
+// instruction a second time. A nop done twice is still nothing done.
+bool pending_trap_reads_right(const Instruction& in, RuntimeAddr to) {
+  if (in.kind == Instruction::Kind::Nop) return true;
+  if (to == in.address + 1) return false;
+  return to == in.next() || (in.relative_branch && to == in.target);
+}
+
 std::optional<Instruction> decode_site(TraceeMemory& memory, const BreakpointSite& site) {
   std::array<std::uint8_t, 15> bytes{};
   memory.read(site.address(), bytes);
@@ -180,11 +191,18 @@ void FastStepOver::step(StoppedThread& thread, BreakpointSite& site) {
         user_regs_struct pc_only{};
         pc_only.rip = thread.pc().value();
         emulate(p.insn, pc_only, *memory_);
+        if (!pending_trap_reads_right(p.insn, RuntimeAddr(pc_only.rip)))
+          thread.take_trap(site.address());
         thread.set_pc(RuntimeAddr(pc_only.rip));
         return;
       }
       user_regs_struct regs = thread.regs();
-      if (emulate(p.insn, regs, *memory_)) {
+      bool rip_alone = emulate(p.insn, regs, *memory_);
+      if (!pending_trap_reads_right(p.insn, RuntimeAddr(regs.rip))) {
+        thread.take_trap(site.address());
+        rip_alone = false;
+      }
+      if (rip_alone) {
         thread.set_pc(RuntimeAddr(regs.rip));
       } else {
         thread.set_regs(regs);

@@ -36,6 +36,11 @@ class StoppedThread {
   // Runs the thread until it executes the int3 the caller has written at `at`, and puts RIP
   // back on `at`. Signals are kept as for single_step(); false when it faulted first.
   virtual bool run_to_trap(RuntimeAddr at) = 0;
+  // Puts RIP back on `site` and has the tracer collect the thread's int3 stop, after which the
+  // kernel keeps no SIGTRAP for it: should the tracer die from then on, the thread is let go
+  // on the site and takes the int3 again. Called before a register change that a SIGTRAP still
+  // pending would be misread with by the trap area's handler (breakpoint/trap_handler.hpp).
+  virtual void take_trap(RuntimeAddr site) { (void)site; }
 };
 
 class StepOver {

@@ -1,6 +1,9 @@
 // Which code our bytes went into, and leaving alone what is no longer that code (see
 // code_identity.hpp).
+#include <algorithm>
+
 #include "common/error.hpp"
+#include "tracer/int3_area.hpp"
 #include "tracer/process.hpp"
 
 namespace probecost {
@@ -20,10 +23,22 @@ void TracedProcess::note_code() {
   }
 }
 
+const Mapping* TracedProcess::mapping_at(RuntimeAddr at) {
+  for (int pass = 0; pass < 2; ++pass) {
+    auto m = std::find_if(maps_seen_.begin(), maps_seen_.end(),
+                          [&](const Mapping& m) { return m.contains(at); });
+    if (m != maps_seen_.end()) return &*m;
+    if (pass == 0) maps_seen_ = read_maps(proc_tid());
+  }
+  return nullptr;
+}
+
 std::vector<LeftAlone> TracedProcess::forget_moved_code() {
   std::vector<LeftAlone> out;
+  maps_seen_.clear();  // read again when next needed: a library may have come or gone
   if (code_.empty()) return out;
-  auto maps = read_maps(proc_tid());
+  maps_seen_ = read_maps(proc_tid());
+  const auto& maps = maps_seen_;
   // Empty when the bytes may go back; the bytes read where something is still mapped.
   auto why = [&](RuntimeAddr at, std::span<const std::uint8_t> ours) -> std::string {
     auto then = code_.find(at);
@@ -44,6 +59,10 @@ std::vector<LeftAlone> TracedProcess::forget_moved_code() {
     std::string w = why(s->address(), int3);
     if (w.empty()) continue;
     s->forget();
+    // Its record too: the SIGTRAP handler goes by the records alone, and would send a thread
+    // that hits an int3 of ours at the same address in the next library there (probed again)
+    // to this one's copy.
+    if (int3_area_) int3_area_->removed(s->address());
     code_.erase(s->address());
     out.push_back({s->address(), s->label(), w});
   }

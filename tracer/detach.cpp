@@ -11,6 +11,7 @@
 #include "tracer/process.hpp"
 #include "tracer/syscalls.hpp"
 #include "tracer/ticker.hpp"
+#include "tracer/trap_records.hpp"
 
 namespace probecost {
 
@@ -237,9 +238,14 @@ void TracedProcess::let_go_of_int3_area() {
 void TracedProcess::start_guardian() {
   guardian_ = Guardian::start(pid_, memory_.fd());
   Guardian* g = guardian_.get();
-  sites_.set_watcher([g](RuntimeAddr at, std::uint8_t original) { g->watch(at, original); });
+  // The code each int3 went into, for the guardian's check before it writes a byte back.
+  auto watch = [this, g](RuntimeAddr at, std::uint8_t original) {
+    const Mapping* m = mapping_at(at);
+    g->watch(at, original, m ? file_identity(*m, at) : trap::FileIdentity{});
+  };
+  sites_.set_watcher(watch);
   for (const auto& s : sites_) {
-    if (s->enabled()) g->watch(s->address(), s->saved_byte());
+    if (s->enabled()) watch(s->address(), s->saved_byte());
   }
 }
 

@@ -37,6 +37,10 @@ class EventSource {
   // while following forks, a new process of the family. Returns the new task's tid when the
   // caller is to resume it, else 0.
   virtual pid_t on_new_task(TracedProcess& process, Task& parent) = 0;
+  // Collects `task`'s stop now if it is only held (Task::held): once collected, the kernel
+  // keeps no signal for it, so the caller first puts the thread where a resume without that
+  // signal is right (see Family).
+  virtual void take_stop(Task& task) = 0;
 
  protected:
   ~EventSource() = default;

@@ -34,6 +34,7 @@ Family::~Family() {
     const TracedProcess* gone = m.get();
     m.reset();
     std::erase_if(owners_, [gone](const auto& kv) { return kv.second == gone; });
+    std::erase_if(held_, [gone](const Held& h) { return h.process == gone; });
   }
 }
 
@@ -74,13 +75,67 @@ TracedProcess& Family::add_member(std::unique_ptr<TracedProcess> member, TracedP
 // ---- the event stream ------------------------------------------------------------------------
 
 std::optional<TaskEvent> Family::wait_any() {
-  int status = 0;
-  pid_t tid = sys::wait_for(-1, &status, __WALL, true);
+  collect_held();
+  if (!reaped_.empty()) {
+    TaskEvent ev = reaped_.front();
+    reaped_.pop_front();
+    return ev;
+  }
+  siginfo_t info;
+  pid_t tid = sys::peek_any(&info, true);
   if (tid < 0) {
     if (errno == EINTR || errno == ECHILD) return std::nullopt;
-    throw Error::from_errno("waitpid");
+    throw Error::from_errno("waitid");
   }
-  return TaskEvent{tid, WaitStatus(status)};
+  WaitStatus ws = WaitStatus::of(info);
+  if (ws.signal_stop()) {
+    peeked_ = tid;  // held or collected once booked (hold_or_collect)
+    return TaskEvent{tid, ws};
+  }
+  // Nothing to keep in the kernel: collected at once, as the kernel reports it now. Never
+  // blocking: a stopped task killed since the peek (exit_group) may not be reportable again
+  // for a while (a leader, until its other threads are reaped); its stop is handled as seen,
+  // and its end comes later.
+  int status = 0;
+  if (sys::wait_for(tid, &status, __WALL | WNOHANG) == tid) ws = WaitStatus(status);
+  return TaskEvent{tid, ws};
+}
+
+void Family::hold_or_collect(TracedProcess* o, const TaskEvent& ev) {
+  if (peeked_ != ev.tid) return;
+  peeked_ = 0;
+  Task* t = o ? o->task(ev.tid) : nullptr;
+  if (t && t->stopped()) {
+    t->hold();
+    held_.push_back({o, t->ref()});
+    return;
+  }
+  collect(ev.tid, true);  // nobody's yet (an orphan, kept as such): nothing to hold it by
+}
+
+void Family::collect(pid_t tid, bool peeked) {
+  int status = 0;
+  if (sys::wait_for(tid, &status, __WALL | WNOHANG) != tid) return;  // nothing reportable now
+  WaitStatus ws(status);
+  if (peeked && ws.stopped()) return;  // the stop already reported: it was never resumed
+  reaped_.push_back({tid, ws});
+}
+
+void Family::collect_held() {
+  std::vector<Held> held;
+  held.swap(held_);
+  for (const Held& h : held) {
+    Task* t = h.process->task(h.task);
+    if (t && !t->held()) continue;  // resumed since: nothing left to collect
+    if (t) t->taken();
+    collect(h.task.tid, t != nullptr);
+  }
+}
+
+void Family::take_stop(Task& task) {
+  if (!task.held()) return;
+  task.taken();
+  collect(task.tid(), true);
 }
 
 TracedProcess* Family::owner(pid_t tid, TracedProcess* asker) {
@@ -166,6 +221,7 @@ std::optional<FamilyEvent> Family::next_event() {
   auto ev = wait_any();
   if (!ev) return std::nullopt;
   TracedProcess* o = book(*ev, nullptr);
+  hold_or_collect(o, *ev);
   if (!o) {
     errno = EINTR;  // nothing for the loop: it looks at its flags and asks again
     return std::nullopt;
@@ -178,6 +234,7 @@ std::optional<TaskEvent> Family::next_event_of(TracedProcess& asker) {
     auto ev = wait_any();
     if (!ev) return std::nullopt;
     TracedProcess* o = book(*ev, &asker);
+    hold_or_collect(o, *ev);
     if (o == &asker) return ev;
     // Another member's: kept for the event loop.
     if (Task* t = o ? o->task(ev->tid) : nullptr) defer(*t, ev->status);

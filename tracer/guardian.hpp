@@ -8,13 +8,20 @@
 // closes a dying process's files before it detaches its tracees (do_exit: exit_files before
 // exit_notify), so the bytes usually go back before any thread runs again.
 //
+// A byte goes back only where the code is still the one probecost wrote into (device, inode
+// and file offset of the mapping there, read from /proc/PID/maps after the death) and still
+// holds our int3: a library dlclose'd meanwhile and another one dlopen'd at its address must
+// not get the old library's byte written into its code (code_identity.hpp; issue 16).
+//
 // What it cannot save: a thread that had already trapped on an int3 and was waiting in its
-// SIGTRAP stop when probecost died. The kernel detaches it with the SIGTRAP still to deliver.
+// SIGTRAP stop when probecost died. The kernel detaches it with the SIGTRAP still to deliver
+// (the trap area's handler takes it: tracer/int3_area.hpp).
 #include <sys/types.h>
 
 #include <cstdint>
 #include <memory>
 
+#include "breakpoint/trap_area.hpp"
 #include "common/address.hpp"
 
 namespace probecost {
@@ -29,8 +36,9 @@ class Guardian {
   Guardian(const Guardian&) = delete;
   Guardian& operator=(const Guardian&) = delete;
 
-  // `at` holds our int3 now; `original` is the byte it displaced.
-  void watch(RuntimeAddr at, std::uint8_t original);
+  // `at` holds our int3 now, in the code `code` (all zero: an anonymous mapping, whose
+  // identity cannot be checked); `original` is the byte it displaced.
+  void watch(RuntimeAddr at, std::uint8_t original, const trap::FileIdentity& code);
   // The bytes are back (or the process is gone): the guardian exits without touching anything.
   void done();
 

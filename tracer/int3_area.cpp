@@ -183,18 +183,6 @@ std::optional<Instruction> Int3Area::decode_at(RuntimeAddr site) {
   return std::nullopt;
 }
 
-const Mapping* Int3Area::mapping_of(RuntimeAddr site) {
-  // /proc/PID/maps once for the probes going in together, again for a site it did not cover
-  // (a library loaded since).
-  for (int pass = 0; pass < 2; ++pass) {
-    auto m = std::find_if(maps_.begin(), maps_.end(),
-                          [&](const Mapping& m) { return m.contains(site); });
-    if (m != maps_.end()) return &*m;
-    if (pass == 0) maps_ = read_maps(proc_.proc_tid());
-  }
-  return nullptr;
-}
-
 bool Int3Area::record(RuntimeAddr site, std::uint8_t original) {
   if (gone_) return false;
   if (writer_->full()) {
@@ -210,7 +198,7 @@ bool Int3Area::record(RuntimeAddr site, std::uint8_t original) {
   r.moved = trap::moved_addresses(*in, RuntimeAddr());
   std::string why;
   if (writer_->layout().code_size) r.resume = writer_->place_copy(*in, why).value_or(RuntimeAddr());
-  if (const Mapping* m = mapping_of(site)) r.file = file_identity(*m, site);
+  if (const Mapping* m = proc_.mapping_at(site)) r.file = file_identity(*m, site);
   return writer_->add(r);
 }
 

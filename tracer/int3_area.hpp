@@ -73,7 +73,6 @@ class Int3Area {
   void set_handler();
   std::optional<std::string> why_no_handler();
   std::optional<Instruction> decode_at(RuntimeAddr site);
-  const Mapping* mapping_of(RuntimeAddr site);
 
   TracedProcess& proc_;
   std::unique_ptr<trap::AreaWriter> writer_;
@@ -86,7 +85,6 @@ class Int3Area {
   bool caveat_said_ = false;
   bool caveat_ = false;  // how_ is worth saying
   std::string how_;
-  std::vector<Mapping> maps_;  // as last read
 };
 
 }  // namespace probecost

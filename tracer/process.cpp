@@ -418,6 +418,7 @@ void TracedProcess::on_exec(Task& t) {
   sites_.forget_all();  // the old address space, and our int3 bytes with it, are gone
   for (auto& p : patches_) p->forget();
   if (int3_area_) int3_area_->forget();
+  maps_seen_.clear();
   exec_ended_ = true;
   memory_.reopen();
   syscall_insn_tried_ = false;  // a new vDSO

@@ -163,17 +163,18 @@ class TracedProcess {
   // not a thread of ours and exec'd is left to the event owner (release_sharer or
   // hand_over_sharer).
   Task* update_from(const TaskEvent& ev);
-  // A stop of `task` collected now and handled later (EventSource::defer): when it is the
-  // trap of one of our int3 bytes, the thread is put back on the site and the status it should
-  // be handled as returned (a plain interrupt stop: resumed, the int3 traps again and the hit
-  // is counted then). Once waitpid has reported a signal-delivery-stop, the kernel keeps no
-  // signal for it: were probecost to die before resuming the thread, the kernel would resume
-  // it one byte past the int3, inside the displaced instruction, with no SIGTRAP for the trap
-  // area's handler to take (issue 16: SIGILL at probe_fn+3). On the site, it takes the int3
-  // again, or runs the original instruction once the byte is back.
+  // A stop of `task` seen now and handled later (EventSource::defer): when it is the trap of
+  // one of our int3 bytes, the thread is put back on the site and the status it should be
+  // handled as returned (a plain interrupt stop: resumed, the int3 traps again and the hit is
+  // counted then). The stop is collected at the next wait (Family), after which the kernel
+  // keeps no signal for it: were probecost to die then, a thread one byte past the int3 would
+  // be let go inside the displaced instruction (issue 16: SIGILL at probe_fn+3). On the site,
+  // it takes the int3 again, or runs the original instruction once the byte is back.
   WaitStatus park_trap(Task& task, WaitStatus ws);
   // Waits until `task` reports, deferring other tasks' events. Nothing when it is gone.
   std::optional<WaitStatus> wait_for(Task& task);
+  // Collects `task`'s held stop now (EventSource::take_stop).
+  void take_stop(Task& task) { events_.take_stop(task); }
 
   // Brings every running task but `except` into a ptrace-stop with PTRACE_INTERRUPT. An event
   // that arrives instead of the interrupt's stop is deferred on its task. A task inside vfork()
@@ -264,6 +265,10 @@ class TracedProcess {
   // Records which code (file, offset: code_identity.hpp) each enabled int3 site and installed
   // jump holds, for those not recorded yet: one read of /proc/PID/maps.
   void note_code();
+  // The mapping that holds `at` now, nullptr if none: from /proc/PID/maps as read last, read
+  // again for an address it did not cover; forget_moved_code() reads it afresh, so a library
+  // dlclose'd and another dlopen'd at its address is never taken for the first.
+  const Mapping* mapping_at(RuntimeAddr at);
   // Forgets, without writing a byte, every site and jump whose code is no longer the one it
   // went into (its library dlclose'd, another mapped there) or whose bytes are no longer ours.
   // Returns what it left alone and why. detach() and kill() do this before restoring; the
@@ -337,6 +342,7 @@ class TracedProcess {
   bool int3_area_tried_ = false;
   std::vector<pid_t> leftovers_;
   std::map<RuntimeAddr, CodeIdentity> code_;  // note_code()
+  std::vector<Mapping> maps_seen_;            // mapping_at()
   std::vector<std::string> left_alone_;
   PhaseClock held_;
 };

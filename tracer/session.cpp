@@ -7,6 +7,7 @@
 #include "tracer/fault_fixup.hpp"
 #include "tracer/int3_area.hpp"
 #include "tracer/maps.hpp"
+#include "tracer/syscalls.hpp"
 #include "tracer/trap_records.hpp"
 
 namespace probecost {
@@ -37,6 +38,12 @@ class Stopped final : public StoppedThread {
           break;
       }
     }
+  }
+
+  void take_trap(RuntimeAddr site) override {
+    if (!task_.held()) return;
+    set_pc(site);
+    proc_.take_stop(task_);
   }
 
   bool run_to_trap(RuntimeAddr at) override {
@@ -194,6 +201,14 @@ bool Session::on_breakpoint(Task& t, StoppedThread& thread) {
   return true;
 }
 
+void Session::note_copy(const BreakpointSite& site) {
+  // A copy placed at the first hit: where the trap area's handler must know to find a thread
+  // moved there with its SIGTRAP pending (see Family: stops are held until resumed).
+  Int3Area* area = proc_.int3_area();
+  auto copy = step_over_->copy_of(site);
+  if (area && copy) area->tracer_copy(site.address(), *copy);
+}
+
 void Session::on_hit(Task& t, StoppedThread& thread, BreakpointSite& site) {
   TaskRef ref = t.ref();
   if (own_hit_ && site.address() == own_at_) {
@@ -206,8 +221,11 @@ void Session::on_hit(Task& t, StoppedThread& thread, BreakpointSite& site) {
     ++t.hits;
     ++stats_.hits;
     hit_happened_ = true;
+    sys::at_hit();
   }
+  bool had_copy = step_over_->copy_of(site).has_value();
   step_over_->ready(site);
+  if (!had_copy) note_copy(site);
   std::optional<OthersStopped> others;
   if (proc_.tasks().size() > 1 && step_over_->needs_all_stop(site)) {
     // Stopping the others takes as long as each takes to report: the thread waits on the site

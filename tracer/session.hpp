@@ -71,6 +71,7 @@ class Session {
   void on_trap(Task& task);
   bool on_breakpoint(Task& task, StoppedThread& thread);
   void on_hit(Task& task, StoppedThread& thread, BreakpointSite& site);
+  void note_copy(const BreakpointSite& site);
 
   TracedProcess& proc_;
   StepOver* step_over_;

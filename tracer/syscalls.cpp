@@ -32,7 +32,37 @@ double log_time() {
   return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
 }
 
+// PROBECOST_DIE_AT_HIT (syscalls.hpp): the hit to die at, and the calls after it.
+struct DeathPlan {
+  std::uint64_t hit = 0, calls = 0;
+  std::uint64_t hits_seen = 0, countdown = 0;
+};
+
+DeathPlan& death_plan() {
+  static DeathPlan plan = [] {
+    DeathPlan p;
+    if (const char* v = std::getenv("PROBECOST_DIE_AT_HIT")) {
+      unsigned long long k = 0, n = 0;
+      if (std::sscanf(v, "%llu+%llu", &k, &n) >= 1) p = {k, n, 0, 0};
+    }
+    return p;
+  }();
+  return plan;
+}
+
 }  // namespace
+
+void before_call() {
+  DeathPlan& p = death_plan();
+  if (p.countdown && --p.countdown == 0) ::raise(SIGKILL);
+}
+
+void at_hit() {
+  DeathPlan& p = death_plan();
+  if (!p.hit || ++p.hits_seen != p.hit) return;
+  if (p.calls == 0) ::raise(SIGKILL);
+  p.countdown = p.calls;
+}
 
 Counters& counters() {
   static Counters c;
@@ -40,6 +70,7 @@ Counters& counters() {
 }
 
 long ptrace_call(enum __ptrace_request request, pid_t tid, void* addr, void* data) {
+  before_call();
   ++counters().ptrace;
   long r = ::ptrace(request, tid, addr, data);
   if (std::FILE* f = log_file()) {
@@ -54,6 +85,7 @@ long ptrace_call(enum __ptrace_request request, pid_t tid, void* addr, void* dat
 
 pid_t wait_for(pid_t tid, int* status, int options, bool interruptible) {
   for (;;) {
+    before_call();
     ++counters().wait;
     pid_t r = ::waitpid(tid, status, options);
     if (std::FILE* f = log_file(); f && r > 0)
@@ -62,7 +94,25 @@ pid_t wait_for(pid_t tid, int* status, int options, bool interruptible) {
   }
 }
 
+pid_t peek_any(siginfo_t* info, bool interruptible) {
+  for (;;) {
+    before_call();
+    ++counters().wait;
+    *info = siginfo_t{};
+    int r = ::waitid(P_ALL, 0, info, __WALL | WEXITED | WSTOPPED | WNOWAIT);
+    if (r == 0 && info->si_pid != 0) {
+      if (std::FILE* f = log_file())
+        std::fprintf(f, "%.6f peek -> %d code %d status %#x\n", log_time(), info->si_pid,
+                     info->si_code, info->si_status);
+      return info->si_pid;
+    }
+    if (r == 0) errno = ECHILD;  // not possible without WNOHANG; a nothing, not an event
+    if (errno != EINTR || interruptible) return -1;
+  }
+}
+
 int tgkill(pid_t tgid, pid_t tid, int sig) {
+  before_call();
   ++counters().other;
   if (std::FILE* f = log_file())
     std::fprintf(f, "%.6f tgkill %d %d sig %d\n", log_time(), tgid, tid, sig);
@@ -70,12 +120,14 @@ int tgkill(pid_t tgid, pid_t tid, int sig) {
 }
 
 int kill(pid_t pid, int sig) {
+  before_call();
   ++counters().other;
   if (std::FILE* f = log_file()) std::fprintf(f, "%.6f kill %d sig %d\n", log_time(), pid, sig);
   return ::kill(pid, sig);
 }
 
 int tkill(pid_t tid, int sig) {
+  before_call();
   ++counters().other;
   if (std::FILE* f = log_file()) std::fprintf(f, "%.6f tkill %d sig %d\n", log_time(), tid, sig);
   return static_cast<int>(::syscall(SYS_tkill, tid, sig));

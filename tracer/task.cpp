@@ -39,7 +39,14 @@ void Task::invalidate_registers() {
 void Task::note_stop(WaitStatus ws) {
   last_stop_ = ws;
   state_ = State::Stopped;
+  held_ = false;
   invalidate_registers();
+}
+
+void Task::leave_stop(State next) {
+  invalidate_registers();
+  state_ = next;
+  held_ = false;  // a resumed thread's stop is no longer reportable
 }
 
 std::optional<RuntimeAddr> Task::rip() {
@@ -87,8 +94,7 @@ bool Task::resume_with_signals(__ptrace_request request) {
     sig = pending_signals.front();
     pending_signals.pop_front();
   }
-  invalidate_registers();
-  state_ = State::Running;
+  leave_stop(State::Running);
   if (!ptrace_if_alive(request, nullptr, reinterpret_cast<void*>(sig))) return false;
   // The rest go back to the kernel's queue: each is reported as a stop again, and delivered.
   while (!pending_signals.empty()) {
@@ -112,14 +118,12 @@ bool Task::resume_if_settled() {
 }
 
 bool Task::resume_keeping_signals() {
-  invalidate_registers();
-  state_ = State::Running;
+  leave_stop(State::Running);
   return ptrace_if_alive(PTRACE_CONT);
 }
 
 bool Task::resume_to_syscall_exit() {
-  invalidate_registers();
-  state_ = State::Running;
+  leave_stop(State::Running);
   return ptrace_if_alive(PTRACE_SYSCALL);
 }
 
@@ -170,14 +174,12 @@ std::optional<__ptrace_syscall_info> Task::syscall_info() {
 }
 
 bool Task::resume_listening() {
-  invalidate_registers();
-  state_ = State::Listening;
+  leave_stop(State::Listening);
   return ptrace_if_alive(PTRACE_LISTEN);
 }
 
 bool Task::single_step() {
-  invalidate_registers();
-  state_ = State::Running;
+  leave_stop(State::Running);
   return ptrace_if_alive(PTRACE_SINGLESTEP);
 }
 

@@ -69,6 +69,12 @@ class Task {
   // nobody waits for it to stop.
   void note_exiting() { state_ = State::Exiting; }
   const WaitStatus& last_stop() const { return last_stop_; }
+  // The stop was only peeked at (waitid WNOWAIT), not collected: the kernel still keeps it as
+  // reportable, with its signal. Family (the one owner of waits) sets it and collects the stop
+  // before its next wait; any resume ends it.
+  void hold() { held_ = true; }
+  bool held() const { return held_; }
+  void taken() { held_ = false; }
 
   // RIP alone (PTRACE_PEEKUSER: one register, half the cost of PTRACE_GETREGS), cached for
   // this stop. Nothing when the thread is gone.
@@ -139,6 +145,8 @@ class Task {
   // Delivers the head of pending_signals through `request`'s data and re-sends the rest.
   bool resume_with_signals(__ptrace_request request);
   void invalidate_registers();
+  // Resumed (or parked in PTRACE_LISTEN): registers are stale, the stop is no longer held.
+  void leave_stop(State next);
 
   static std::uint64_t next_serial() {
     static std::uint64_t n = 0;
@@ -153,6 +161,7 @@ class Task {
   user_regs_struct regs_{};
   bool have_regs_ = false;
   bool have_rip_ = false;
+  bool held_ = false;
 };
 
 // Whether the thread has a SIGTRAP of its own queued (not yet dequeued): an int3 it executed

@@ -6,6 +6,21 @@
 
 namespace probecost {
 
+WaitStatus WaitStatus::of(const siginfo_t& info) {
+  switch (info.si_code) {
+    case CLD_EXITED:
+      return WaitStatus((info.si_status & 0xff) << 8);
+    case CLD_KILLED:
+      return WaitStatus(info.si_status & 0x7f);
+    case CLD_DUMPED:
+      return WaitStatus((info.si_status & 0x7f) | 0x80);
+    case CLD_CONTINUED:
+      return WaitStatus(0xffff);
+    default:  // CLD_TRAPPED, CLD_STOPPED
+      return WaitStatus((info.si_status << 8) | 0x7f);
+  }
+}
+
 bool WaitStatus::exited() const {
   return WIFEXITED(raw_);
 }

@@ -11,6 +11,9 @@ namespace probecost {
 class WaitStatus {
  public:
   explicit WaitStatus(int raw) : raw_(raw) {}
+  // The status waitpid would have given for what waitid reported in `info` (si_code CLD_*,
+  // si_status: for a ptrace-stop the whole stop code, event and 0x80 bits included).
+  static WaitStatus of(const siginfo_t& info);
   int raw() const { return raw_; }
 
   bool exited() const;

@@ -35,6 +35,7 @@ Outcome attach_exact(const Config& cfg, const Cycle& c);
 // the same library again and closed (1), the other library at the same address (2), or the
 // trace ends with the library in, which then goes and the other comes (3).
 Outcome dl_cycle(const Config& cfg, const Cycle& c, int variant);
+Outcome dl_sigkill_cycle(const Config& cfg, const Cycle& c);
 // SIGKILL of probecost mid-trace, on a busy target or an idle one; then `probecost restore`.
 Outcome sigkill_cycle(const Config& cfg, const Cycle& c, bool idle);
 // fault_busy --seccomp CALL:ACTION, attached: a known round of calls, SIGINT.

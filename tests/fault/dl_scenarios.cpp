@@ -3,6 +3,7 @@
 // probed again; another library at the same address is never written into. The target checks
 // every result and its text; the hits must equal its calls into the probed library.
 #include <signal.h>
+#include <sys/wait.h>
 
 #include "cycles.hpp"
 #include "harness.hpp"
@@ -65,6 +66,41 @@ Outcome dl_cycle(const Config& cfg, const Cycle& c, int variant) {
     auto report = run.finish(after(cfg.bound), o, "SIGINT");
     if (report) check_hits(*report, *expected, o);
   }
+  stop_and_check(*target, cfg, o);
+  return o;
+}
+
+// Both libraries probed with int3: the first dlopen'd and dlclose'd, the second dlopen'd at its
+// address (its own probe goes in there), then probecost SIGKILLed while the threads call into
+// it. The guardian holds a byte for that address from each library: only the second one's may
+// go back (the mapping's file there is the second's), or the threads run the first library's
+// byte in the second's code. Then `probecost restore`; the text must be the files'.
+Outcome dl_sigkill_cycle(const Config& cfg, const Cycle& c) {
+  Outcome o;
+  auto target = start_target(cfg, {"fault_dl", "--lib1", cfg.bin_dir + "/libfault_dl_1.so",
+                                   "--lib2", cfg.bin_dir + "/libfault_dl_2.so"});
+  std::string strategy = c.strategy == "jump" ? "auto" : c.strategy;
+  TraceRun run(
+      cfg, trace_args(strategy, {"-p", std::to_string(target->pid), "-b",
+                                 "libfault_dl_1.so:dl_probe", "-b", "libfault_dl_2.so:dl_probe"}));
+  if (!run.wait_tracing(after(cfg.bound + 10))) {
+    o.lose("probecost never started tracing: " + run.stderr_text());
+    stop_and_check(*target, cfg, o);
+    return o;
+  }
+  auto first = ask(*target, cfg, "open 1", "opened", o);
+  pause_for(c.uniform(0.001, 0.03));
+  ask(*target, cfg, "close", "closed", o);
+  auto second = ask(*target, cfg, "open 2", "opened", o);
+  if (first && second && *first != *second) o.why += "(library 2 elsewhere) ";
+  pause_for(c.uniform(0.01, 0.05));
+  run.kill();
+  pause_for(0.2);  // the guardian's bytes go back; the threads call on
+  Child restore({cfg.probecost, "restore", "-p", std::to_string(target->pid)}, SpawnFds{});
+  auto status = restore.wait(after(cfg.bound));
+  if (!status || !WIFEXITED(*status) || WEXITSTATUS(*status) != 0)
+    o.harm("probecost restore failed: " + (status ? describe_status(*status) : "hung"));
+  check_text(target->pid, o, "after the guardian and restore");
   stop_and_check(*target, cfg, o);
   return o;
 }

@@ -212,12 +212,8 @@ int main(int argc, char** argv) {
   }
   for (const auto& [s, t] : results) {
     if (!s->separate) continue;
-    std::printf(
-        "\nSIGKILL of probecost with hits going on (reported apart, not in the verdict: a "
-        "thread whose int3 stop probecost had taken but not yet resumed is resumed by the "
-        "kernel one byte past the int3, with no SIGTRAP for the handler; README, If "
-        "probecost is killed):\n%s",
-        row(s->name, t, false).c_str());
+    std::printf("\n%s (reported apart, not in the verdict):\n%s", s->what.c_str(),
+                row(s->name, t, false).c_str());
     if (opt.cfg.restore_available) {
       std::printf("   restore: %d ok, %d failed\n", t.restored, t.restore_failed);
       restore_failures += t.restore_failed;

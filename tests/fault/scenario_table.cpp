@@ -104,7 +104,7 @@ const std::vector<Scenario>& scenarios() {
       {"sigkill-idle", "probecost killed by SIGKILL while idle; then probecost restore", 4, 20,
        false, false, [](const Config& cfg, const Cycle& c) { return sigkill_cycle(cfg, c, true); }},
       {"sigkill", "probecost SIGKILLed at 100, 500, 1000 hits/s; then probecost restore", 9, 60,
-       false, true,
+       false, false,
        [](const Config& cfg, const Cycle& c) {
          static const int rates[] = {100, 500, 1000};
          return sigkill_rate_cycle(cfg, c, rates[c.index % 3]);
@@ -130,6 +130,8 @@ const std::vector<Scenario>& scenarios() {
       {"dlopen", "dlopen, dlclose, reopen at the same address (same library, another) while hit", 8,
        60, true, false,
        [](const Config& cfg, const Cycle& c) { return dl_cycle(cfg, c, c.index % 4); }},
+      {"dl-sigkill", "another library at a dlclose'd one's address, probed; probecost SIGKILLed", 4,
+       30, false, false, dl_sigkill_cycle},
   };
   return all;
 }

@@ -77,9 +77,8 @@ Outcome seccomp_cycle(const Config& cfg, const Cycle& c, const std::string& filt
 // SIGKILL of probecost while two threads call the probed function `rate` times a second in
 // all, with int3 probes (or jumps): nobody may die, see a stray trap or get a wrong result.
 // Then `probecost restore` must leave the text as the files have it, and the program its own
-// SIGTRAP handler. Reported apart from the verdict: a thread whose int3 stop probecost had
-// taken (waitpid) but not yet resumed is resumed by the kernel one byte past the int3 with no
-// signal (README, If probecost is killed), which nothing in the process can catch.
+// SIGTRAP handler. (Before probecost held its stops until resumed, tracer/family.hpp, a thread
+// whose int3 stop it had collected was let go one byte past the int3: 11 of 90 harmed.)
 Outcome sigkill_rate_cycle(const Config& cfg, const Cycle& c, int rate) {
   Outcome o;
   auto t = Traced::attach(cfg, c, {"fault_busy", "--threads", "2", "--rate", std::to_string(rate)});

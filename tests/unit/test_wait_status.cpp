@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 #include <sys/ptrace.h>
+#include <sys/wait.h>
 
 #include "tracer/wait_status.hpp"
 
@@ -32,4 +33,24 @@ TEST(WaitStatus, ClassifiesTraps) {
   EXPECT_EQ(classify_trap(info), TrapCause::SingleStep);
   info.si_code = SI_USER;
   EXPECT_EQ(classify_trap(info), TrapCause::Other);
+}
+
+// waitid's report (si_code CLD_*, si_status), as waitpid's status would have said it: a ptrace
+// stop's whole code (event bits, 0x80 of a syscall-stop) is in si_status.
+TEST(WaitStatus, FromWaitidReport) {
+  auto of = [](int code, int status) {
+    siginfo_t info{};
+    info.si_code = code;
+    info.si_status = status;
+    return WaitStatus::of(info).raw();
+  };
+  EXPECT_EQ(of(CLD_EXITED, 3), 3 << 8);
+  EXPECT_EQ(of(CLD_KILLED, SIGKILL), SIGKILL);
+  EXPECT_EQ(of(CLD_DUMPED, SIGSEGV), SIGSEGV | 0x80);
+  EXPECT_EQ(of(CLD_TRAPPED, SIGTRAP), (SIGTRAP << 8) | 0x7f);
+  EXPECT_EQ(of(CLD_TRAPPED, SIGTRAP | 0x80), ((SIGTRAP | 0x80) << 8) | 0x7f);
+  int clone = SIGTRAP | (PTRACE_EVENT_CLONE << 8);
+  EXPECT_EQ(of(CLD_TRAPPED, clone), (clone << 8) | 0x7f);
+  EXPECT_EQ(WaitStatus(of(CLD_TRAPPED, clone)).ptrace_event(), PTRACE_EVENT_CLONE);
+  EXPECT_EQ(of(CLD_STOPPED, SIGSTOP), (SIGSTOP << 8) | 0x7f);
 }
