@@ -3,6 +3,9 @@
 #include <signal.h>
 #include <sys/ptrace.h>
 
+#include <array>
+#include <cstring>
+
 #include "common/error.hpp"
 #include "tracer/fault_fixup.hpp"
 #include "tracer/int3_area.hpp"
@@ -209,20 +212,40 @@ void Session::note_copy(const BreakpointSite& site) {
   if (area && copy) area->tracer_copy(site.address(), *copy);
 }
 
+// The dynamic linker's r_brk (_dl_debug_state) is an empty function that exists to be broken
+// on: its return is done for the thread at once (RIP from the top of the stack, which the call
+// pushed), and the stop collected, before the link map is read and the new library probed,
+// which takes milliseconds of injected calls. Left one byte past the int3 meanwhile, a thread
+// let go by a SIGKILLed probecost ran the function's bytes from inside an instruction (review:
+// SIGSEGV in _dl_debug_update, 7 of 20 kills during a dlopen/dlclose loop); back in its caller,
+// it needs nothing from anyone.
+void Session::return_from_hook(Task& t, StoppedThread& thread) {
+  user_regs_struct r = thread.regs();
+  std::array<std::uint8_t, 8> top{};
+  proc_.memory().read(RuntimeAddr(r.rsp), top);
+  std::uint64_t to = 0;
+  std::memcpy(&to, top.data(), sizeof to);
+  r.rip = to;
+  r.rsp += 8;
+  thread.set_regs(r);
+  proc_.take_stop(t);
+}
+
 void Session::on_hit(Task& t, StoppedThread& thread, BreakpointSite& site) {
   TaskRef ref = t.ref();
   if (own_hit_ && site.address() == own_at_) {
+    return_from_hook(t, thread);
     own_hit_(t);
     if (!proc_.task(ref)) throw TaskGone{ref.tid};
-  } else {
-    // The empty handler: count the hit.
-    if (observer_) observer_(t.tid(), thread, site);
-    ++site.hits;
-    ++t.hits;
-    ++stats_.hits;
-    hit_happened_ = true;
-    sys::at_hit();
+    return;  // nothing to step over: the thread is back in its caller
   }
+  // The empty handler: count the hit.
+  if (observer_) observer_(t.tid(), thread, site);
+  ++site.hits;
+  ++t.hits;
+  ++stats_.hits;
+  hit_happened_ = true;
+  sys::at_hit();
   bool had_copy = step_over_->copy_of(site).has_value();
   step_over_->ready(site);
   if (!had_copy) note_copy(site);

@@ -57,10 +57,10 @@ class Session {
   void set_hit_observer(std::function<void(pid_t, StoppedThread&, BreakpointSite&)> f) {
     observer_ = std::move(f);
   }
-  // The int3 site at `at` is probecost's own (the dynamic linker's r_brk: link_map.hpp): its
-  // hits are not counted and not observed; `on_hit` runs with the thread stopped on it (RIP
-  // one past the int3, every other thread running), then the thread steps over it as over any
-  // site.
+  // The int3 site at `at` is probecost's own (the dynamic linker's r_brk: link_map.hpp, an
+  // empty function): its hits are not counted and not observed; the function's return is done
+  // for the thread, then `on_hit` runs with the thread stopped in its caller (every other
+  // thread running).
   void set_own_site(RuntimeAddr at, std::function<void(Task&)> on_hit) {
     own_at_ = at;
     own_hit_ = std::move(on_hit);
@@ -68,6 +68,7 @@ class Session {
 
  private:
   void dispatch(const TaskEvent& ev);
+  void return_from_hook(Task& t, StoppedThread& thread);
   void on_trap(Task& task);
   bool on_breakpoint(Task& task, StoppedThread& thread);
   void on_hit(Task& task, StoppedThread& thread, BreakpointSite& site);
