@@ -89,16 +89,3 @@ TEST(Int3Area, SomeoneElsesInt3IsNamedSo) {
 }
 
 }  // namespace
-
-int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  bool listing = false;
-  for (int i = 1; i < argc; ++i) listing = listing || std::strstr(argv[i], "list_tests");
-  if (!listing && !fault::ptrace_allowed()) {
-    std::printf("this machine forbids ptrace: skipped\n");
-    return 77;
-  }
-  ::signal(SIGPIPE, SIG_IGN);
-  fault::become_subreaper();
-  return RUN_ALL_TESTS();
-}
