@@ -65,11 +65,27 @@ std::string number(double v) {
 }  // namespace
 
 double parse_seconds(const std::string& option, const std::string& text) {
+  // A bare number is seconds (as timeout(1) and perf's --duration); a unit may follow, as in
+  // bpftrace's interval probes and systemd's time spans: 500ms, 1s, 2m, 1h.
   char* end = nullptr;
   double v = std::strtod(text.c_str(), &end);
-  if (text.empty() || *end || !std::isfinite(v) || v < kMinSeconds || v > kMaxSeconds) {
+  std::string unit = end ? end : "";
+  double scale = 0;
+  for (auto [name, s] : {std::pair{"", 1.0},
+                         {"s", 1.0},
+                         {"ms", 1e-3},
+                         {"us", 1e-6},
+                         {"m", 60.0},
+                         {"min", 60.0},
+                         {"h", 3600.0}}) {
+    if (unit == name) scale = s;
+  }
+  v *= scale;
+  if (text.empty() || end == text.c_str() || scale == 0 || !std::isfinite(v) || v < kMinSeconds ||
+      v > kMaxSeconds) {
     throw UsageError("bad " + option + " '" + text + "': want seconds from " + number(kMinSeconds) +
-                     " to " + number(kMaxSeconds) + " (30 days)");
+                     " to " + number(kMaxSeconds) +
+                     " (30 days), or a time with its unit: " + "500ms, 10s, 2m, 1h");
   }
   return v;
 }

@@ -33,7 +33,8 @@ constexpr double kMaxCostNs = 1e9;  // 1 s per event
 constexpr double kMinRate = 0.001;
 constexpr double kMaxRate = 1e10;  // 10G events per second
 
-// Seconds, a decimal number from kMinSeconds to kMaxSeconds: "0.5", "2", "1e3". Else a UsageError
+// A time in seconds from kMinSeconds to kMaxSeconds: a decimal number of seconds ("0.5", "2",
+// "1e3") or one with a unit ("500ms", "1s", "2m", "1h", also "us", "min"). Else a UsageError
 // naming `option` and the bounds.
 double parse_seconds(const std::string& option, const std::string& text);
 // A cost per event with its unit (parse_duration_ns: "2.01us"), from kMinCostNs to kMaxCostNs.

@@ -115,6 +115,18 @@ TEST(CliChecks, OutOfBoundsNumbersAreRefusedWithTheirBounds) {
     expect_exit({"overhead", "-p", "1", "-b", "main", "--duration", d}, 2,
                 "bad --duration '" + std::string(d) + "'");
   }
+  // Issue 28 item 6: a time with its unit, as bpftrace and systemd write them; a unit alone, an
+  // unknown one or a space inside is refused like any other bad time.
+  for (const char* d : {"5x", "ms", "1 s", "1e-4s", "31d", "721h"}) {
+    expect_exit({"trace", "-q", "--duration", d, "-b", "main", "--", "/usr/bin/touch", touched}, 2,
+                "bad --duration '" + std::string(d) + "': want seconds from 0.001 to 2592000");
+    EXPECT_FALSE(exists(touched)) << d;
+  }
+  for (const char* d : {"500ms", "0.2s", "1m", "1h"}) {
+    Result r = run_probecost(
+        {"trace", "-q", "--duration", d, "-b", "libc.so.6:malloc", "--", "/bin/true"});
+    EXPECT_EQ(r.exit_code, 0) << d << ": " << r.err;
+  }
   expect_exit({"overhead", "--cost", "1e30us", "--rate", "1e30"}, 2,
               "bad cost '1e30us': want a time per event from 0.001ns to 1s");
   expect_exit({"overhead", "--cost", "0.0001ns"}, 2, "bad cost '0.0001ns'");
