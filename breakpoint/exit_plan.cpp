@@ -97,8 +97,16 @@ JumpPlan plan_of(const Function& f, std::span<const std::uint8_t> code, std::siz
 // straight line that nothing enters after its first byte.
 std::optional<JumpPlan> whole(const Function& f, std::span<const std::uint8_t> code, std::size_t k,
                               std::string& why) {
-  if (f.insns[k].next() - f.begin > static_cast<std::int64_t>(kMaxPatchLength)) {
+  std::int64_t length = f.insns[k].next() - f.begin;
+  if (length > static_cast<std::int64_t>(kMaxPatchLength)) {
     why = "the function's first exit, " + at(f.insns[k]) + ", is too far for one patch";
+    return std::nullopt;
+  }
+  // A `ret` alone, a getter, a 2-byte tail jmp: a 5-byte jump would overwrite whatever follows
+  // the function (the next function, the next page, another mapping or none).
+  if (length < static_cast<std::int64_t>(kJumpLength)) {
+    why = "the function ends " + std::to_string(length) + " bytes after its start, at the end of " +
+          at(f.insns[k]) + "; a jump needs " + std::to_string(kJumpLength);
     return std::nullopt;
   }
   for (std::size_t i = 0; i <= k; ++i) {

@@ -122,6 +122,7 @@ class AreaWriter {
 
   // Adds a site to the table and writes its trampoline; nothing, with `why`, when the site is out
   // of reach of the area, the area is full, or the displaced instructions cannot be relocated.
+  // Error, with nothing written, if the plan cannot become bytes (why_malformed()).
   std::optional<PlacedSite> add_site(const JumpPlan& plan, const SiteOptions& options,
                                      std::string& why);
   // Every hit of the site so far: its hit counter, plus its per-CPU counters if it has them.

@@ -113,6 +113,27 @@ std::optional<std::vector<Instruction>> decode_function(RuntimeAddr function,
   return out;
 }
 
+std::string why_malformed(const JumpPlan& plan) {
+  if (plan.length < kJumpLength || plan.length > kMaxPatchLength) {
+    return "it patches " + std::to_string(plan.length) + " bytes; a jump needs " +
+           std::to_string(kJumpLength) + " to " + std::to_string(kMaxPatchLength);
+  }
+  RuntimeAddr next = plan.site;
+  for (const auto& in : plan.covered) {
+    if (in.address != next || in.length == 0 || next + in.length > plan.end())
+      return "its instruction at " + in.address.hex() + " is not the next of its bytes";
+    auto off = static_cast<std::size_t>(next - plan.site);
+    if (!std::equal(in.bytes.begin(), in.bytes.begin() + in.length, plan.original.begin() + off))
+      return "its saved bytes are not those of its instruction at " + in.address.hex();
+    next = in.next();
+  }
+  if (next != plan.end()) {
+    return "its instructions cover " + std::to_string(next - plan.site) + " bytes, not its " +
+           std::to_string(plan.length);
+  }
+  return {};
+}
+
 std::optional<JumpPlan> plan_jump(RuntimeAddr function, std::span<const std::uint8_t> code,
                                   RuntimeAddr site, std::string& why) {
   RuntimeAddr end = function + static_cast<std::int64_t>(code.size());

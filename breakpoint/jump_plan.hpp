@@ -58,6 +58,12 @@ std::optional<std::vector<Instruction>> decode_function(RuntimeAddr function,
 // register or memory may go through a jump table, to targets nobody can list); empty if none.
 std::string why_indirect_jump(const std::vector<Instruction>& function);
 
+// Why `plan` cannot become bytes (a patch and a trampoline): its length outside kJumpLength ..
+// kMaxPatchLength, or its instructions not exactly [site, site + length), whole and in order.
+// Empty if it can. The planners make no other plans; this is checked where a plan becomes bytes,
+// so that a planner's mistake is an error rather than a write past the patch.
+std::string why_malformed(const JumpPlan& plan);
+
 // `code`: the bytes of the whole function that starts at `function` (its ELF symbol's start and
 // size: the caller reads them). Nothing, with a human reason in `why`, when the site must be
 // refused.

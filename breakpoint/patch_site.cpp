@@ -23,9 +23,23 @@ std::string hex_bytes(std::span<const std::uint8_t> bytes) {
   return out;
 }
 
+// Every copy of a patch's bytes is sized by its length: one beyond kJumpLength ..
+// kMaxPatchLength would read or write past the arrays (a negative fill, a 200-byte read).
+void check_length(const JumpPatch& patch) {
+  if (patch.length < kJumpLength || patch.length > kMaxPatchLength) {
+    throw Error("internal error: the jump patch at " + patch.site.hex() + " has " +
+                std::to_string(patch.length) + " bytes; a jump takes " +
+                std::to_string(kJumpLength) + " to " + std::to_string(kMaxPatchLength));
+  }
+}
+
 }  // namespace
 
 JumpPatch JumpPatch::make(const JumpPlan& plan, RuntimeAddr trampoline) {
+  if (std::string why = why_malformed(plan); !why.empty()) {
+    throw Error("internal error: the jump plan at " + plan.site.hex() +
+                " cannot become a patch: " + why);
+  }
   JumpPatch p;
   p.site = plan.site;
   p.length = plan.length;
@@ -100,7 +114,13 @@ void PatchSite::remove(CodeSync* sync) {
   expect(patch_.original_bytes(), "the original bytes did not stick");
 }
 
+PatchSite::PatchSite(TraceeMemory& memory, const JumpPatch& patch, std::string label)
+    : memory_(&memory), patch_(patch), label_(std::move(label)) {
+  check_length(patch_);
+}
+
 PatchState restore(TraceeMemory& memory, const JumpPatch& patch, CodeSync* sync) {
+  check_length(patch);
   std::array<std::uint8_t, kMaxPatchLength> now{};
   memory.read(patch.site, {now.data(), patch.length});
   PatchState found = patch_state(patch, {now.data(), patch.length});

@@ -28,7 +28,8 @@ struct JumpPatch {
   std::array<std::uint8_t, kMaxPatchLength> patch{};  // jmp rel32, then int3 to `length`
   RuntimeAddr trampoline;
 
-  // Error if the trampoline is beyond the reach of a rel32 from the site.
+  // Error if the trampoline is beyond the reach of a rel32 from the site, or the plan cannot
+  // become bytes (why_malformed(): a planner's mistake).
   static JumpPatch make(const JumpPlan& plan, RuntimeAddr trampoline);
   std::span<const std::uint8_t> original_bytes() const { return {original.data(), length}; }
   std::span<const std::uint8_t> patch_bytes() const { return {patch.data(), length}; }
@@ -61,8 +62,8 @@ class CodeSync {
 
 class PatchSite {
  public:
-  PatchSite(TraceeMemory& memory, const JumpPatch& patch, std::string label = {})
-      : memory_(&memory), patch_(patch), label_(std::move(label)) {}
+  // Error if the patch's length is not that of a jump (kJumpLength .. kMaxPatchLength).
+  PatchSite(TraceeMemory& memory, const JumpPatch& patch, std::string label = {});
   PatchSite(const PatchSite&) = delete;
   PatchSite& operator=(const PatchSite&) = delete;
 
@@ -94,7 +95,7 @@ class PatchSite {
 
 // Puts the original bytes back at a site a tracer patched and left (probecost restore), in the
 // safe order, if it holds the patch or a half-written one. Returns what it found there: Foreign
-// code is left alone.
+// code is left alone. Error if the patch's length is not that of a jump.
 PatchState restore(TraceeMemory& memory, const JumpPatch& patch, CodeSync* sync = nullptr);
 
 }  // namespace probecost

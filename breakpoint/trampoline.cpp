@@ -309,6 +309,10 @@ std::optional<RuntimeAddr> Trampoline::moved_pc(RuntimeAddr pc) const {
 
 std::optional<Trampoline> build_trampoline(const JumpPlan& plan, const TrampolineSpec& spec,
                                            std::string& why) {
+  if (std::string bad = why_malformed(plan); !bad.empty()) {
+    throw Error("internal error: the jump plan at " + plan.site.hex() +
+                " cannot become a trampoline: " + bad);
+  }
   if (spec.per_cpu && !near(spec.address, spec.per_cpu->counters)) {
     why = "per-CPU counters out of RIP-relative reach of the trampoline";
     return std::nullopt;

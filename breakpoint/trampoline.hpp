@@ -102,7 +102,7 @@ struct Trampoline {
 
 // Nothing, with `why`, when the displaced instructions cannot run from spec.address (a
 // RIP-relative operand or a branch target out of reach). An exit or whole-function plan needs
-// spec.calls.
+// spec.calls. Error if the plan cannot become bytes (why_malformed(): a planner's mistake).
 std::optional<Trampoline> build_trampoline(const JumpPlan& plan, const TrampolineSpec& spec,
                                            std::string& why);
 

@@ -45,26 +45,33 @@ bool CallFeed::leaves(const ExitCheck& check, const user_regs_struct& regs,
   return true;
 }
 
-bool CallFeed::on_int3(pid_t tid, RuntimeAddr at, const user_regs_struct& regs,
-                       TraceeMemory& memory) {
-  auto it = int3_.find(at.value());
-  if (it == int3_.end() || it->second.id >= probe_of_id_.size()) return false;
-  std::uint32_t probe = probe_of_id_[it->second.id];
-  if (probe == record::kAnyProbe) return true;
-  if (it->second.exit && !leaves(it->second.check, regs, memory)) return true;  // still inside
+void CallFeed::add_int3_event(bool exit, std::uint32_t probe, pid_t tid,
+                              const user_regs_struct& regs) {
   record::Event e;
-  e.kind = it->second.exit ? record::EventKind::exit : record::EventKind::entry;
+  e.kind = exit ? record::EventKind::exit : record::EventKind::entry;
   e.probe = probe;
   e.pid = pid_;
   e.tid = tid;
   e.tsc = __rdtsc();
   e.sp = regs.rsp;  // the return-address slot: at the entry, and at the ret or tail jmp
-  if (it->second.exit) {
+  if (exit) {
     e.ret = regs.rax;
   } else {
     e.args = {regs.rdi, regs.rsi, regs.rdx, regs.rcx, regs.r8, regs.r9};
   }
   int3_events_.push_back(e);
+}
+
+bool CallFeed::on_int3(pid_t tid, RuntimeAddr at, const user_regs_struct& regs,
+                       TraceeMemory& memory) {
+  auto it = int3_.find(at.value());
+  if (it == int3_.end() || it->second.id >= probe_of_id_.size()) return false;
+  const Int3Role& role = it->second;
+  std::uint32_t probe = probe_of_id_[role.id];
+  if (probe == record::kAnyProbe) return true;
+  if (role.entry) add_int3_event(false, probe, tid, regs);
+  // An exit only when it leaves; else still inside.
+  if (role.exit && leaves(role.check, regs, memory)) add_int3_event(true, probe, tid, regs);
   return true;
 }
 

@@ -43,9 +43,14 @@ class CallFeed {
     std::optional<Instruction> jump;
     std::function<bool(RuntimeAddr)> stays;
   };
-  // An int3 that serves call probe `id`'s entry (or exit): its hits are events.
+  // An int3 that serves call probe `id`'s entry (or exit): its hits are events. One int3 may
+  // serve both, at a function whose first instruction leaves it (`ret` alone, a 2-byte tail
+  // jmp): each hit is then an entry, and an exit when it leaves.
   void int3_site(RuntimeAddr at, std::uint32_t id, bool exit, ExitCheck check = {}) {
-    int3_[at.value()] = {id, exit, std::move(check)};
+    Int3Role& role = int3_[at.value()];
+    role.id = id;
+    (exit ? role.exit : role.entry) = true;
+    if (exit) role.check = std::move(check);
   }
   // A hit of the int3 at `at` by `tid`, its registers as the function's entry or exit sees
   // them (`memory`: where an indirect jump's pointer is read). False when the site is not one
@@ -60,9 +65,10 @@ class CallFeed {
  private:
   struct Int3Role {
     std::uint32_t id = 0;
-    bool exit = false;
+    bool entry = false, exit = false;
     ExitCheck check;
   };
+  void add_int3_event(bool exit, std::uint32_t probe, pid_t tid, const user_regs_struct& regs);
   bool leaves(const ExitCheck& check, const user_regs_struct& regs, TraceeMemory& memory) const;
   struct Since {
     std::uint64_t tsc = 0;

@@ -49,5 +49,8 @@ Outcome foreign_cycle(const Config& cfg, const Cycle& c);
 Outcome handler_cycle(const Config& cfg, const Cycle& c, const std::string& kind, bool launched);
 // fault_handler --kind park: attached while a handler is parked over the probed range (item 3).
 Outcome parked_cycle(const Config& cfg, const Cycle& c);
+// fault_short (functions of 1 to 4 bytes) under `probecost record`: launched with exact counts
+// (variant 0), attached for a known round (1), attached while called for a random --duration (2).
+Outcome short_record_cycle(const Config& cfg, const Cycle& c, int variant);
 
 }  // namespace fault

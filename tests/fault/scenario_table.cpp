@@ -132,6 +132,10 @@ const std::vector<Scenario>& scenarios() {
        [](const Config& cfg, const Cycle& c) { return dl_cycle(cfg, c, c.index % 4); }},
       {"dl-sigkill", "another library at a dlclose'd one's address, probed; probecost SIGKILLed", 4,
        30, false, false, dl_sigkill_cycle},
+      {"short-record",
+       "functions of 1 to 4 bytes recorded (record) launched and attached, idle and busy", 6, 45,
+       true, false,
+       [](const Config& cfg, const Cycle& c) { return short_record_cycle(cfg, c, c.index % 3); }},
   };
   return all;
 }
