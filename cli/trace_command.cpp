@@ -173,7 +173,7 @@ int trace_command(const std::vector<std::string>& all_args) {
   TraceReport report = run_trace(opts, std::cerr);
   std::ostringstream text;
   if (report_format == Format::Json) {
-    text << trace_json(report).dump(2) << "\n";
+    text << json_text(trace_json(report), 2) << "\n";
   } else if (report_format == Format::Csv) {
     write_trace_csv(text, report);
   } else {
