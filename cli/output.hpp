@@ -1,8 +1,9 @@
 #pragma once
 // Where a command writes its report: -o FILE or standard output. The file is opened before
-// anything runs, so that `-o /nonexistent/x` or `-o /tmp` fail at once (UsageError, exit 2)
-// instead of after a whole trace; a write that fails later (`-o /dev/full`, a full disk, a
-// closed stdout) is an Error (exit 1), never silent.
+// anything runs, so that `-o /nonexistent/x`, `-o /tmp`, a FIFO nobody reads (whose open would
+// wait for ever) or a block device fail at once (UsageError, exit 2) instead of after a whole
+// trace; a write that fails later (`-o /dev/full`, a full disk, a closed stdout) is an Error
+// (exit 1), never silent, and leaves no partial file.
 #include <string>
 
 namespace probecost::cli {
@@ -22,8 +23,18 @@ class Output {
   Output& operator=(const Output&) = delete;
 
   // Replaces the file's contents with `text` (or writes it to stdout); Error when any byte
-  // cannot be written.
+  // cannot be written (then a file this run created is removed, one it did not is left empty).
   void write(const std::string& text);
+
+  // Someone else (record's writers) fills the file by its path: it is kept at the end. Until
+  // then the open file descriptor holds a FIFO's reader, and a failed run removes a file it
+  // created.
+  void keep() { written_ = true; }
+
+  // UsageError when this and `other` are one regular file (by device and inode: a symlink or a
+  // hard link is no other file); `what` and `other_what` name the options.
+  void refuse_same_file(const Output& other, const std::string& what,
+                        const std::string& other_what) const;
 
  private:
   std::string path_;

@@ -48,13 +48,56 @@ void check_ctf_dir(const std::string& path) {
                      " file system (give a directory on storage)");
 }
 
-// Found out now, before anything is touched: a trace file (opened and let go: a file this run
-// created is removed), a CTF directory, the summary's file (opened now, written at the end).
-void check_output(const std::string& path, record::Format format) {
-  if (path.empty()) throw UsageError("no output: give -o PATH");
-  if (format == record::Format::ctf) return check_ctf_dir(path);
-  Output check(path);
-}
+// A CTF directory this run made or filled: on a failure, what the run put there goes (the whole
+// directory when it made it), so that no half trace (an empty `metadata`) is left behind.
+class CtfDirGuard {
+ public:
+  explicit CtfDirGuard(const std::string& path) : path_(path) {
+    std::error_code ec;
+    existed_ = std::filesystem::exists(path_, ec);
+  }
+  ~CtfDirGuard() {
+    if (kept_) return;
+    std::error_code ec;
+    if (!existed_) {
+      std::filesystem::remove_all(path_, ec);
+      return;
+    }
+    for (const auto& e : std::filesystem::directory_iterator(path_, ec))
+      std::filesystem::remove_all(e.path(), ec);  // it was empty (check_ctf_dir)
+  }
+  CtfDirGuard(const CtfDirGuard&) = delete;
+  CtfDirGuard& operator=(const CtfDirGuard&) = delete;
+  void keep() { kept_ = true; }
+
+ private:
+  std::filesystem::path path_;
+  bool existed_ = false;
+  bool kept_ = false;
+};
+
+// The trace's place, found out now, before anything is touched: a Chrome JSON file opened and
+// held (a FIFO's reader stays connected until the recorder opens it by its path; a file this
+// run created is removed if the run fails), or a CTF directory (removed, or emptied, likewise).
+struct TracePlace {
+  std::optional<Output> file;
+  std::optional<CtfDirGuard> dir;
+
+  TracePlace(const std::string& path, record::Format format) {
+    if (path.empty()) throw UsageError("no output: give -o PATH");
+    if (format == record::Format::ctf) {
+      check_ctf_dir(path);
+      dir.emplace(path);
+    } else {
+      file.emplace(path);
+    }
+  }
+  // The recording is complete: its files stay.
+  void keep() {
+    if (file) file->keep();
+    if (dir) dir->keep();
+  }
+};
 
 // The recording, made when the first image's probes are known.
 struct Recording {
@@ -131,11 +174,13 @@ int record_command(const std::vector<std::string>& all_args) {
   opts.command = command;
   if (opts.probes.empty()) throw UsageError("no probe: give -b FUNCTION");
   for (const auto& p : opts.probes) parse_probe(p);
+  // Before the recording: it is destroyed (finishing its files) before they are removed.
+  TracePlace place(output, record::choose_format(format, output));
   Recording recording;
   recording.format = record::choose_format(format, output);
-  check_output(output, recording.format);
   std::optional<Output> summary_out;
   if (!summary_json.empty()) summary_out.emplace(summary_json);
+  if (summary_out && place.file) summary_out->refuse_same_file(*place.file, "--summary-json", "-o");
   if (vm.count("duration")) opts.duration_s = parse_seconds("--duration", duration);
   recording.path = output;
   recording.args = static_cast<int>(parse_count("--args", args_text, 0, record::kMaxArgs));
@@ -163,6 +208,7 @@ int record_command(const std::vector<std::string>& all_args) {
   recording.rec->finish();
   recording.rec->summary().print(std::cerr);
   if (summary_out) summary_out->write(recording.rec->summary().json_text());
+  place.keep();
   return command_status(report);
 }
 

@@ -6,6 +6,7 @@
 
 #include "cli/commands.hpp"
 #include "common/error.hpp"
+#include "common/format.hpp"
 #include "common/paths.hpp"
 #include "tracer/restore.hpp"
 
@@ -122,7 +123,7 @@ int restore_command(const std::vector<std::string>& args) {
   bool dry_run = vm.count("dry-run") > 0;
   RestoreReport report = restore_process(pid, dry_run);
   if (format == "json") {
-    out << to_json(report).dump(2) << "\n";
+    out << json_text(to_json(report), 2) << "\n";
   } else {
     write_text(out, report, dry_run);
   }

@@ -165,6 +165,7 @@ int trace_command(const std::vector<std::string>& all_args) {
   if (vm.count("folded") && !opts.stacks) throw UsageError("--folded needs --stacks");
   std::optional<Output> folded_out;
   if (vm.count("folded")) folded_out.emplace(folded);
+  if (folded_out) folded_out->refuse_same_file(out, "--folded", "-o");
   bool quiet = vm.count("quiet") > 0;
   opts.progress = !quiet && progress_allowed(opts.pid);
   opts.announce = !quiet;
@@ -173,7 +174,7 @@ int trace_command(const std::vector<std::string>& all_args) {
   TraceReport report = run_trace(opts, std::cerr);
   std::ostringstream text;
   if (report_format == Format::Json) {
-    text << trace_json(report).dump(2) << "\n";
+    text << json_text(trace_json(report), 2) << "\n";
   } else if (report_format == Format::Csv) {
     write_trace_csv(text, report);
   } else {

@@ -104,10 +104,14 @@ std::string plain_number(double v) {
   return std::string(buf, res.ptr);
 }
 
+std::string json_text(const nlohmann::json& j, int indent) {
+  return j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 std::string json_dump(const nlohmann::json& j, int indent) {
   // nlohmann prints a double below 1e-4 or from 1e15 on with an exponent ("1.7e-15"), and -0
   // as "-0.0". Rewrite those number tokens, outside strings, in fixed notation.
-  std::string in = j.dump(indent);
+  std::string in = json_text(j, indent);
   std::string out;
   out.reserve(in.size());
   bool in_string = false;

@@ -38,7 +38,11 @@ std::string pad(const std::string& s, std::size_t width, bool left = false);
 
 // One number for CSV: fixed notation, shortest round trip, "0" for -0; "inf", "-inf", "nan".
 std::string plain_number(double v);
-// j.dump(indent) with every floating-point number in fixed notation (plain_number); -0 is 0.
+// j.dump(indent), every writer's one way to text: a string that is not UTF-8 (a symbol, a path or
+// a thread name is whatever bytes the program chose) has each bad byte replaced by U+FFFD, where
+// nlohmann's own dump() throws type_error.316 and the whole report would be lost.
+std::string json_text(const nlohmann::json& j, int indent = -1);
+// json_text with every floating-point number in fixed notation (plain_number); -0 is 0.
 std::string json_dump(const nlohmann::json& j, int indent = 2);
 
 }  // namespace probecost

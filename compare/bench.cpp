@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/error.hpp"
+#include "common/format.hpp"
 #include "compare/stats.hpp"
 
 namespace probecost {
@@ -113,15 +114,15 @@ void write_bench(std::ostream& out, const BenchResult& r, Format f) {
                       {"same_result", x.same_result}});
     }
     if (f == Format::Json) {
-      out << nlohmann::json{{"machine",
-                             {{"cpu_model", r.machine.cpu_model},
-                              {"kernel", r.machine.kernel},
-                              {"cpus", r.machine.cpus}}},
-                            {"placement", placement_name(r.config.placement)},
-                            {"threads", r.config.threads},
-                            {"iterations", r.config.iterations},
-                            {"rows", rows}}
-                 .dump(2)
+      out << json_text(nlohmann::json{{"machine",
+                                       {{"cpu_model", r.machine.cpu_model},
+                                        {"kernel", r.machine.kernel},
+                                        {"cpus", r.machine.cpus}}},
+                                      {"placement", placement_name(r.config.placement)},
+                                      {"threads", r.config.threads},
+                                      {"iterations", r.config.iterations},
+                                      {"rows", rows}},
+                       2)
           << "\n";
       return;
     }

@@ -12,6 +12,7 @@
 
 #include "common/cache.hpp"
 #include "common/error.hpp"
+#include "common/format.hpp"
 #include "compare/compare.hpp"
 #include "compare/machine.hpp"
 #include "compare/report.hpp"
@@ -166,7 +167,7 @@ json measure(const CalibrationRequest& req) {
 
 // Writes by rename, so that a reader never sees half a file. Returns why it could not.
 std::string store(const std::string& path, const json& j) {
-  return write_atomically(path, j.dump(2) + "\n");
+  return write_atomically(path, json_text(j, 2) + "\n");
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/error.hpp"
+#include "common/format.hpp"
 
 namespace probecost::record {
 
@@ -13,7 +14,7 @@ constexpr std::int64_t kExactInDouble = std::int64_t{1} << 53;
 
 // A JSON string; bytes that are not UTF-8 (a comm can hold any) become U+FFFD.
 std::string json_string(const std::string& s) {
-  return nlohmann::json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return json_text(nlohmann::json(s));
 }
 
 void append_int(std::string& out, std::int64_t v) {
@@ -191,7 +192,7 @@ void ChromeWriter::close_file() {
                           {"clock", "CLOCK_MONOTONIC (TSC converted)"},
                           {"tsc_hz", run_.clock.hz},
                           {"records_lost", lost_}};
-  out_ << "\n],\"otherData\":" << other.dump() << "}\n";
+  out_ << "\n],\"otherData\":" << json_text(other) << "}\n";
   out_.close();
   if (!out_) throw Error::from_errno("cannot write " + path_);
 }

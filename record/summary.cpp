@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "common/error.hpp"
+#include "common/format.hpp"
 
 namespace probecost::record {
 
@@ -171,7 +172,7 @@ nlohmann::json Summary::json() const {
 }
 
 std::string Summary::json_text() const {
-  return json().dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  return probecost::json_text(json(), 2) + "\n";
 }
 
 void Summary::write_json(const std::string& path) const {

@@ -112,6 +112,7 @@ class TraceRun {
   TraceReport run();
 
  private:
+  TraceReport run_to_end();
   TracedProcess& root() { return family_->root(); }
   ProcessTrace& begin();
   void announce_stacks(ProcessTrace& tr);
@@ -154,6 +155,7 @@ class TraceRun {
   void report_processes();
   void report_figures(std::uint64_t syscalls);
   void let_go();
+  void let_go_after_failure();
   std::vector<pid_t> leftovers() const;
   std::uint64_t jump_hits(const ProcessTrace& tr) const;
   std::uint64_t hits_so_far() const;
@@ -170,6 +172,7 @@ class TraceRun {
   std::set<std::string> probed_specs_;  // specs that named something in some image
   std::map<pid_t, pid_t> sharers_;      // a process that shared a traced one's memory -> that one
   double t0_ = 0, next_progress_ = 0;
+  bool ran_ = false;  // the root was let run: a failure lets it go (let_go_after_failure)
   record::Recorder* recording_ = nullptr;  // `probecost record`: made at the first image
   std::vector<record::ProbeInfo> recorded_;
 };

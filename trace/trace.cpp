@@ -201,6 +201,30 @@ void TraceRun::let_go() {
   }
 }
 
+// A runtime failure (a trace file that cannot be written, ...): every process is let go as on
+// the normal way out, probes out, so that a launched command runs on, untraced, instead of
+// dying with probecost (TracedProcess's destructor kills a launched command: right for one
+// that never ran, after a usage error). We wait for it, as on the normal way out; the error
+// follows. --kill-on-exit keeps its word: the destructors kill.
+void TraceRun::let_go_after_failure() {
+  if (opts_.kill_on_exit) return;
+  try {
+    family_->set_following(false);
+    const auto& members = family_->members();
+    for (std::size_t i = members.size(); i-- > 1;) members[i]->detach();
+    for (TracedProcess* p : family_->take_new_members()) p->detach();
+    TracedProcess& p = root();
+    bool runs_on = p.launched() && !p.end() && p.alive();
+    p.detach();
+    if (!runs_on || p.end()) return;
+    notes_ << opts_.tool << ": stopping on the error below; the command (process " << p.pid()
+           << ") is let go and runs on, untraced; waiting for it" << std::endl;
+    wait_for_command(p.pid(), leftovers());
+  } catch (const std::exception& e) {
+    notes_ << opts_.tool << ": while letting go after the error below: " << e.what() << std::endl;
+  }
+}
+
 // --stacks costs far more than counting: said before the trace starts, with what one unwind of
 // a stopped thread takes here (after a first one has read the unwind tables, as every hit
 // after the first finds them).
@@ -252,6 +276,19 @@ ProcessTrace& TraceRun::begin() {
 }
 
 TraceReport TraceRun::run() {
+  try {
+    return run_to_end();
+  } catch (const UsageError&) {
+    if (!ran_) throw;  // found before it ran: nothing touched, a launched command killed unrun
+    let_go_after_failure();
+    throw;
+  } catch (...) {
+    let_go_after_failure();
+    throw;
+  }
+}
+
+TraceReport TraceRun::run_to_end() {
   ProcessTrace& top = begin();
   family_->set_following(opts_.follow_forks);
   double cpu0 = thread_cpu_s();
@@ -262,6 +299,7 @@ TraceReport TraceRun::run() {
   // "366%" CPU share). overhead -p's windows start once the process runs again.
   t0_ = now_s();
   let_run(top);
+  ran_ = true;
   report_.start_s = now_s();
   next_progress_ = t0_ + 1;
   attach_others();

@@ -1,12 +1,15 @@
 // probecost as a user runs it: exit codes, messages, and the reports' content.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "run_capture.hpp"
+#include "temp_dir.hpp"
 
 using probecost::test::Result;
 using probecost::test::run_command;
@@ -172,15 +175,26 @@ TEST(Compare, UprobeCountsEveryHitOfThreeThreads) {
 }
 
 // Where perf_event_open refuses the uprobe PMU (here: probecost run as nobody, without
-// CAP_PERFMON), the row is skipped with the reason and the run still succeeds.
+// CAP_PERFMON), the row is skipped with the reason and the run still succeeds. Nobody runs
+// copies of the binaries in a directory of its own, from /: the tree may be where nobody cannot
+// reach (a root's clone under /root, mode 0700).
 TEST(Compare, UprobeRefusedIsSkippedWithTheReason) {
   const char* setpriv = "/usr/bin/setpriv";
   if (::geteuid() != 0 || ::access(setpriv, X_OK) != 0) {
     GTEST_SKIP() << "needs root and setpriv to run probecost without CAP_PERFMON";
   }
-  Result r = run_command({setpriv, "--reuid=65534", "--regid=65534", "--clear-groups",
-                          "--inh-caps=-all", PROBECOST_BIN, "compare", "-m", "uprobe", "-n", "2000",
-                          "-r", "1", "-f", "json", "--inferior", INFERIOR_BIN});
+  namespace fs = std::filesystem;
+  probecost::test::TempDir dir;
+  ASSERT_EQ(::chmod(dir.path.c_str(), 0755), 0);
+  std::string probecost = dir / "probecost", inferior = dir / "probecost-inferior";
+  fs::copy_file(PROBECOST_BIN, probecost);
+  fs::copy_file(INFERIOR_BIN, inferior);
+  std::vector<std::string> argv = {
+      "/usr/bin/env",   "-C", "/", setpriv, "--reuid=65534", "--regid=65534", "--clear-groups",
+      "--inh-caps=-all"};
+  argv.insert(argv.end(), {probecost, "compare", "-m", "uprobe", "-n", "2000", "-r", "1", "-f",
+                           "json", "--inferior", inferior});
+  Result r = run_command(argv);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto j = nlohmann::json::parse(r.out);
   ASSERT_EQ(j["mechanisms"].size(), 2u);

@@ -15,9 +15,13 @@
 //   cold N       cold_caller(i) N times, every other i negative: through its unnamed cold part
 //   indirect N   reg_tail, slot_tail, table_tail and switch4 (calls_indirect.S) of i, N times
 //   ctor N       leaf(i) N times in a static constructor, before main, and N times in main
+//   odd N        names its thread "t\xff\xfe-odd" (PR_SET_NAME: not UTF-8), then calls the function
+//                whose symbol is "odd\xffname" (not UTF-8 either) N times: a report that must
+//                survive the program's bytes
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <x86intrin.h>
 
 #include <cstdio>
@@ -35,6 +39,15 @@ extern "C" {
 NOINLINE long add3(long a, long b, long c) {
   KEEP;
   return a + b + c;
+}
+
+// Its symbol holds byte 0xff, as a program may choose (an assembler takes any byte but NUL).
+long odd_named(long x) __asm__(
+    "odd\xff"
+    "name");
+NOINLINE long odd_named(long x) {
+  KEEP;
+  return x + 7;
 }
 
 NOINLINE long leaf(long x) {
@@ -217,6 +230,9 @@ int main(int argc, char** argv) {
   } else if (mode == "ctor") {
     for (long i = 0; i < n; ++i) sum += leaf(i);
     sum += before_main;
+  } else if (mode == "odd") {
+    prctl(PR_SET_NAME, "t\xff\xfe-odd");  // what the tests also name the link they run it by
+    for (long i = 0; i < n; ++i) sum += odd_named(i);
   } else if (mode == "indirect") {
     for (long i = 0; i < n; ++i) sum += reg_tail(i) + slot_tail(i) + table_tail(i) + switch4(i);
   } else if (mode == "serve") {

@@ -256,6 +256,9 @@ TEST(Record, SignalHandlerCallsNest) {
   }
 }
 
+// What load cannot change: every call at least the spin, the percentiles in order, the counts
+// exact. How close p50 comes to the spin is a figure (scripts/record-spin-latency.sh prints it):
+// on a loaded machine a preempted spin is longer by the scheduler's time.
 TEST(Record, LatencyOfAKnownSpin) {
   // spin(ticks) spins for `ticks` TSC ticks: about 200 us at any frequency above 1 GHz.
   const unsigned long ticks = 500000;
@@ -268,9 +271,14 @@ TEST(Record, LatencyOfAKnownSpin) {
   double hz = trace["otherData"]["tsc_hz"];
   double expect_ns = static_cast<double>(ticks) * 1e9 / hz;
   expect_calls(p, 50, 50);
-  // The spin itself, plus a loop iteration and the probes' own few ns; never less.
-  EXPECT_GE(p["latency_ns"]["min"].get<double>(), expect_ns * 0.995);
-  EXPECT_LE(p["latency_ns"]["p50"].get<double>(), expect_ns * 1.01 + 1000);
+  // The spin itself, plus a loop iteration and the probes' own few ns; never less (0.5 %: the
+  // TSC rate's calibration, and the histogram's resolution).
+  const Json& lat = p["latency_ns"];
+  EXPECT_GE(lat["min"].get<double>(), expect_ns * 0.995) << lat.dump();
+  EXPECT_LE(lat["min"].get<double>(), lat["p50"].get<double>()) << lat.dump();
+  EXPECT_LE(lat["p50"].get<double>(), lat["p90"].get<double>()) << lat.dump();
+  EXPECT_LE(lat["p90"].get<double>(), lat["p99"].get<double>()) << lat.dump();
+  EXPECT_LE(lat["p99"].get<double>(), lat["max"].get<double>()) << lat.dump();
 }
 
 TEST(Record, ChromeJsonIsTraceEventFormat) {
