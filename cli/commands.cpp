@@ -49,7 +49,7 @@ int compare_command(const std::vector<std::string>& args) {
       "per hit (minus the baseline), in ns, TSC cycles and CPU time (tracee + tracer), and the\n"
       "CPU share at each --rate.\n\n"
       "mechanisms: baseline, marker-off, marker, int3-signal, int3-ptrace, int3-ptrace-fast,\n"
-      "jump, uprobe, uprobe-nop5, uprobe-push, ptrace-floor\n\noptions");
+      "jump, record, uprobe, uprobe-nop5, uprobe-push, ptrace-floor\n\noptions");
   desc.add_options()("help,h", "this help")(
       "mechanisms,m", po::value(&mechanisms)->multitoken(),
       "mechanisms to run (comma-separated or repeated; default all); baseline always runs")(

@@ -77,7 +77,7 @@ void StepLines::start(const std::string& what, int done, int total) {
   if (total > 0 && done >= total) return;
   current_ = what;
   // snprintf, not operator+: GCC 12 at -O3 warns of an overlap in "[" + std::to_string(...)
-  // that cannot happen (-Wrestrict, GCC bug 105329).
+  // that cannot happen (a -Wrestrict false positive inside libstdc++'s string).
   char count[32] = "";
   if (total > 0) std::snprintf(count, sizeof count, "[%d/%d] ", done + 1, total);
   count_ = count;
