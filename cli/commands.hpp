@@ -16,10 +16,11 @@ int record_command(const std::vector<std::string>& args);
 int experiment_command(const std::vector<std::string>& args);
 int report_command(const std::vector<std::string>& args);
 
-// `name` (or every experiment for "all"), with progress on stderr (progress_for), said to
-// come from `command`.
+// `name` (or every experiment for "all"), with progress on stderr (progress_for, none when
+// `quiet`), said to come from `command`.
 std::vector<Experiment> run_experiments(const std::string& name, const ExperimentConfig& cfg,
-                                        const std::string& command = "experiment");
+                                        const std::string& command = "experiment",
+                                        bool quiet = false);
 // {"experiments": [...]}
 nlohmann::json experiments_json(const std::vector<Experiment>& list);
 int restore_command(const std::vector<std::string>& args);

@@ -72,8 +72,37 @@ void progress_line(int done, int total, const std::string& what) {
   std::fflush(stderr);
 }
 
-std::function<void(int, int, const std::string&)> progress_for(const std::string& command) {
-  if (::isatty(STDERR_FILENO)) return progress_line;
+void StepLines::start(const std::string& what, int done, int total) {
+  finish();
+  if (total > 0 && done >= total) return;
+  current_ = what;
+  // snprintf, not operator+: GCC 12 at -O3 warns of an overlap in "[" + std::to_string(...)
+  // that cannot happen (a -Wrestrict false positive inside libstdc++'s string).
+  char count[32] = "";
+  if (total > 0) std::snprintf(count, sizeof count, "[%d/%d] ", done + 1, total);
+  count_ = count;
+  started_ = now_s();
+  std::fprintf(stderr, "\r\033[K%s%s ...", count_.c_str(), what.c_str());
+  std::fflush(stderr);
+}
+
+void StepLines::finish() {
+  if (current_.empty()) return;
+  std::fprintf(stderr, "\r\033[Kprobecost %s: %s%s: %.1f s\n", command_.c_str(), count_.c_str(),
+               current_.c_str(), now_s() - started_);
+  std::fflush(stderr);
+  current_.clear();
+}
+
+std::function<void(int, int, const std::string&)> progress_for(const std::string& command,
+                                                               bool quiet, bool heartbeat) {
+  if (quiet) return nullptr;
+  if (::isatty(STDERR_FILENO)) {
+    auto lines = std::make_shared<StepLines>(command);
+    return
+        [lines](int done, int total, const std::string& what) { lines->start(what, done, total); };
+  }
+  if (!heartbeat) return nullptr;
   constexpr double kEvery = 10;  // seconds between lines
   double start = now_s();
   auto last = std::make_shared<double>(-kEvery);

@@ -3,6 +3,7 @@
 #include <functional>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace probecost::cli {
@@ -14,10 +15,35 @@ std::vector<std::string> split_commas(const std::vector<std::string>& in);
 std::string find_inferior(std::string path);
 // "[3/10] what" on one line of stderr, cleared at the end.
 void progress_line(int done, int total, const std::string& what);
-// The progress of a long run (experiment, report) on stderr: progress_line on a terminal;
-// elsewhere (a log file, CI) "probecost CMD: [3/10] what (12 s)" lines, one at the start and
-// then at most one every 10 s, so that a log shows it is moving without filling up.
-std::function<void(int, int, const std::string&)> progress_for(const std::string& command);
+
+// The steps of a long run on a terminal (compare's runs, an experiment's, overhead's), on
+// stderr: a line "probecost CMD: [3/55] marker run 1/5: 0.8 s" as each step ends, and the step
+// under way drawn below the last such line, redrawn by the next; cleared at the end.
+class StepLines {
+ public:
+  explicit StepLines(std::string command) : command_(std::move(command)) {}
+  ~StepLines() { finish(); }
+  StepLines(const StepLines&) = delete;
+  StepLines& operator=(const StepLines&) = delete;
+
+  // Step `what` starts, the `done + 1`th of `total` (0: no count); the one under way has ended.
+  // done == total: every step has ended, `what` is not one.
+  void start(const std::string& what, int done = 0, int total = 0);
+  // The step under way has ended; the line drawn for it is cleared.
+  void finish();
+
+ private:
+  std::string command_, current_, count_;
+  double started_ = 0;
+};
+
+// Where a command's progress goes (stderr, never stdout): nothing with -q (`quiet`); StepLines on
+// a terminal; elsewhere (a log file, CI), with `heartbeat`, "probecost CMD: [3/10] what (12 s)"
+// lines, one at the start and then at most one every 10 s, so that a log shows it is moving
+// without filling up; without, nothing.
+std::function<void(int, int, const std::string&)> progress_for(const std::string& command,
+                                                               bool quiet = false,
+                                                               bool heartbeat = true);
 
 // Renders a report into a string, for Output::write.
 template <typename F>

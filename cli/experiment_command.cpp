@@ -39,20 +39,23 @@ po::options_description experiment_options(ExperimentArgs& a, std::vector<std::s
       "scalability, multi-probe, int3-vs-marker: these mechanisms instead of the defaults")(
       "format,f", po::value(&a.format)->default_value("text"), "text or json")(
       "output,o", po::value(&a.output), "write to FILE")("inferior", po::value(&a.cfg.inferior),
-                                                         "path of probecost-inferior");
+                                                         "path of probecost-inferior")(
+      "quiet,q", "no progress on stderr");
   return desc;
 }
 
 }  // namespace
 
 std::vector<Experiment> run_experiments(const std::string& name, const ExperimentConfig& cfg,
-                                        const std::string& command) {
+                                        const std::string& command, bool quiet) {
   std::vector<std::string> names =
       name == "all" ? experiment_names() : std::vector<std::string>{name};
   std::vector<Experiment> out;
   for (const auto& n : names) {
-    Progress line = progress_for(command);
-    Progress progress = [line, n](int d, int t, const std::string& w) { line(d, t, n + ": " + w); };
+    Progress line = progress_for(command, quiet);
+    Progress progress;
+    if (line)
+      progress = [line, n](int d, int t, const std::string& w) { line(d, t, n + ": " + w); };
     out.push_back(run_experiment(n, cfg, progress));
   }
   return out;
@@ -99,7 +102,7 @@ int experiment_command(const std::vector<std::string>& args) {
   a.cfg.inferior = find_inferior(a.cfg.inferior);
   Output output(a.output);  // before anything runs: a report that cannot be written fails now
 
-  std::vector<Experiment> list = run_experiments(name, a.cfg);
+  std::vector<Experiment> list = run_experiments(name, a.cfg, "experiment", vm.count("quiet") > 0);
   output.write(render([&](std::ostream& out) {
     if (a.format == "json") {
       out << json_dump(list.size() == 1 ? experiment_json(list[0]) : experiments_json(list))

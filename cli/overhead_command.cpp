@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <sstream>
 
 #include "breakpoint/step_over.hpp"
@@ -35,6 +36,7 @@ struct Args {
   std::string pid, duration, via, step_over, repeat, warmup, placement, calibration, stdin_path;
   std::string format, output, inferior;
   bool recalibrate = false, show_output = false, all_matches = false, follow_forks = false;
+  bool quiet = false;
 };
 
 po::options_description describe_options(Args& a) {
@@ -83,7 +85,8 @@ po::options_description describe_options(Args& a) {
       "rate", po::value(&a.rates)->multitoken()->composing(),
       "with --cost: event rate(s), 750k, 1.2M (default 750000)")(
       "format,f", po::value(&a.format)->default_value("text"), "text or json (csv with --cost)")(
-      "output,o", po::value(&a.output), "write the report to FILE");
+      "output,o", po::value(&a.output), "write the report to FILE")(
+      "quiet,q", po::bool_switch(&a.quiet), "no progress lines on stderr");
   return desc;
 }
 
@@ -98,16 +101,6 @@ int cost_arithmetic(const Args& a) {
   write_cost_table(text, costs, rates, f);
   out.write(text.str());
   return 0;
-}
-
-void progress_line(const std::string& what) {
-  std::fprintf(stderr, "\r\033[K[overhead] %s", what.c_str());
-  std::fflush(stderr);
-}
-
-void clear_progress() {
-  std::fprintf(stderr, "\r\033[K");
-  std::fflush(stderr);
 }
 
 // The command's program, as exec will look for it (PATH when it has no '/'), before anything
@@ -196,23 +189,26 @@ int measurement(const Args& a, const std::vector<std::string>& command) {
   if (!a.calibration.empty()) calibration = load_calibration_file(a.calibration);
   std::string inferior = calibration ? "" : find_inferior(a.inferior);
   Output out(a.output);  // before anything runs: a report that cannot be written fails now
-  bool tty = ::isatty(STDERR_FILENO);
+  // A line per calibration run and per run of the command as it ends, on a terminal.
+  std::optional<StepLines> steps;
+  if (!a.quiet && ::isatty(STDERR_FILENO)) steps.emplace("overhead");
   if (!calibration) {
     CalibrationRequest req;
     req.placement = cfg.placement;
     req.step_over = cfg.step_over;
     req.inferior = inferior;
     req.recalibrate = a.recalibrate;
-    if (tty) {
-      req.progress = [](int done, int total, const std::string& what) {
-        progress_line("calibrating [" + std::to_string(done) + "/" + std::to_string(total) + "] " +
-                      what);
+    if (steps) {
+      req.progress = [&steps](int done, int total, const std::string& what) {
+        steps->start("calibrating: " + what, done, total);
       };
     }
     calibration = builtin_calibration(req);
   }
-  Measurement m = measure(cfg, tty ? progress_line : std::function<void(const std::string&)>());
-  if (tty) clear_progress();
+  std::function<void(const std::string&)> progress;
+  if (steps) progress = [&steps](const std::string& what) { steps->start(what); };
+  Measurement m = measure(cfg, progress);
+  if (steps) steps->finish();
   OverheadResult result = analyze(m, *calibration);
   std::ostringstream text;
   write_overhead(text, result, f);

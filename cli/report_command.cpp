@@ -75,7 +75,8 @@ int report_command(const std::vector<std::string>& args) {
       "json", po::value(&json_out), "also write the experiments' JSON to FILE")(
       "repeat,r", po::value(&repeat)->default_value("5"), "runs of each measurement")(
       "quick", "tiny runs (exact hits checked, figures meaningless): for tests")(
-      "inferior", po::value(&cfg.inferior), "path of probecost-inferior");
+      "inferior", po::value(&cfg.inferior), "path of probecost-inferior")(
+      "quiet,q", "no progress and no notes on stderr");
   auto vm = parse_options(args, desc, "report");
   if (vm.count("help")) {
     std::cout << desc << "\n";
@@ -89,20 +90,24 @@ int report_command(const std::vector<std::string>& args) {
   std::optional<Output> json;
   if (!json_out.empty()) json.emplace(json_out);
 
+  bool quiet = vm.count("quiet") > 0;
   Inputs in;
   for (const auto& f : from) read_input(f, in);
   if (from.empty()) {
     cfg.inferior = find_inferior(cfg.inferior);
-    std::cerr << "probecost report: running the four experiments (several minutes; "
-                 "'probecost experiment all -f json -o FILE' and 'report --from FILE' draw "
-                 "saved ones)\n";
-    in.experiments = run_experiments("all", cfg, "report");
+    if (!quiet) {
+      std::cerr << "probecost report: running the four experiments (several minutes; "
+                   "'probecost experiment all -f json -o FILE' and 'report --from FILE' draw "
+                   "saved ones)\n";
+    }
+    in.experiments = run_experiments("all", cfg, "report", quiet);
   }
   if (json) json->write(json_dump(experiments_json(in.experiments)) + "\n");
   html.write(
       render([&](std::ostream& out) { write_html_report(out, in.experiments, in.results); }));
-  std::cerr << "probecost report: wrote " << output << " (" << in.experiments.size()
-            << " experiment(s), " << in.results.size() << " result(s) of your own)\n";
+  if (!quiet)
+    std::cerr << "probecost report: wrote " << output << " (" << in.experiments.size()
+              << " experiment(s), " << in.results.size() << " result(s) of your own)\n";
   bool ok = true;
   for (const auto& e : in.experiments) ok = ok && e.problems.empty();
   return ok ? 0 : 1;

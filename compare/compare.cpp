@@ -12,6 +12,11 @@ bool CompareResult::trustworthy() const {
                      [](const MechanismResult& m) { return m.problem.empty(); });
 }
 
+bool CompareResult::failed() const {
+  return std::any_of(mechanisms.begin(), mechanisms.end(),
+                     [](const MechanismResult& m) { return !m.problem.empty() && !m.noisy; });
+}
+
 void check_work(const std::string& work) {
   if (work == "empty") return;
   std::string bytes = work.rfind("memcpy:", 0) == 0 ? work.substr(7) : "";
@@ -50,6 +55,7 @@ void judge_figures(MechanismResult& r) {
                 " iterations per run: the first calls' page faults and cache misses, not the "
                 "mechanism, make the figure; run at least " +
                 std::to_string(kMinTrustedIterations);
+    r.noisy = true;
     return;
   }
   std::string why = judge(r.per_hit_ns, "ns/hit");
@@ -57,6 +63,7 @@ void judge_figures(MechanismResult& r) {
   if (why.empty() && r.per_hit_cycles.median < 0) why = "negative cycles/hit";
   if (!why.empty()) {
     r.problem = why + ": the figure is noise, not a cost; run more --iterations or --repeat";
+    r.noisy = true;
   }
 }
 

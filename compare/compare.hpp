@@ -50,6 +50,9 @@ struct MechanismResult {
   double x_marker = 0;
   std::vector<Extrapolation> extrapolation;
   std::string problem;
+  // The problem is judge_figures' (the runs completed, every hit counted, but the figure is
+  // noise): a warning, where any other problem is a failed measurement.
+  bool noisy = false;
   std::string skipped;      // the machine refused this mechanism (no uprobe PMU, no permission)
   Summary wall_ns_per_hit;  // longest thread's loop / all threads' hits, minus the baseline's
 };
@@ -60,6 +63,8 @@ struct CompareResult {
   CpuPlan cpus;
   std::vector<MechanismResult> mechanisms;
   bool trustworthy() const;
+  // Some row has a problem that is not noise: a wrong hit count, a run that failed.
+  bool failed() const;
 };
 
 // UsageError unless `work` is "empty" or "memcpy:BYTES" with BYTES a whole number > 0: checked
@@ -71,8 +76,8 @@ inline constexpr std::uint64_t kMinTrustedIterations = 1000;
 
 // Sets r.problem (unless already set) when a figure cannot be trusted: fewer than
 // kMinTrustedIterations per run, a negative cost, or a spread (max - min over the runs) larger
-// than the median. Rows that are ~0 by design (Mechanism::zero_by_design) are not judged: for
-// them the last two would hold by construction.
+// than the median, and then r.noisy. Rows that are ~0 by design (Mechanism::zero_by_design) are
+// not judged: for them the last two would hold by construction.
 void judge_figures(MechanismResult& r);
 
 // Sets every row's x_marker: its CPU ns/hit (median) over the marker row's, the ratio the

@@ -68,6 +68,7 @@ nlohmann::json to_json(const CompareResult& r) {
          {"x_marker", m.x_marker > 0 ? nlohmann::json(m.x_marker) : nullptr},
          {"extrapolation", ex},
          {"problem", m.problem.empty() ? nullptr : nlohmann::json(m.problem)},
+         {"noisy", m.noisy},
          {"skipped", m.skipped.empty() ? nullptr : nlohmann::json(m.skipped)},
          {"wall_ns_per_hit", summary_json(m.wall_ns_per_hit)},
          {"runs", runs}});

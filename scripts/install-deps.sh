@@ -15,6 +15,7 @@ packages=(
   babeltrace2  # record_ctf_tests: probecost record's CTF traces read back
   libseccomp-dev  # seccomp_tests: filters built by libseccomp for the seccomp evaluator
   clang libclang-rt-14-dev  # scripts/fuzz.sh: clang and its libFuzzer runtime
+  asciidoctor  # docs/man/*.adoc rendered to man pages (-b manpage)
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -29,7 +29,8 @@ void expect_usage_error(const std::vector<std::string>& args, const std::string&
 }
 
 // Short runs on a busy machine can be untrustworthy (a spread wider than the median): then
-// compare says so, with a problem in the row and exit 1. Hit counts must be exact either way.
+// compare says so, with a problem in the row marked noisy, and a warning on stderr, but exit 0:
+// the measurement completed. Hit counts must be exact either way.
 void expect_exit_code_matches_problems(const Result& r, const nlohmann::json& j) {
   bool problems = false;
   for (const auto& m : j["mechanisms"]) {
@@ -39,17 +40,15 @@ void expect_exit_code_matches_problems(const Result& r, const nlohmann::json& j)
     EXPECT_TRUE(why.find("spread") != std::string::npos ||
                 why.find("negative") != std::string::npos)
         << m["name"] << ": " << why;
+    EXPECT_TRUE(m["noisy"].get<bool>()) << m["name"] << ": " << why;
   }
-  EXPECT_EQ(r.exit_code, problems ? 1 : 0) << r.err;
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err.find("some figures are noise") != std::string::npos, problems) << r.err;
 }
 
-// Exit 0, or exit 1 because a figure was judged untrustworthy (said on stderr).
+// Exit 0, whether or not a figure was judged noise (a warning on stderr then).
 void expect_measured(const Result& r) {
-  if (r.exit_code == 1) {
-    EXPECT_NE(r.err.find("not to be trusted"), std::string::npos) << r.err;
-  } else {
-    EXPECT_EQ(r.exit_code, 0) << r.err;
-  }
+  EXPECT_EQ(r.exit_code, 0) << r.err;
 }
 
 }  // namespace

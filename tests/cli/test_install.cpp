@@ -26,8 +26,8 @@ TEST(Install, InstalledProbecostRunsCompareWithItsInstalledInferior) {
 
   Result r = run_command(
       {probecost, "compare", "-m", "baseline,marker", "-n", "20000", "-r", "1", "-f", "json"});
-  // 1: a figure judged untrustworthy on a busy machine (said on stderr); the run itself worked.
-  EXPECT_TRUE(r.exit_code == 0 || r.exit_code == 1) << r.err;
+  // A figure judged noise on a busy machine is a warning on stderr, not a failure.
+  EXPECT_EQ(r.exit_code, 0) << r.err;
   nlohmann::json j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["config"]["inferior"], inferior);
   ASSERT_EQ(j["mechanisms"].size(), 2u);
