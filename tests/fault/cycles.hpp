@@ -49,5 +49,9 @@ Outcome foreign_cycle(const Config& cfg, const Cycle& c);
 Outcome handler_cycle(const Config& cfg, const Cycle& c, const std::string& kind, bool launched);
 // fault_handler --kind park: attached while a handler is parked over the probed range (item 3).
 Outcome parked_cycle(const Config& cfg, const Cycle& c);
+// One fault_busy --idle process, `iterations` times a trace (-p --via jump) and a
+// record of probe_fn, each to SIGINT: its resident memory and mapping count printed every 10,
+// harmed unless they come back to where they were (issue 23, item 3).
+Outcome memory_cycle(const Config& cfg, const Cycle& c, int iterations);
 
 }  // namespace fault

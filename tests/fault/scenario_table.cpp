@@ -132,6 +132,8 @@ const std::vector<Scenario>& scenarios() {
        [](const Config& cfg, const Cycle& c) { return dl_cycle(cfg, c, c.index % 4); }},
       {"dl-sigkill", "another library at a dlclose'd one's address, probed; probecost SIGKILLed", 4,
        30, false, false, dl_sigkill_cycle},
+      {"memory-cycles", "one process, 100 trace/record/detach: its memory and mappings flat", 0, 1,
+       false, false, [](const Config& cfg, const Cycle& c) { return memory_cycle(cfg, c, 100); }},
   };
   return all;
 }
