@@ -225,7 +225,13 @@ std::vector<OurMapping> left_call_buffers(TracedProcess& proc, const std::vector
 void reclaim(TracedProcess& proc, const std::vector<Mapping>& maps,
              const std::vector<std::pair<RuntimeAddr, bool>>& areas, bool dry_run,
              RestoreReport& report) {
-  bool every_area = true;
+  // An area whose header could not be read may still have jumps into it, and write records.
+  const std::string area_name = std::string("/memfd:") + jump::kAreaName;
+  std::size_t headers =
+      static_cast<std::size_t>(std::count_if(maps.begin(), maps.end(), [&](const Mapping& m) {
+        return m.path.rfind(area_name, 0) == 0 && m.offset == 0 && m.write;
+      }));
+  bool every_area = headers == areas.size();
   std::vector<OurMapping> found;
   for (const auto& [at, done] : areas) {
     every_area &= done;
