@@ -77,9 +77,13 @@ nlohmann::json to_json(const RestoreReport& r) {
                      {"state", j.state},
                      {"restored", j.restored}});
   }
-  return {{"pid", r.pid},           {"mappings_compared", r.mappings_compared},
-          {"bytes", bytes},         {"jumps", jumps},
-          {"handlers", r.handlers}, {"notes", r.notes}};
+  return {{"pid", r.pid},
+          {"mappings_compared", r.mappings_compared},
+          {"bytes", bytes},
+          {"jumps", jumps},
+          {"handlers", r.handlers},
+          {"notes", r.notes},
+          {"unmapped_bytes", r.unmapped_bytes}};
 }
 
 }  // namespace
@@ -92,7 +96,8 @@ int restore_command(const std::vector<std::string>& args) {
       "Puts back what a probecost that was killed left in a process, and nothing else: the\n"
       "int3 bytes and jumps it recorded writing (in the process itself), where they are still\n"
       "exactly what it wrote, in the file mapping it wrote them into; and the program's own\n"
-      "SIGTRAP disposition, if probecost's handler is still installed. Every thread is stopped\n"
+      "SIGTRAP disposition, if probecost's handler is still installed; its trampolines and\n"
+      "call buffers, unmapped where no thread is in them. Every thread is stopped\n"
       "meanwhile, one already trapped on an int3 rewound. Other int3 bytes (the program's own,\n"
       "a debugger's, a kernel uprobe's) are reported and left alone.\n\noptions");
   desc.add_options()("help,h", "this help")("pid,p", po::value(&pid), "the process")(

@@ -198,6 +198,8 @@ void TraceRun::let_go() {
       notes_ << opts_.tool << ": left alone in process " << t->proc->pid() << ": " << what
              << std::endl;
     }
+    for (const auto& what : t->proc->our_mappings().notes())
+      notes_ << opts_.tool << ": in process " << t->proc->pid() << ", " << what << std::endl;
   }
 }
 

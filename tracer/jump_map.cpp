@@ -1,6 +1,7 @@
 // The jump areas' memfd: made by the tracee, mapped by it near the sites and by us, and found
 // again by its header (probecost restore).
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -87,6 +88,7 @@ struct Undo {
   long tracee_at = 0;
   std::size_t size = 0;
   void* view = nullptr;
+  std::uint64_t inode = 0;  // the memfd's
   ~Undo() {
     try {
       if (tracee_at)
@@ -134,6 +136,8 @@ void shared_memfd(TracedProcess& proc, Undo& undo, const std::string& name, cons
   Fd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, proc.proc_tid(), 0)));
   Fd ours(!pidfd ? -1 : static_cast<int>(::syscall(SYS_pidfd_getfd, pidfd.get(), fd, 0)));
   if (!ours) throw failed(std::string("pidfd_getfd of ") + what, proc.pid(), -errno);
+  struct stat st {};
+  if (::fstat(ours.get(), &st) == 0) undo.inode = st.st_ino;
   if (::ftruncate(ours.get(), static_cast<off_t>(undo.size)) != 0)
     throw Error::from_errno(std::string("ftruncate of ") + what);
   void* view = ::mmap(nullptr, undo.size, PROT_READ | PROT_WRITE, MAP_SHARED, ours.get(), 0);
@@ -188,6 +192,7 @@ JumpProbes::Area JumpProbes::map_area(RuntimeAddr near) {
   a.tracee_at = RuntimeAddr(static_cast<std::uint64_t>(at));
   a.writer = std::make_unique<jump::AreaWriter>(std::span(a.view, a.size), a.tracee_at, layout_,
                                                 ::getpid());
+  proc_.our_mappings().add({OurMapping::Kind::JumpArea, a.tracee_at, a.size, undo.inode});
   undo.tracee_at = 0;
   undo.view = nullptr;
   return a;
@@ -216,6 +221,7 @@ JumpProbes::CallBuffer JumpProbes::map_call_buffer(const jump::CallBufferLayout&
   b.size = undo.size;
   b.tracee_at = RuntimeAddr(static_cast<std::uint64_t>(at));
   jump::format_call_buffer({b.view, b.size}, b.tracee_at.value(), layout);
+  proc_.our_mappings().add({OurMapping::Kind::CallBuffer, b.tracee_at, b.size, undo.inode});
   undo.tracee_at = 0;
   undo.view = nullptr;
   return b;
@@ -230,6 +236,7 @@ void JumpProbes::unmap_area(Area& area) {
   } catch (const Error&) {
     // No thread can run it now: the unused area stays (nothing jumps into it).
   }
+  proc_.our_mappings().forget(area.tracee_at);
   ::munmap(area.view, area.size);
   area.view = nullptr;
 }

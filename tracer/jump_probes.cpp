@@ -20,10 +20,26 @@ JumpProbes::JumpProbes(TracedProcess& process, const JumpOptions& options)
 }
 
 JumpProbes::~JumpProbes() {
-  // Our views only: the tracee keeps its mapping (a thread may be in a trampoline, and the
-  // jumps stay valid if we are gone before removing them).
+  // Our views only: the process's mappings are its detach's to take out (OurMappings), and
+  // stay while it is traced (the jumps stay valid if we are gone before removing them).
   for (Area& a : areas_) ::munmap(a.view, a.size);
-  if (call_buffer_.view) ::munmap(call_buffer_.view, call_buffer_.size);
+  if (call_buffer_.view) {
+    release_kept_rings();
+    ::munmap(call_buffer_.view, call_buffer_.size);
+  }
+}
+
+// A call buffer the detach had to leave mapped (a thread was in a trampoline): its rings'
+// pages are freed now that the last records are read, a hole punched in the memfd through our
+// mapping (MADV_REMOVE), no system call in the process. Not the header and control blocks,
+// which a trampoline still reads (the rings' addresses, the heads): a late record faults one
+// page of its ring in again, and that is all. Never while the process is traced: that would
+// fault the rings in again during a recording (issue 24, item 6).
+void JumpProbes::release_kept_rings() {
+  if (!proc_.detached() || !proc_.our_mappings().holds(call_buffer_.tracee_at)) return;
+  std::uint64_t data = call_layout_.data_offset;
+  if (data < call_buffer_.size)
+    ::madvise(call_buffer_.view + data, call_buffer_.size - data, MADV_REMOVE);
 }
 
 const std::optional<RseqRegistration>& JumpProbes::rseq() {

@@ -230,6 +230,7 @@ class JumpProbes {
                                          std::vector<CallInstall>& out, Slots& slots);
   jump::SiteOptions call_site_options(std::uint32_t id) const;
   bool ensure_call_buffer();
+  void release_kept_rings();
   // A planned patch that did not go in: its entry or exit becomes an int3.
   static void to_int3(const JumpPlan& plan, const std::string& why, CallInstall& out);
 

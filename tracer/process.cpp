@@ -119,6 +119,7 @@ void TracedProcess::task_gone(pid_t tid, WaitStatus ws) {
   sites_.forget_all();
   for (auto& p : patches_) p->forget();
   if (int3_area_) int3_area_->forget();
+  our_mappings_.forget_all();
   std::erase_if(tasks_, [](const auto& kv) { return kv.second.role() == Task::Role::Thread; });
   // Nothing is left to restore: the guardian (one process per traced process, with
   // --follow-forks a shell's every child) goes now, not at the end of the trace.
@@ -418,6 +419,7 @@ void TracedProcess::on_exec(Task& t) {
   sites_.forget_all();  // the old address space, and our int3 bytes with it, are gone
   for (auto& p : patches_) p->forget();
   if (int3_area_) int3_area_->forget();
+  our_mappings_.forget_all();
   maps_seen_.clear();
   exec_ended_ = true;
   memory_.reopen();

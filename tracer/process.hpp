@@ -30,6 +30,7 @@
 #include "tracer/code_identity.hpp"
 #include "tracer/events.hpp"
 #include "tracer/memory.hpp"
+#include "tracer/our_mappings.hpp"
 #include "tracer/task.hpp"
 #include "tracer/wait_status.hpp"
 
@@ -111,6 +112,9 @@ class TracedProcess {
   // Where relocated copies of its instructions run (out-of-line copies, jump trampolines): a
   // fault raised in one is given to the program as the original's (tracer/fault_fixup.hpp).
   CopyMap& relocated() { return relocated_; }
+  // What our jumps mapped in the process (trampoline areas, the call buffer), which detach()
+  // takes out again where no thread can be in it (tracer/our_mappings.hpp).
+  OurMappings& our_mappings() { return our_mappings_; }
   std::map<pid_t, Task>& tasks() { return tasks_; }
   Task* task(pid_t tid);
   // The Task `ref` names, if it still exists: after anything that waits (stop_all), a thread
@@ -326,6 +330,7 @@ class TracedProcess {
   SiteTable sites_;
   std::vector<std::unique_ptr<PatchSite>> patches_;
   CopyMap relocated_;
+  OurMappings our_mappings_;
   std::map<pid_t, Task> tasks_;
   std::map<pid_t, pid_t> vfork_parent_;  // vfork child -> the thread waiting in vfork()
   std::optional<WaitStatus> end_;

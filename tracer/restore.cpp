@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "breakpoint/call_buffer.hpp"
 #include "breakpoint/decoder.hpp"
 #include "breakpoint/jump_area.hpp"
 #include "breakpoint/site.hpp"
@@ -152,8 +153,10 @@ const char* state_name(PatchState s) {
   return "?";
 }
 
-void restore_jumps(TracedProcess& proc, const ProcessSymbols& symbols, const jump::ParsedArea& area,
+// True when no site of `area` jumps into it any more (each put back, or original already).
+bool restore_jumps(TracedProcess& proc, const ProcessSymbols& symbols, const jump::ParsedArea& area,
                    bool dry_run, RestoreReport& report) {
+  bool out = true;
   for (const auto& site : area.sites) {
     RestoredJump j;
     j.address = site.patch.site;
@@ -169,7 +172,80 @@ void restore_jumps(TracedProcess& proc, const ProcessSymbols& symbols, const jum
     if (!dry_run && (state == PatchState::Patched || state == PatchState::Transition)) {
       j.restored = restore(proc.memory(), site.patch) != PatchState::Foreign;
     }
+    out &= state == PatchState::Original || j.restored;
     report.jumps.push_back(j);
+  }
+  return out;
+}
+
+std::uint64_t inode_of(const Mapping& m) {
+  auto colon = m.file_id.rfind(':');
+  return colon == std::string::npos ? 0 : std::stoull(m.file_id.substr(colon + 1));
+}
+
+// The memfd mapping that starts at `at` and the ones of the same memfd right after it: its
+// extent, from /proc/PID/maps (never from a size the process's memory claims).
+std::optional<OurMapping> extent_at(const std::vector<Mapping>& maps, RuntimeAddr at,
+                                    OurMapping::Kind kind) {
+  auto m = std::find_if(maps.begin(), maps.end(), [at](const Mapping& m) { return m.start == at; });
+  if (m == maps.end()) return std::nullopt;
+  OurMapping o{kind, at, 0, inode_of(*m)};
+  RuntimeAddr end = m->start;
+  for (auto x = m;
+       x != maps.end() && x->start == end && x->path == m->path && inode_of(*x) == o.inode; ++x)
+    end = x->end;
+  o.size = static_cast<std::uint64_t>(end - at);
+  return o;
+}
+
+// The call buffers a killed probecost left: mappings of a memfd by our name, whose header is
+// ours and says they are mapped where they are.
+std::vector<OurMapping> left_call_buffers(TracedProcess& proc, const std::vector<Mapping>& maps) {
+  std::vector<OurMapping> out;
+  const std::string name = std::string("/memfd:") + jump::kCallBufferName;
+  for (const Mapping& m : maps) {
+    if (m.path.rfind(name, 0) != 0 || m.offset != 0 || !m.write) continue;
+    jump::BufferHeader h{};
+    try {
+      proc.memory().read(m.start, {reinterpret_cast<std::uint8_t*>(&h), sizeof h});
+    } catch (const Error&) {
+      continue;
+    }
+    if (std::memcmp(h.magic, jump::kCallBufferMagic, sizeof h.magic) != 0 ||
+        h.tracee_address != m.start.value())
+      continue;
+    if (auto o = extent_at(maps, m.start, OurMapping::Kind::CallBuffer)) out.push_back(*o);
+  }
+  return out;
+}
+
+// What a killed probecost left mapped that nothing jumps into any more, handed to the detach
+// (OurMappings::release: only what no thread is in goes); the call buffers only when every
+// jump area goes with them (any trampoline may write into them).
+void reclaim(TracedProcess& proc, const std::vector<Mapping>& maps,
+             const std::vector<std::pair<RuntimeAddr, bool>>& areas, bool dry_run,
+             RestoreReport& report) {
+  // An area whose header could not be read may still have jumps into it, and write records.
+  const std::string area_name = std::string("/memfd:") + jump::kAreaName;
+  std::size_t headers =
+      static_cast<std::size_t>(std::count_if(maps.begin(), maps.end(), [&](const Mapping& m) {
+        return m.path.rfind(area_name, 0) == 0 && m.offset == 0 && m.write;
+      }));
+  bool every_area = headers == areas.size();
+  std::vector<OurMapping> found;
+  for (const auto& [at, done] : areas) {
+    every_area &= done;
+    auto o = extent_at(maps, at, OurMapping::Kind::JumpArea);
+    if (done && o) found.push_back(*o);
+  }
+  auto buffers = left_call_buffers(proc, maps);
+  if (every_area) found.insert(found.end(), buffers.begin(), buffers.end());
+  for (const OurMapping& o : found) {
+    if (dry_run) {
+      report.notes.push_back("would unmap the " + o.describe() + " if no thread is in it");
+    } else {
+      proc.our_mappings().add(o);
+    }
   }
 }
 
@@ -220,8 +296,10 @@ RestoreReport restore_process(pid_t pid, bool dry_run) {
   ProcessSymbols symbols(proc.proc_tid());
   auto maps = read_maps(proc.proc_tid());
   // Jumps first: their original bytes may hold what looks like an int3 to the file comparison.
+  std::vector<std::pair<RuntimeAddr, bool>> jump_areas;
   for (const auto& area : read_jump_areas(proc, report.notes))
-    restore_jumps(proc, symbols, area, dry_run, report);
+    jump_areas.emplace_back(area.address, restore_jumps(proc, symbols, area, dry_run, report));
+  reclaim(proc, maps, jump_areas, dry_run, report);
   auto areas = read_trap_areas(proc.memory(), maps, report.notes);
   restore_int3s(proc, symbols, maps, areas, dry_run, report);
   for (const auto& area : areas) restore_handler(proc, area, dry_run, report);
@@ -238,6 +316,12 @@ RestoreReport restore_process(pid_t pid, bool dry_run) {
            });
   });
   proc.detach();
+  report.unmapped_bytes = proc.our_mappings().unmapped_bytes();
+  if (std::uint64_t bytes = report.unmapped_bytes) {
+    report.notes.push_back("unmapped " + std::to_string(bytes >> 10) +
+                           " KiB of jump areas and call buffers left by probecost");
+  }
+  for (const auto& n : proc.our_mappings().notes()) report.notes.push_back(n);
   return report;
 }
 

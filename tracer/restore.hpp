@@ -51,6 +51,9 @@ struct RestoreReport {
   // What became of the SIGTRAP handler of each trap area: put back, or why not.
   std::vector<std::string> handlers;
   std::vector<std::string> notes;  // areas that could not be read, and why
+  // Jump areas and call buffers a killed probecost left, unmapped (nothing jumps there any
+  // more, no thread is in them).
+  std::uint64_t unmapped_bytes = 0;
 };
 
 // With `dry_run`, finds and reports but writes nothing.

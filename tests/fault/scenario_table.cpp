@@ -136,6 +136,8 @@ const std::vector<Scenario>& scenarios() {
        "functions of 1 to 4 bytes recorded (record) launched and attached, idle and busy", 6, 45,
        true, false,
        [](const Config& cfg, const Cycle& c) { return short_record_cycle(cfg, c, c.index % 3); }},
+      {"memory-cycles", "one process, 100 trace/record/detach: its memory and mappings flat", 0, 1,
+       false, false, [](const Config& cfg, const Cycle& c) { return memory_cycle(cfg, c, 100); }},
   };
   return all;
 }

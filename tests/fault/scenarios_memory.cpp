@@ -1,0 +1,126 @@
+// Issue 23, item 3: one process traced and recorded again and again. Each iteration is a
+// `probecost trace -p --via jump` and a `probecost record -p` of probe_fn, each to
+// the end of a round of calls and a SIGINT; the target's resident memory and mapping count are
+// printed every 10 iterations, and must come back to where they were (the README's bound).
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "cycles.hpp"
+#include "traced.hpp"
+
+namespace fault {
+
+namespace {
+
+// The README's bound on what a detach may leave: no mapping, 1 MiB of resident memory (the
+// program's own stack and heap pages touched meanwhile).
+constexpr std::uint64_t kRssBoundKiB = 1024;
+
+struct Footprint {
+  std::size_t maps = 0, ours = 0;  // ours: mappings of a probecost memfd
+  std::uint64_t rss_kib = 0;
+};
+
+Footprint footprint(pid_t pid) {
+  Footprint f;
+  std::ifstream maps("/proc/" + std::to_string(pid) + "/maps");
+  for (std::string line; std::getline(maps, line);) {
+    ++f.maps;
+    f.ours += line.find("/memfd:probecost-") != std::string::npos;
+  }
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("VmRSS:", 0) == 0) f.rss_kib = std::stoull(line.substr(6));
+  }
+  return f;
+}
+
+bool round_of_calls(AttachedTarget& t, const Config& cfg, Outcome& o) {
+  t.send("go 20");
+  if (t.wait_line("done", after(cfg.bound))) return true;
+  o.harm("no answer to a round of calls");
+  return false;
+}
+
+// With jumps: an int3 probe's trap area and scratch page stay (README, "Nothing left behind").
+void trace_once(const Config& cfg, AttachedTarget& t, Outcome& o) {
+  TraceRun run(cfg, trace_args("jump", {"-p", std::to_string(t.pid), "-b", kProbe}));
+  if (!run.wait_tracing(after(cfg.bound))) {
+    o.lose("trace never started: " + last_line(run.stderr_text()));
+    return;
+  }
+  if (!round_of_calls(t, cfg, o)) return;
+  run.signal(SIGINT);
+  run.finish(after(cfg.bound), o, "after SIGINT");
+}
+
+void record_once(const Config& cfg, AttachedTarget& t, Outcome& o) {
+  char path[] = "/tmp/fault-record-XXXXXX.json";
+  int fd = ::mkstemps(path, 5);
+  if (fd >= 0) ::close(fd);
+  Pipe err;
+  SpawnFds fds;
+  fds.err = err.write;
+  Child rec({cfg.probecost, "record", "-p", std::to_string(t.pid), "-b", kProbe, "-o", path}, fds);
+  err.close_write();
+  LineReader lines(err.read);
+  bool tracing = false;
+  while (!tracing) {
+    auto line = lines.next(after(cfg.bound));
+    if (!line) break;
+    tracing = line->find("tracing process") != std::string::npos;
+  }
+  if (!tracing) {
+    o.lose("record never started: " + last_line(lines.seen()));
+  } else if (round_of_calls(t, cfg, o)) {
+    rec.signal(SIGINT);
+    auto status = rec.wait(after(cfg.bound));
+    while (lines.next(after(0.05))) {
+    }
+    if (!status) {
+      o.hang("record still running after SIGINT");
+    } else if (!WIFEXITED(*status) || WEXITSTATUS(*status) != 0) {
+      o.lose("record " + describe_status(*status) + ": " + last_line(lines.seen()));
+    } else if (lines.seen().find("kept the") != std::string::npos) {
+      o.harm("record kept a mapping: " + last_line(lines.seen()));
+    }
+  }
+  ::unlink(path);
+}
+
+void print(int iteration, const Footprint& f) {
+  std::printf("  memory-cycles: after %3d: %zu mappings (%zu of probecost), %llu KiB resident\n",
+              iteration, f.maps, f.ours, static_cast<unsigned long long>(f.rss_kib));
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+Outcome memory_cycle(const Config& cfg, const Cycle&, int iterations) {
+  Outcome o;
+  o.faults = 0;
+  auto t = start_target(cfg, {"fault_busy", "--idle", "--threads", "2"});
+  if (!round_of_calls(*t, cfg, o)) return o;
+  const Footprint before = footprint(t->pid);
+  print(0, before);
+  Footprint now = before;
+  for (int i = 1; i <= iterations && o.clean(); ++i) {
+    trace_once(cfg, *t, o);
+    record_once(cfg, *t, o);
+    o.faults += 2;
+    now = footprint(t->pid);
+    if (i % 10 == 0 || i == iterations) print(i, now);
+  }
+  if (now.maps != before.maps || now.ours != 0 || now.rss_kib > before.rss_kib + kRssBoundKiB)
+    o.harm("left " + std::to_string(now.maps) + " mappings (" + std::to_string(now.ours) +
+           " of probecost) and " + std::to_string(now.rss_kib) + " KiB resident, from " +
+           std::to_string(before.maps) + " and " + std::to_string(before.rss_kib) + " KiB");
+  stop_and_check(*t, cfg, o);
+  return o;
+}
+
+}  // namespace fault
