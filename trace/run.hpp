@@ -137,6 +137,7 @@ class TraceRun {
   std::vector<ProbeInstall> place_calls(ProcessTrace& tr);
   std::vector<std::uint32_t> recording_probes(const ProcessTrace& tr);
   void drain_calls(ProcessTrace& tr, bool final);
+  void replay_calls();
   ScratchMapper scratch_mapper(TracedProcess& p);
   void start_session(ProcessTrace& tr);
   void let_run(ProcessTrace& tr);
@@ -172,6 +173,10 @@ class TraceRun {
   double t0_ = 0, next_progress_ = 0;
   record::Recorder* recording_ = nullptr;  // `probecost record`: made at the first image
   std::vector<record::ProbeInfo> recorded_;
+  std::vector<std::unique_ptr<CallFeed>> fed_;  // images whose call buffers are final
+  std::uint64_t drained_records_ = 0;
+  double drain_cpu_s_ = 0;
+  std::vector<std::string> spool_errors_;
 };
 
 }  // namespace probecost::trace_run
