@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <thread>
 
 #include "run_capture.hpp"
 #include "temp_dir.hpp"
@@ -123,6 +124,25 @@ TEST(RecordLossless, ACommandsExitLeavesEveryRecordInTheFile) {
   ASSERT_EQ(t.run.exit_code, 0) << t.run.err;
   EXPECT_EQ(t.add3()["calls"], 12345);
   EXPECT_EQ(t.add3()["returns"], 12345);
+}
+
+TEST(RecordLossless, ASigkilledProbecostLeavesNoWriterWaiting) {
+  // Writers that find the 64 KiB ring full wait for a drain that is gone: each waits at most
+  // the bound (1 s), the first to time out turns blocking off, and the rest drop at once. The
+  // program answers, and serves again. (When the kill comes before any wait, there is none.)
+  const long k = 3000000;
+  Target target(std::vector<std::string>{CALLS_TARGET, "serve"});
+  ASSERT_EQ(target.ready_line, "ready");
+  TempDir dir{"probecost-lossless-kill"};
+  Running rec({PROBECOST_BIN, "record", "-p", std::to_string(target.pid), "-b", "add3", "-o",
+               dir / "t.json", "--buffer-size", "64K"});
+  ASSERT_TRUE(rec.ready) << rec.stderr_text;
+  std::string answer;
+  std::thread asking([&] { answer = target.ask(std::to_string(k)); });
+  rec.finish(SIGKILL);
+  asking.join();
+  EXPECT_EQ(answer, serve_sum(k));
+  EXPECT_EQ(target.ask("10"), serve_sum(10));
 }
 
 }  // namespace
