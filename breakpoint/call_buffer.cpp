@@ -204,9 +204,15 @@ std::uint32_t CallReader::wake_word() const {
                          __ATOMIC_ACQUIRE);
 }
 
+// A writer bumps the wake word (a locked instruction) and then loads `sleeping`: if it saw 0,
+// its bump came before our store of 1, so before the kernel's compare in FUTEX_WAIT, which then
+// returns at once (the word is no longer `seen`). Either way no wake is missed.
 void CallReader::wait_for_writers(std::uint32_t seen, long timeout_ns) const {
   timespec t{timeout_ns / 1'000'000'000, timeout_ns % 1'000'000'000};
+  auto* sleeping = reinterpret_cast<std::uint32_t*>(header_word(kSleepingOffset));
+  __atomic_store_n(sleeping, 1u, __ATOMIC_SEQ_CST);
   futex(header_word(kWakeOffset), FUTEX_WAIT, seen, &t);
+  __atomic_store_n(sleeping, 0u, __ATOMIC_RELAXED);
 }
 
 void CallReader::wake_reader() {

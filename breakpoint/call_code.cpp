@@ -16,7 +16,7 @@
 //   done:
 //
 // Cold, out of the sequence (a system call inside one is not allowed):
-//   wake:   lock incl wake; futex(&wake, FUTEX_WAKE, 1); jmp done
+//   wake:   lock incl wake; if the reader sleeps, futex(&wake, FUTEX_WAKE, 1); jmp done
 //   full:   blocking off: to dropped. Else lock incq waiting(%rcx); if consumed has not moved,
 //           futex(&consumed, FUTEX_WAIT, consumed, &bound), and on ETIMEDOUT blocking = 0 (the
 //           reader is gone or stuck: nobody waits for it again); lock decq waiting; to arm
@@ -176,6 +176,11 @@ void emit_wake(Assembler& a, const CallRecordTarget& t, const Rseq& in, Rseq& ou
   out.wake = a.here();
   a.must(ZYDIS_MNEMONIC_MOV, {reg(RAX), imm(header_word(t, jump::kWakeOffset))});
   a.must(ZYDIS_MNEMONIC_INC, {mem(RAX, 0, 4)}, kLock);
+  // A reader that is not asleep sees the bump before it waits (call_buffer.cpp): no wake.
+  a.must(
+      ZYDIS_MNEMONIC_CMP,
+      {mem(RAX, static_cast<std::int64_t>(jump::kSleepingOffset) - jump::kWakeOffset, 4), imm(0)});
+  must_jump(a, ZYDIS_MNEMONIC_JZ, in.done);
   a.must(ZYDIS_MNEMONIC_PUSH, {reg(RDI)});
   a.must(ZYDIS_MNEMONIC_PUSH, {reg(R11)});
   a.must(ZYDIS_MNEMONIC_MOV, {reg(RDI), reg(RAX)});
