@@ -1,7 +1,13 @@
 #include "breakpoint/call_buffer.hpp"
 
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <climits>
 #include <cstring>
+#include <ctime>
 #include <string>
 
 #include "breakpoint/area_format.hpp"
@@ -23,6 +29,12 @@ using area::round_up;
 // loads and stores is what the protocol relies on.
 std::uint64_t load(const std::uint8_t* at, int order = __ATOMIC_RELAXED) {
   return __atomic_load_n(reinterpret_cast<const std::uint64_t*>(at), order);
+}
+
+// The futex words live in a MAP_SHARED memfd that two processes map: shared futexes (no
+// FUTEX_PRIVATE_FLAG), which the kernel keys by the file page, not by the address.
+long futex(void* word, int op, std::uint32_t value, const timespec* timeout) {
+  return ::syscall(SYS_futex, word, op, value, timeout, nullptr, 0);
 }
 
 }  // namespace
@@ -70,6 +82,8 @@ CallRecord decode_call_record(const std::uint8_t* bytes, int args) {
   std::copy(w + 3, w + 3 + values, r.values.begin());
   return r;
 }
+
+static_assert(sizeof(BufferHeader) <= kWakeOffset, "the header's words come after it");
 
 void format_call_buffer(std::span<std::uint8_t> view, std::uint64_t tracee_at,
                         const CallBufferLayout& l) {
@@ -125,31 +139,41 @@ std::uint64_t CallReader::readable_end(Cpu& c, std::uint64_t head, std::uint64_t
   return head;
 }
 
-void CallReader::read_range(std::uint32_t cpu, Cpu& c, std::uint64_t end) {
+void CallReader::read_range(std::uint32_t cpu, Cpu& c, std::uint64_t end, const Sink* sink) {
   if (end == c.cursor) return;
   const std::uint8_t* data = view_.data() + layout_.data_offset + cpu * layout_.capacity;
-  if (c.taken == c.copied.size()) {
+  if (!sink && c.taken == c.copied.size()) {
     c.copied.clear();
     c.taken = 0;
   }
   // In at most two pieces: the ring wraps once at most between cursor and end.
+  std::uint64_t last_tsc = 0;
   for (std::uint64_t at = c.cursor; at < end;) {
     std::uint64_t offset = at & (layout_.capacity - 1);
     std::uint64_t n = std::min(end - at, layout_.capacity - offset);
-    c.copied.insert(c.copied.end(), data + offset, data + offset + n);
+    if (sink) {
+      (*sink)(cpu, data + offset, n);
+    } else {
+      c.copied.insert(c.copied.end(), data + offset, data + offset + n);
+    }
+    std::memcpy(&last_tsc, data + offset + n - layout_.record_size, 8);
     at += n;
   }
   read_ += (end - c.cursor) / layout_.record_size;
   c.cursor = end;
-  std::uint64_t last_tsc;
-  std::memcpy(&last_tsc, c.copied.data() + c.copied.size() - layout_.record_size, 8);
   c.watermark = std::max(c.watermark, last_tsc);
   // The writer checks this before it starts a sub-buffer: our copies are made.
-  __atomic_store_n(reinterpret_cast<std::uint64_t*>(ctl(cpu) + kConsumedOffset), c.cursor,
+  std::uint8_t* block = ctl(cpu);
+  __atomic_store_n(reinterpret_cast<std::uint64_t*>(block + kConsumedOffset), c.cursor,
                    __ATOMIC_RELEASE);
+  // A writer increments `waiting` before it loads consumed to wait on it: with this fence
+  // between our store and our load, either it sees the new consumed or we see it waiting.
+  __atomic_thread_fence(__ATOMIC_SEQ_CST);
+  if (load(block + kWaitingOffset)) futex(block + kConsumedOffset, FUTEX_WAKE, INT_MAX, nullptr);
 }
 
-void CallReader::poll(std::uint64_t now, bool final) {
+std::uint64_t CallReader::poll_cpus(std::uint64_t now, bool final, const Sink* sink) {
+  std::uint64_t before = read_;
   for (std::uint32_t cpu = 0; cpu < layout_.cpus; ++cpu) {
     Cpu& c = cpus_[cpu];
     // Acquire: the record bytes below head are loaded after it, so they are complete.
@@ -158,12 +182,63 @@ void CallReader::poll(std::uint64_t now, bool final) {
       throw Error("call buffer of CPU " + std::to_string(cpu) + ": head " + std::to_string(head) +
                   " is not where its writers can have put it (read " + std::to_string(c.cursor) +
                   ")");
-    read_range(cpu, c, readable_end(c, head, now, final));
+    read_range(cpu, c, readable_end(c, head, now, final), sink);
     // Read up to its head: what it writes next is stamped after `now`, less a commit's slack.
     if (c.cursor == head && now > options_.commit_slack)
       c.watermark = std::max(c.watermark, now - options_.commit_slack);
   }
   final_ = final;
+  return (read_ - before) * layout_.record_size;
+}
+
+void CallReader::poll(std::uint64_t now, bool final) {
+  poll_cpus(now, final, nullptr);
+}
+
+std::uint64_t CallReader::poll(std::uint64_t now, bool final, const Sink& sink) {
+  return poll_cpus(now, final, &sink);
+}
+
+std::uint32_t CallReader::wake_word() const {
+  return __atomic_load_n(reinterpret_cast<const std::uint32_t*>(header_word(kWakeOffset)),
+                         __ATOMIC_ACQUIRE);
+}
+
+// A writer bumps the wake word (a locked instruction) and then loads `sleeping`: if it saw 0,
+// its bump came before our store of 1, so before the kernel's compare in FUTEX_WAIT, which then
+// returns at once (the word is no longer `seen`). Either way no wake is missed.
+void CallReader::wait_for_writers(std::uint32_t seen, long timeout_ns) const {
+  timespec t{timeout_ns / 1'000'000'000, timeout_ns % 1'000'000'000};
+  auto* sleeping = reinterpret_cast<std::uint32_t*>(header_word(kSleepingOffset));
+  __atomic_store_n(sleeping, 1u, __ATOMIC_SEQ_CST);
+  futex(header_word(kWakeOffset), FUTEX_WAIT, seen, &t);
+  __atomic_store_n(sleeping, 0u, __ATOMIC_RELAXED);
+}
+
+void CallReader::wake_reader() {
+  __atomic_fetch_add(reinterpret_cast<std::uint32_t*>(header_word(kWakeOffset)), 1,
+                     __ATOMIC_SEQ_CST);
+  futex(header_word(kWakeOffset), FUTEX_WAKE, INT_MAX, nullptr);
+}
+
+void CallReader::set_blocking(bool on, long bound_ns) {
+  if (on) {
+    timespec t{bound_ns / 1'000'000'000, bound_ns % 1'000'000'000};
+    std::memcpy(header_word(kWaitBoundOffset), &t, sizeof t);
+  }
+  __atomic_store_n(reinterpret_cast<std::uint32_t*>(header_word(kBlockingOffset)), on ? 1u : 0u,
+                   __ATOMIC_RELEASE);
+  if (!on) {
+    // Writers waiting now drop at once rather than at the end of their bound.
+    for (std::uint32_t cpu = 0; cpu < layout_.cpus; ++cpu)
+      if (load(ctl(cpu) + kWaitingOffset))
+        futex(ctl(cpu) + kConsumedOffset, FUTEX_WAKE, INT_MAX, nullptr);
+  }
+}
+
+bool CallReader::blocking() const {
+  return __atomic_load_n(reinterpret_cast<const std::uint32_t*>(header_word(kBlockingOffset)),
+                         __ATOMIC_ACQUIRE) != 0;
 }
 
 std::uint64_t CallReader::horizon() const {

@@ -15,17 +15,35 @@
 // sub-buffers the writer has left (its head is past their end), so it never reads a line the
 // writer is still filling; it reads a sub-buffer that has stayed partly filled for a flush
 // interval (a CPU that writes slowly, or has stopped) up to the head, LTTng's switch timer. A
-// writer about to start a sub-buffer checks that the reader is done with it; if not, the record
-// is dropped and counted (discard mode, the default of LTTng and perf: the newest are lost),
-// never waited for. The writer's only look at the reader's line is that check, once per
-// sub-buffer.
+// writer about to start a sub-buffer checks that the reader is done with it; if not, it waits
+// for the reader (blocking mode, LTTng-UST's --blocking-timeout): out of the restartable
+// sequence, a FUTEX_WAIT on the CPU's consumed word for at most the header's wait bound, then
+// it tries again. A wait that times out turns blocking off for every writer (the reader is gone
+// or stuck: no thread waits twice for a dead reader), and the record is dropped and counted, as
+// every record is when blocking is off (discard mode, LTTng's and perf's: the newest are lost).
+// The reader turns blocking on again at each pass it makes. The writer's only look at the
+// reader's line is that check, once per sub-buffer.
+//
+// The reader is woken, not polled: the writer that commits a sub-buffer's last record bumps the
+// header's wake word (lock inc) and makes a FUTEX_WAKE on it, once per sub-buffer, out of the
+// restartable sequence (a system call inside one is not allowed). The reader FUTEX_WAITs on the
+// word with the flush interval as its timeout, for the sub-buffers left partly filled.
 //
 // Layout, in offsets from the start of the memfd:
-//   0            BufferHeader
+//   0            BufferHeader, then in the same page:
+//                  +256  wake: u32, bumped by each writer that fills a sub-buffer
+//                  +320  blocking: u32, 1: a writer with no room waits; 0: it drops
+//                  +384  the writers' wait bound, a struct timespec (FUTEX_WAIT's timeout)
+//                  +448  sleeping: u32, 1 while the reader is in (or about to enter) its wait:
+//                        a writer makes the FUTEX_WAKE only then (a shared futex's wake costs
+//                        8-10 us on a KVM guest; a busy reader needs none)
 //   ctl_offset   cpus + 1 control blocks of ctl_stride bytes (a power of two), the CPU's own:
 //                  +0    head: bytes committed (the writer's line)
 //                  +8    data: where this CPU's ring is, in the tracee
-//                  +64   consumed: bytes the reader is done with (the reader's line)
+//                  +64   consumed: bytes the reader is done with (the reader's line); its low
+//                        32 bits are the futex word a writer waiting for room waits on
+//                  +96   waiting: writers in that wait (lock inc / lock dec): the reader wakes
+//                        them after it moves consumed
 //                  +128  lost[id]: records dropped for want of room, by probe id
 //                the last block's lost[id] counts records of threads without an rseq
 //                registration (glibc.pthread.rseq=0, a thread made by a raw clone), which
@@ -41,13 +59,14 @@
 //   +24  an entry: its arguments (rdi, rsi, rdx, rcx, r8, r9), as many as asked; an exit: rax
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
 namespace probecost::jump {
 
 inline constexpr char kCallBufferMagic[8] = {'p', 'r', 'o', 'b', 'e', 'c', 'a', 'l'};
-inline constexpr std::uint32_t kCallBufferVersion = 1;
+inline constexpr std::uint32_t kCallBufferVersion = 2;
 // The memfd's name: /proc/PID/maps shows "/memfd:probecost-calls (deleted)".
 inline constexpr char kCallBufferName[] = "probecost-calls";
 inline constexpr int kMaxCallArgs = 6;
@@ -56,7 +75,12 @@ inline constexpr std::uint32_t kMaxCallIds = 1u << 15;
 inline constexpr std::uint32_t kHeadOffset = 0;
 inline constexpr std::uint32_t kDataPointerOffset = 8;
 inline constexpr std::uint32_t kConsumedOffset = 64;
+inline constexpr std::uint32_t kWaitingOffset = 96;
 inline constexpr std::uint32_t kLostOffset = 128;
+inline constexpr std::uint32_t kWakeOffset = 256;
+inline constexpr std::uint32_t kBlockingOffset = 320;
+inline constexpr std::uint32_t kWaitBoundOffset = 384;
+inline constexpr std::uint32_t kSleepingOffset = 448;
 inline constexpr int kIdShift = 48;
 inline constexpr std::uint64_t kExitBit = 1ull << 63;
 inline constexpr std::uint64_t kSpMask = (1ull << kIdShift) - 1;
@@ -111,9 +135,14 @@ void format_call_buffer(std::span<std::uint8_t> view, std::uint64_t tracee_at,
                         const CallBufferLayout& layout);
 
 // The tracer's side: copies out what the writers have finished, frees it for them, and hands
-// the records over in TSC order up to a horizon below which no record can still arrive.
+// the records over in TSC order up to a horizon below which no record can still arrive; or,
+// with a sink, hands the sink each finished range where it lies in the mapping (the drain
+// writes it out as it is) and frees it once the sink returns.
 class CallReader {
  public:
+  // One CPU's records [data, data + bytes), whole records, in TSC order, in the tracer's
+  // mapping (the tracee can still write them: trust nothing in them).
+  using Sink = std::function<void(std::uint32_t cpu, const std::uint8_t* data, std::size_t bytes)>;
   struct Options {
     // A sub-buffer left partly filled this long is read up to the head (TSC ticks).
     std::uint64_t flush_ticks = 0;
@@ -129,6 +158,18 @@ class CallReader {
   // One pass over the CPUs at reader time `now` (TSC, taken before the call). `final`: no
   // writer is left (the threads are stopped or gone): everything up to each head is read.
   void poll(std::uint64_t now, bool final = false);
+  // The same with a sink instead of copies (take() then has nothing). Returns the bytes read.
+  std::uint64_t poll(std::uint64_t now, bool final, const Sink& sink);
+
+  // The wake word's value: wait_for_writers(seen) returns at once if a writer has bumped it
+  // since. Waits at most `timeout_ns` (FUTEX_WAIT: EINTR and EAGAIN return too).
+  std::uint32_t wake_word() const;
+  void wait_for_writers(std::uint32_t seen, long timeout_ns) const;
+  // Makes a wait_for_writers() in another thread return.
+  void wake_reader();
+  // Blocking mode on (writers with no room wait at most `bound_ns`) or off (they drop).
+  void set_blocking(bool on, long bound_ns = 0);
+  bool blocking() const;
   // Every record read so far with a TSC below the horizon (all of them when the last poll was
   // final), oldest first, appended to `out`.
   void take(std::vector<CallRecord>& out);
@@ -155,7 +196,9 @@ class CallReader {
   };
   std::uint8_t* ctl(std::uint32_t cpu) const;
   std::uint64_t readable_end(Cpu& c, std::uint64_t head, std::uint64_t now, bool final);
-  void read_range(std::uint32_t cpu, Cpu& c, std::uint64_t end);
+  void read_range(std::uint32_t cpu, Cpu& c, std::uint64_t end, const Sink* sink);
+  std::uint64_t poll_cpus(std::uint64_t now, bool final, const Sink* sink);
+  std::uint8_t* header_word(std::uint32_t offset) const { return view_.data() + offset; }
 
   std::span<std::uint8_t> view_;
   CallBufferLayout layout_;

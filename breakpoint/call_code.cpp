@@ -12,6 +12,19 @@
 //           slot = data + (head & (capacity-1)) -> %rax; tsc, %fs:0, sp | id | exit, values
 //           add $record_size,%rsi; mov %rsi,(%rcx)         the commit
 //   post_commit:
+//           test $(subbuffer-1),%esi; jz wake               it filled a sub-buffer
+//   done:
+//
+// Cold, out of the sequence (a system call inside one is not allowed):
+//   wake:   lock incl wake; if the reader sleeps, futex(&wake, FUTEX_WAKE, 1); jmp done
+//   full:   blocking off: to dropped. Else lock incq waiting(%rcx); if consumed has not moved,
+//           futex(&consumed, FUTEX_WAIT, consumed, &bound), and on ETIMEDOUT blocking = 0 (the
+//           reader is gone or stuck: nobody waits for it again); lock decq waiting; to arm
+//   dropped: lost[id]++ in a sequence of its own; jmp done
+#include <linux/futex.h>
+#include <sys/syscall.h>
+
+#include <cerrno>
 #include <limits>
 
 #include "breakpoint/trampoline_code.hpp"
@@ -73,6 +86,19 @@ void control_block(Assembler& a, const TrampolineSpec& spec, const Rseq& in) {
   a.must(ZYDIS_MNEMONIC_SHL, {reg(RAX), imm(t.layout.ctl_shift)});
   a.must(ZYDIS_MNEMONIC_MOV, {reg(RCX), imm(static_cast<std::int64_t>(t.control.value()))});
   a.must(ZYDIS_MNEMONIC_ADD, {reg(RCX), reg(RAX)});
+}
+
+// The header page's words (call_buffer.hpp), in the tracee.
+std::int64_t header_word(const CallRecordTarget& t, std::uint32_t offset) {
+  return static_cast<std::int64_t>(t.control.value() - t.layout.ctl_offset + offset);
+}
+
+// futex(2) from a trampoline: %rax, %rcx, %rdx, %rsi are the body's (saved), and the system
+// call clobbers %rcx and %r11; %rdi and %r10 carry arguments. The flags come back as they were
+// (sysret restores them from %r11), and the body saves them anyway.
+void syscall_futex(Assembler& a) {
+  a.must(ZYDIS_MNEMONIC_MOV, {reg(EAX), imm(SYS_futex)});
+  a.must(ZYDIS_MNEMONIC_SYSCALL, {});
 }
 
 std::int64_t lost_offset(const CallRecordTarget& t) {
@@ -137,20 +163,89 @@ void emit_call_record(Assembler& a, const TrampolineSpec& spec, bool exit, const
   a.must(ZYDIS_MNEMONIC_ADD, {reg(RSI), imm(l.record_size)});
   a.must(ZYDIS_MNEMONIC_MOV, {mem(RCX, jump::kHeadOffset), reg(RSI)});  // the commit
   out.main.post_commit = a.here();
+  a.must(ZYDIS_MNEMONIC_TEST, {reg(ESI), imm(static_cast<std::int64_t>(l.subbuffer - 1))});
+  must_jump(a, ZYDIS_MNEMONIC_JZ, in.wake);
+  out.done = a.here();
 }
+
+namespace {
+
+// A sub-buffer filled: the reader is woken (its wake word bumped first, so a reader about to
+// wait on the old value does not sleep through it).
+void emit_wake(Assembler& a, const CallRecordTarget& t, const Rseq& in, Rseq& out) {
+  out.wake = a.here();
+  a.must(ZYDIS_MNEMONIC_MOV, {reg(RAX), imm(header_word(t, jump::kWakeOffset))});
+  a.must(ZYDIS_MNEMONIC_INC, {mem(RAX, 0, 4)}, kLock);
+  // A reader that is not asleep sees the bump before it waits (call_buffer.cpp): no wake.
+  a.must(
+      ZYDIS_MNEMONIC_CMP,
+      {mem(RAX, static_cast<std::int64_t>(jump::kSleepingOffset) - jump::kWakeOffset, 4), imm(0)});
+  must_jump(a, ZYDIS_MNEMONIC_JZ, in.done);
+  a.must(ZYDIS_MNEMONIC_PUSH, {reg(RDI)});
+  a.must(ZYDIS_MNEMONIC_PUSH, {reg(R11)});
+  a.must(ZYDIS_MNEMONIC_MOV, {reg(RDI), reg(RAX)});
+  a.must(ZYDIS_MNEMONIC_MOV, {reg(ESI), imm(FUTEX_WAKE)});
+  a.must(ZYDIS_MNEMONIC_MOV, {reg(EDX), imm(1)});
+  syscall_futex(a);
+  a.must(ZYDIS_MNEMONIC_POP, {reg(R11)});
+  a.must(ZYDIS_MNEMONIC_POP, {reg(RDI)});
+  must_jump(a, ZYDIS_MNEMONIC_JMP, in.done);
+}
+
+// No room (%rcx this CPU's control block, %rsi the head the sequence read): wait for the
+// reader, bounded, then start the record again; with blocking off, drop it.
+void emit_wait(Assembler& a, const CallRecordTarget& t, const jump::CallBufferLayout& l,
+               const Rseq& in, Rseq& out) {
+  out.full = a.here();
+  a.must(ZYDIS_MNEMONIC_MOV, {reg(RAX), imm(header_word(t, jump::kBlockingOffset))});
+  a.must(ZYDIS_MNEMONIC_CMP, {mem(RAX, 0, 4), imm(0)});
+  must_jump(a, ZYDIS_MNEMONIC_JZ, in.dropped);
+  a.must(ZYDIS_MNEMONIC_PUSH, {reg(RDI)});
+  a.must(ZYDIS_MNEMONIC_PUSH, {reg(R10)});
+  a.must(ZYDIS_MNEMONIC_PUSH, {reg(R11)});
+  a.must(ZYDIS_MNEMONIC_INC, {mem(RCX, jump::kWaitingOffset)}, kLock);
+  // Loaded after our increment (a locked instruction is a full barrier): the reader either
+  // sees us waiting or has moved consumed before this load.
+  a.must(ZYDIS_MNEMONIC_MOV, {reg(RDX), mem(RCX, jump::kConsumedOffset)});
+  a.must(ZYDIS_MNEMONIC_MOV, {reg(RAX), reg(RSI)});
+  a.must(ZYDIS_MNEMONIC_SUB, {reg(RAX), reg(RDX)});
+  a.must(ZYDIS_MNEMONIC_CMP, {reg(RAX), imm(static_cast<std::int64_t>(l.capacity - l.subbuffer))});
+  must_jump(a, ZYDIS_MNEMONIC_JBE, in.waited);  // room since: no wait
+  a.must(ZYDIS_MNEMONIC_PUSH, {reg(RCX)});
+  a.must(ZYDIS_MNEMONIC_LEA, {reg(RDI), mem(RCX, jump::kConsumedOffset)});
+  a.must(ZYDIS_MNEMONIC_MOV, {reg(ESI), imm(FUTEX_WAIT)});  // %edx: consumed's low half
+  a.must(ZYDIS_MNEMONIC_MOV, {reg(R10), imm(header_word(t, jump::kWaitBoundOffset))});
+  syscall_futex(a);
+  a.must(ZYDIS_MNEMONIC_POP, {reg(RCX)});
+  a.must(ZYDIS_MNEMONIC_CMP, {reg(RAX), imm(-ETIMEDOUT)});
+  must_jump(a, ZYDIS_MNEMONIC_JNZ, in.waited);
+  a.must(ZYDIS_MNEMONIC_MOV, {reg(RDX), imm(header_word(t, jump::kBlockingOffset))});
+  a.must(ZYDIS_MNEMONIC_MOV, {mem(RDX, 0, 4), imm(0)});
+  out.waited = a.here();
+  a.must(ZYDIS_MNEMONIC_DEC, {mem(RCX, jump::kWaitingOffset)}, kLock);
+  a.must(ZYDIS_MNEMONIC_POP, {reg(R11)});
+  a.must(ZYDIS_MNEMONIC_POP, {reg(R10)});
+  a.must(ZYDIS_MNEMONIC_POP, {reg(RDI)});
+  must_jump(a, ZYDIS_MNEMONIC_JMP, in.main.arm);
+}
+
+}  // namespace
 
 void emit_call_record_cold(Assembler& a, const TrampolineSpec& spec, const Rseq& in, Rseq& out) {
   const CallRecordTarget& t = *spec.calls;
   emit_abort(a, in.main, out.main);
-  // No room: the record is dropped and counted in this CPU's lost[id], in a sequence of its own
-  // (the record's is over: the thread may have moved CPU since). Its commit is the increment.
-  out.full = a.here();
+  emit_wake(a, t, in, out);
+  emit_wait(a, t, t.layout, in, out);
+  // No room and no wait: the record is dropped and counted in this CPU's lost[id], in a
+  // sequence of its own (the record's is over: the thread may have moved CPU since). Its
+  // commit is the increment.
+  out.dropped = a.here();
   arm_rseq(a, t.rseq_offset, in.drop, out.drop);
   out.drop.start = a.here();
   control_block(a, spec, in);
   a.must(ZYDIS_MNEMONIC_INC, {mem(RCX, lost_offset(t))});
   out.drop.post_commit = a.here();
-  must_jump(a, ZYDIS_MNEMONIC_JMP, in.main.post_commit);
+  must_jump(a, ZYDIS_MNEMONIC_JMP, in.done);
   emit_abort(a, in.drop, out.drop);
   // A thread with no CPU buffer (no rseq registration): counted with a locked increment, in
   // the last control block (rare: glibc registers every thread it makes).
@@ -158,7 +253,7 @@ void emit_call_record_cold(Assembler& a, const TrampolineSpec& spec, const Rseq&
   RuntimeAddr no_cpu_block = t.control + static_cast<std::int64_t>(t.layout.cpus) *
                                              static_cast<std::int64_t>(t.layout.ctl_stride());
   a.must(ZYDIS_MNEMONIC_INC, {reach(a, a.here(), no_cpu_block + lost_offset(t), RCX)}, kLock);
-  must_jump(a, ZYDIS_MNEMONIC_JMP, in.main.post_commit);
+  must_jump(a, ZYDIS_MNEMONIC_JMP, in.done);
   emit_descriptor(a, in.main, out.main);
   emit_descriptor(a, in.drop, out.drop);
 }

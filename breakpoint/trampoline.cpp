@@ -210,7 +210,8 @@ struct Builder {
     if (out.cs.size() <= i) {
       // Any address of this trampoline will do in the first pass: every branch reaches it.
       Sequence here{a.here(), a.here(), a.here(), a.here(), a.here()};
-      out.cs.resize(i + 1, Rseq{here, here, a.here(), a.here()});
+      RuntimeAddr at = a.here();
+      out.cs.resize(i + 1, Rseq{here, here, at, at, at, at, at, at});
     }
     Rseq guess = i < in.cs.size() ? in.cs[i] : out.cs[i];
     emit_body(a, spec, work, guess, out.cs[i]);

@@ -13,7 +13,7 @@ constexpr auto RAX = ZYDIS_REGISTER_RAX, RCX = ZYDIS_REGISTER_RCX, RDX = ZYDIS_R
                RSI = ZYDIS_REGISTER_RSI, RDI = ZYDIS_REGISTER_RDI, RSP = ZYDIS_REGISTER_RSP,
                EAX = ZYDIS_REGISTER_EAX, ECX = ZYDIS_REGISTER_ECX, EDX = ZYDIS_REGISTER_EDX,
                ESI = ZYDIS_REGISTER_ESI, AL = ZYDIS_REGISTER_AL, R8 = ZYDIS_REGISTER_R8,
-               R9 = ZYDIS_REGISTER_R9;
+               R9 = ZYDIS_REGISTER_R9, R10 = ZYDIS_REGISTER_R10, R11 = ZYDIS_REGISTER_R11;
 constexpr ZydisInstructionAttributes kLock = ZYDIS_ATTRIB_HAS_LOCK;
 constexpr ZydisInstructionAttributes kFs = ZYDIS_ATTRIB_HAS_SEGMENT_FS;
 
@@ -36,10 +36,11 @@ struct Sequence {
 };
 
 // A body's sequences and the cold code they reach: the counting or the record (`main`), and a
-// record's drop, counted in a sequence of its own (`drop`).
+// record's drop, counted in a sequence of its own (`drop`); for a record, the wait for room
+// (`full`), the drop (`dropped`), the reader's wake (`wake`) and where they all end (`done`).
 struct Rseq {
   Sequence main, drop;
-  RuntimeAddr no_cpu, full;
+  RuntimeAddr no_cpu, full, dropped, wake, done, waited;
   bool operator==(const Rseq&) const = default;
 };
 

@@ -114,7 +114,15 @@ struct Recording {
   }
 };
 
+// The raw records wait beside the trace: on the file system the user chose for it.
+std::string spool_dir_of(const std::string& path, record::Format format) {
+  (void)format;  // a CTF directory may not exist yet: its parent, as a file's
+  std::filesystem::path p = path;
+  return p.has_parent_path() ? p.parent_path().string() : std::string(".");
+}
+
 int command_status(const TraceReport& report) {
+  if (report.spool_error) return 1;
   if (!report.command_status) return 0;
   WaitStatus ws(*report.command_status);
   if (ws.exited()) return ws.exit_code();
@@ -135,7 +143,7 @@ int record_command(const std::vector<std::string>& all_args) {
   po::options_description desc(
       "probecost record (-p PID | -- COMMAND ARGS...) -b PROBE [-b PROBE ...] -o PATH\n"
       "                 [--format chrome|ctf] [--args N] [--summary-json FILE] [--duration S] "
-      "[-F]\n                 [--buffer-size SIZE]\n\n"
+      "[-F]\n                 [--buffer-size SIZE] [--drop]\n\n"
       "Records every call of each probed function: an entry event (time, thread, the first N\n"
       "integer arguments) and a return event (time, thread, the return value), written to PATH\n"
       "while the process runs, and a summary with each function's latency on stderr at the\n"
@@ -155,9 +163,13 @@ int record_command(const std::vector<std::string>& all_args) {
       "summary-json", po::value(&summary_json), "also write the summary as JSON to FILE")(
       "buffer-size,m", po::value(&buffer_size),
       "each CPU's ring of records in the process, as perf -m: 64K to 1G, rounded up to a power "
-      "of two (default 16M, less on a machine of more than 16 CPUs); a burst that fills it between "
-      "two reads (every 100 ms) loses "
-      "records, counted")("duration,d", po::value(&duration), "record for this many seconds")(
+      "of two (default 16M, less on a machine of more than 16 CPUs); a burst that fills it before "
+      "the "
+      "drain wakes up loses nothing (writers wait for it) or, with --drop, loses records, counted")(
+      "drop",
+      "a writer that finds its ring full drops the record (counted lost) instead of waiting for "
+      "the drain (at most 1 s, then it drops)")("duration,d", po::value(&duration),
+                                                "record for this many seconds")(
       "all-matches", po::bool_switch(&opts.all_matches),
       "a symbol found in several modules: record all of them")(
       "follow-forks,F", "also record the processes it forks, as strace -f does")("quiet,q",
@@ -190,6 +202,9 @@ int record_command(const std::vector<std::string>& all_args) {
   // Before anything is attached or launched: the process is not held while we calibrate.
   recording.clock = tsc::calibrate();
   calls.args = recording.args;
+  calls.drop = vm.count("drop") > 0;
+  calls.tsc_hz = static_cast<double>(recording.clock.hz);
+  calls.spool_dir = spool_dir_of(output, recording.format);
   calls.start = [&recording](const std::vector<record::ProbeInfo>& probes) -> record::Recorder& {
     return recording.start(probes);
   };

@@ -1,10 +1,14 @@
 #include "trace/call_feed.hpp"
 
+#include <sys/mman.h>
 #include <x86intrin.h>
 
 #include <algorithm>
+#include <cstring>
 
 #include "breakpoint/emulate.hpp"
+#include "common/clock.hpp"
+#include "common/error.hpp"
 #include "trace/run.hpp"
 
 namespace probecost::trace_run {
@@ -91,50 +95,107 @@ record::Event CallFeed::event_of(const jump::CallRecord& r) {
   return e;
 }
 
-void CallFeed::drain(jump::CallReader* reader, bool final) {
-  std::uint64_t horizon = UINT64_MAX;
-  // The buffers are kept from drain to drain: a drain of 100,000s of records into fresh ones
-  // spent a third of its time in page faults.
-  out_.clear();
-  if (reader) {
-    reader->poll(__rdtsc(), final);
-    records_.clear();
-    reader->take(records_);  // in TSC order
-    if (!final) horizon = reader->horizon();
-    for (const auto& r : records_) {
-      record::Event e = event_of(r);
-      if (e.probe != record::kAnyProbe) out_.push_back(e);
-    }
-  }
-  // The int3 events below the horizon (taken in time order too) join them, merged.
-  auto later = std::find_if(int3_events_.begin(), int3_events_.end(),
-                            [&](const record::Event& e) { return e.tsc >= horizon; });
-  if (later != int3_events_.begin()) {
-    auto middle = static_cast<std::ptrdiff_t>(out_.size());
-    out_.insert(out_.end(), int3_events_.begin(), later);
-    int3_events_.erase(int3_events_.begin(), later);
-    std::inplace_merge(
-        out_.begin(), out_.begin() + middle, out_.end(),
-        [](const record::Event& a, const record::Event& b) { return a.tsc < b.tsc; });
-  }
-  for (const auto& e : out_) {
-    // Its name (comm) as it is at its first event, as `trace` reads it at its first hit.
-    if (e.tid && named_.insert(e.tid).second) {
-      std::string name = thread_name(pid_, e.tid);
-      rec_.thread_name(pid_, e.tid, name.empty() ? names_[e.tid] : name, e.tsc);
-    }
-    rec_.add(e);
-  }
-  if (final && reader) lost(*reader);
+void CallFeed::start_drain(jump::CallReader& reader, const std::string& spool_dir,
+                           const CallDrain::Options& options) {
+  layout_ = reader.layout();
+  spool_ = std::make_unique<CallSpool>(spool_dir, layout_.record_size, layout_.max_ids);
+  drain_ = std::make_unique<CallDrain>(reader, *spool_, options);
+  reader_ = &reader;
 }
 
-void CallFeed::lost(const jump::CallReader& reader) {
-  if (lost_counted_) return;
-  lost_counted_ = true;
+void CallFeed::finish_drain() {
+  if (!drain_ || !reader_) return;
+  drain_->finish();
+  lost_.assign(probe_of_id_.size(), 0);
   for (std::uint32_t id = 0; id < probe_of_id_.size(); ++id) {
-    std::uint64_t n = reader.lost(id);
-    if (n) rec_.lost({pid_, 0, probe_of_id_[id], n, __rdtsc()});
+    lost_[id] = reader_->lost(id);
+    if (id < spool_->not_kept().size()) lost_[id] += spool_->not_kept()[id];
   }
+  reader_ = nullptr;  // it goes with the buffer
+}
+
+// One CPU's records in the spool, chunk after chunk.
+struct CallFeed::Stream {
+  std::vector<std::pair<const std::uint8_t*, std::uint64_t>> pieces;
+  std::size_t piece = 0;
+  std::uint64_t at = 0;
+  const std::uint8_t* next() const {
+    return piece < pieces.size() ? pieces[piece].first + at : nullptr;
+  }
+  void advance(std::uint32_t record_size) {
+    at += record_size;
+    if (at >= pieces[piece].second) {
+      ++piece;
+      at = 0;
+    }
+  }
+};
+
+std::vector<CallFeed::Stream> CallFeed::streams(const std::uint8_t* spool) const {
+  std::vector<Stream> out(layout_.cpus);
+  for (const auto& c : spool_->chunks()) {
+    // The drain wrote these: in bounds, whole records, a CPU of the buffer.
+    if (c.cpu >= out.size() || c.bytes % layout_.record_size || !c.bytes) continue;
+    out[c.cpu].pieces.emplace_back(spool + c.offset, c.bytes);
+  }
+  return out;
+}
+
+void CallFeed::add(const record::Event& e) {
+  // Its name (comm) as it is when the trace is written, else as it was when it appeared.
+  if (e.tid && named_.insert(e.tid).second) {
+    std::string name = thread_name(pid_, e.tid);
+    rec_.thread_name(pid_, e.tid, name.empty() ? names_[e.tid] : name, e.tsc);
+  }
+  rec_.add(e);
+}
+
+void CallFeed::replay(std::ostream* progress) {
+  finish_drain();
+  const std::uint8_t* spool = nullptr;
+  std::uint64_t size = spool_ ? spool_->size() : 0;
+  if (size) {
+    void* m = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, spool_->fd(), 0);
+    if (m == MAP_FAILED) throw Error::from_errno("cannot map the record spool");
+    spool = static_cast<const std::uint8_t*>(m);
+  }
+  std::vector<Stream> cpus = spool ? streams(spool) : std::vector<Stream>();
+  std::uint64_t total = size / std::max<std::uint32_t>(layout_.record_size, 1), done = 0;
+  double start = now_s(), next_line = start + 1;
+  std::size_t int3 = 0;
+  // Each CPU's records are in TSC order, as the int3 events are: merged, oldest first.
+  for (;;) {
+    Stream* oldest = nullptr;
+    std::uint64_t oldest_tsc = UINT64_MAX;
+    for (Stream& c : cpus) {
+      const std::uint8_t* r = c.next();
+      std::uint64_t t;
+      if (r && (std::memcpy(&t, r, 8), t < oldest_tsc)) {
+        oldest = &c;
+        oldest_tsc = t;
+      }
+    }
+    if (int3 < int3_events_.size() && int3_events_[int3].tsc <= oldest_tsc) {
+      add(int3_events_[int3++]);
+      continue;
+    }
+    if (!oldest) break;
+    record::Event e = event_of(jump::decode_call_record(oldest->next(), layout_.args));
+    oldest->advance(layout_.record_size);
+    if (e.probe != record::kAnyProbe) add(e);
+    if (progress && (++done & 0xffff) == 0 && now_s() >= next_line) {
+      next_line += 1;
+      *progress << "\r\033[Kprobecost record: writing the trace: " << done << " of ~" << total
+                << " records" << std::flush;
+    }
+  }
+  if (progress && now_s() - start >= 1) *progress << "\r\033[K" << std::flush;
+  if (spool) ::munmap(const_cast<std::uint8_t*>(spool), size);
+  int3_events_.clear();
+  for (std::uint32_t id = 0; id < lost_.size(); ++id) {
+    if (lost_[id]) rec_.lost({pid_, 0, probe_of_id_[id], lost_[id], __rdtsc()});
+  }
+  lost_.clear();
 }
 
 }  // namespace probecost::trace_run

@@ -3,14 +3,19 @@
 // recording. The records come from two places: the call buffer the trampolines write (drained
 // while the process runs) and the int3 hits of entries and exits no jump could serve (taken in
 // the tracer, the thread stopped). Each record names its thread by its thread pointer (%fs:0);
-// the feed knows each thread's from its fs_base, read when the thread appeared. Events reach
-// the recording in time order below the reader's horizon, so each thread's are in order.
+// the feed knows each thread's from its fs_base, read when the thread appeared. While the
+// process runs, the buffer's drain (call_drain.hpp, a thread of its own) copies the records to a
+// spool as they are, and the int3 events wait in memory; replay() then hands the recording
+// every event in time order (each CPU's records are, and the CPUs' are merged with the int3
+// events), so each thread's are in order.
 #include <sys/types.h>
 
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
+#include <ostream>
 #include <set>
 #include <unordered_map>
 #include <vector>
@@ -19,6 +24,7 @@
 #include "breakpoint/decoder.hpp"
 #include "breakpoint/tracee_memory.hpp"
 #include "record/recorder.hpp"
+#include "trace/call_drain.hpp"
 #include "tracer/process.hpp"
 
 namespace probecost::trace_run {
@@ -57,10 +63,18 @@ class CallFeed {
   // of ours.
   bool on_int3(pid_t tid, RuntimeAddr at, const user_regs_struct& regs, TraceeMemory& memory);
 
-  // Hands the recording every event below the reader's horizon; `final`: every event (no
-  // writer is left), and the lost records counted.
-  void drain(jump::CallReader* reader, bool final);
+  // The call buffer's drain starts (a thread), its spool in `spool_dir`.
+  void start_drain(jump::CallReader& reader, const std::string& spool_dir,
+                   const CallDrain::Options& options);
+  // No writer is left: the drain's last copy, and the lost records counted. Before the
+  // buffer goes. Idempotent.
+  void finish_drain();
+  // Every event to the recording, in time order (after finish_drain). `progress`: a line
+  // each second there when it takes longer than one.
+  void replay(std::ostream* progress);
   std::uint64_t unknown_threads() const { return unknown_; }
+  const CallDrain* drain() const { return drain_.get(); }
+  const CallSpool* spool() const { return spool_.get(); }
 
  private:
   struct Int3Role {
@@ -76,7 +90,9 @@ class CallFeed {
   };
   record::Event event_of(const jump::CallRecord& r);
   pid_t tid_of(std::uint64_t tp, std::uint64_t tsc);
-  void lost(const jump::CallReader& reader);
+  void add(const record::Event& e);
+  struct Stream;
+  std::vector<Stream> streams(const std::uint8_t* spool) const;
 
   record::Recorder& rec_;
   pid_t pid_;
@@ -85,12 +101,14 @@ class CallFeed {
   std::unordered_map<std::uint64_t, Int3Role> int3_;
   std::unordered_map<std::uint64_t, std::vector<Since>> threads_;  // by thread pointer
   std::vector<record::Event> int3_events_;                         // not handed on yet
-  std::vector<jump::CallRecord> records_;
-  std::vector<record::Event> out_;
+  std::unique_ptr<CallSpool> spool_;
+  std::unique_ptr<CallDrain> drain_;
+  jump::CallBufferLayout layout_;
+  jump::CallReader* reader_ = nullptr;  // until finish_drain()
+  std::vector<std::uint64_t> lost_;     // by id: dropped by the writers
   std::map<pid_t, std::string> names_;  // as each thread appeared
   std::set<pid_t> named_;               // threads whose name the recording has
   std::uint64_t unknown_ = 0;
-  bool lost_counted_ = false;
 };
 
 }  // namespace probecost::trace_run

@@ -113,6 +113,12 @@ std::vector<ProbeInstall> TraceRun::place_calls(ProcessTrace& tr) {
     requests.push_back({probe.address, static_cast<std::uint32_t>(i), probe.spec});
   }
   auto got = tr.jumps->add_calls(requests, {}, *tr.symbols);
+  if (jump::CallReader* reader = tr.jumps->call_reader()) {
+    CallDrain::Options o;
+    o.block = !opts_.calls->drop;
+    o.wait_bound_ns = opts_.calls->wait_bound_ns;
+    tr.feed->start_drain(*reader, opts_.calls->spool_dir, o);
+  }
   std::vector<ProbeInstall> out(tr.probes.size());
   for (std::size_t i = 0; i < got.size(); ++i) {
     const CallInstall& in = got[i];
@@ -153,9 +159,37 @@ std::vector<ProbeInstall> TraceRun::place_calls(ProcessTrace& tr) {
   return out;
 }
 
+// The image's feed is done once its buffer is final: it waits, with the others, for the trace
+// to be written at the end of the run (replay_calls).
 void TraceRun::drain_calls(ProcessTrace& tr, bool final) {
-  if (!tr.feed) return;
-  tr.feed->drain(tr.jumps ? tr.jumps->call_reader() : nullptr, final);
+  if (!tr.feed || !final) return;
+  tr.feed->finish_drain();
+  if (const CallDrain* d = tr.feed->drain()) {
+    report_.events_cpu_s += d->cpu_s();
+    report_.tracer_cpu_s += d->cpu_s();
+    drained_records_ += d->bytes() / std::max<std::uint32_t>(tr.feed->spool()->record_size(), 1);
+    drain_cpu_s_ += d->cpu_s();
+    if (!d->error().empty() && opts_.announce)
+      notes_ << opts_.tool << ": the records of process " << tr.proc->pid()
+             << " stopped being read: " << d->error() << std::endl;
+  }
+  if (const CallSpool* s = tr.feed->spool(); s && !s->error().empty())
+    spool_errors_.push_back(s->error());
+  fed_.push_back(std::move(tr.feed));
+}
+
+// Every image's events to the recording, once every process is let go.
+void TraceRun::replay_calls() {
+  for (auto& feed : fed_) feed->replay(opts_.announce ? &notes_ : nullptr);
+  fed_.clear();
+  if (opts_.announce && drained_records_) {
+    notes_ << opts_.tool << ": the drain copied " << drained_records_ << " records in "
+           << static_cast<long>(drain_cpu_s_ * 1e3 + 0.5) << " ms of its CPU ("
+           << drain_cpu_s_ * 1e9 / static_cast<double>(drained_records_) << " ns per record)"
+           << std::endl;
+  }
+  for (const auto& e : spool_errors_) notes_ << opts_.tool << ": error: " << e << std::endl;
+  report_.spool_error = !spool_errors_.empty();
 }
 
 }  // namespace probecost::trace_run

@@ -141,12 +141,15 @@ void TraceRun::install_image(ProcessTrace& tr) {
   p.held().mark("resolving the probes");
   tr.step_over = make_step_over(opts_.step_over, p.memory(), scratch_mapper(p), &p.relocated());
   p.held().mark("step-over set up");
+  drain_calls(tr, true);  // a feed left by the image before (its buffer goes with `jumps`)
   tr.jumps.reset();
   tr.feed.reset();
   if (opts_.calls) {
     JumpOptions jo;
     jo.calls.args = opts_.calls->args;
     jo.calls.buffer_bytes = opts_.calls->buffer_bytes;  // 0: the default
+    // A sub-buffer left partly filled is copied after 100 ms (the drain is woken for the rest).
+    jo.calls.reader.flush_ticks = static_cast<std::uint64_t>(opts_.calls->tsc_hz / 10);
     jo.calls.max_ids = static_cast<std::uint32_t>(std::max<std::size_t>(tr.probes.size(), 1));
     tr.jumps = std::make_unique<JumpProbes>(p, jo);
     refuse_leftovers(tr);

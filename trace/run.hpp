@@ -138,6 +138,7 @@ class TraceRun {
   std::vector<ProbeInstall> place_calls(ProcessTrace& tr);
   std::vector<std::uint32_t> recording_probes(const ProcessTrace& tr);
   void drain_calls(ProcessTrace& tr, bool final);
+  void replay_calls();
   ScratchMapper scratch_mapper(TracedProcess& p);
   void start_session(ProcessTrace& tr);
   void let_run(ProcessTrace& tr);
@@ -175,6 +176,10 @@ class TraceRun {
   bool ran_ = false;  // the root was let run: a failure lets it go (let_go_after_failure)
   record::Recorder* recording_ = nullptr;  // `probecost record`: made at the first image
   std::vector<record::ProbeInfo> recorded_;
+  std::vector<std::unique_ptr<CallFeed>> fed_;  // images whose call buffers are final
+  std::uint64_t drained_records_ = 0;
+  double drain_cpu_s_ = 0;
+  std::vector<std::string> spool_errors_;
 };
 
 }  // namespace probecost::trace_run

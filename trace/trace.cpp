@@ -100,10 +100,10 @@ void TraceRun::on_tick() {
   double t = now_s();
   for (auto& tr : processes_) {
     if (tr->proc->alive()) tr->cpu_last = tr->proc->cpu_seconds();
+    // A recording's call buffers have a drain of their own (call_drain.hpp).
     bool events = tr->jumps && tr->jumps->events();
-    if (!events && !tr->feed) continue;
+    if (!events) continue;
     double drain0 = thread_cpu_s();
-    drain_calls(*tr, false);
     for (std::size_t i = 0; events && i < tr->jumps->size(); ++i) tr->jumps->drain(i);
     report_.events_cpu_s += thread_cpu_s() - drain0;
   }
@@ -313,6 +313,7 @@ TraceReport TraceRun::run_to_end() {
   std::uint64_t syscalls = sys::counters().total() - syscalls0;
   let_go();
   report_processes();
+  replay_calls();
   report_figures(syscalls);
   return report_;
 }

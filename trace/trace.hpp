@@ -29,6 +29,12 @@ struct CallRecording {
   int args = 0;  // arguments per entry event, 0 to 6
   // Each CPU's ring in the process, in bytes (a power of two); 0: CallOptions' default.
   std::uint64_t buffer_bytes = 0;
+  // A writer that finds its ring full waits for the drain (at most wait_bound_ns), or with
+  // `drop` drops the record at once (counted lost).
+  bool drop = false;
+  long wait_bound_ns = 1'000'000'000;
+  std::string spool_dir = ".";  // where the raw records wait until the trace is written
+  double tsc_hz = 0;            // TSC ticks per second (the drain's flush interval)
   // Called once, when the first image's probes are resolved and before any event, with one
   // ProbeInfo per function probed: the recording their events go to.
   std::function<record::Recorder&(const std::vector<record::ProbeInfo>&)> start;
@@ -129,8 +135,9 @@ struct TraceReport {
   std::uint64_t modules_read_held = 0;
   std::uint64_t int3_hits = 0, jump_hits = 0;  // `hits` by how the probe was in
   double tracer_cpu_s = 0;                     // probecost's CPU while the probes were in
-  double events_cpu_s = 0;  // the part of it spent reading jump probes' records (--events)
-  double tracee_cpu_s = 0;  // the process's CPU meanwhile: its own work and its side of each hit
+  bool spool_error = false;  // `record`: records could not be kept (said on stderr)
+  double events_cpu_s = 0;   // the part of it spent reading jump probes' records (--events)
+  double tracee_cpu_s = 0;   // the process's CPU meanwhile: its own work and its side of each hit
   // The tracer's side of a hit alone, each kind its own: an int3 hit stops the thread (the
   // tracer's CPU but the records' reading, over int3 hits); a jump hit is counted in the
   // tracee, and costs the tracer only the reading of its record (--events; else 0).

@@ -257,6 +257,50 @@ TEST(CallRecords, AFullBufferDropsAndCountsTheNewest) {
   EXPECT_EQ(reader.lost(2), reader.lost_total());
 }
 
+// Blocking mode: a writer with no room waits for the reader, which frees room as it reads
+// (a sink that only counts), woken by each sub-buffer filled: nothing is lost.
+TEST(CallRecords, WritersWaitForTheReaderAndLoseNothing) {
+  NEED_RSEQ();
+  Calls c(config(0, 8192));  // 256 records of room per CPU
+  CallReader reader = reader_of(c);
+  reader.set_blocking(true, 10'000'000'000);
+  c.patch("shape_leaf", 2);
+  constexpr int kCalls = 20000;
+  std::atomic<bool> done{false};
+  std::uint64_t bytes = 0;
+  auto count = [&](std::uint32_t, const std::uint8_t*, std::size_t n) { bytes += n; };
+  std::thread drain([&] {
+    while (!done) {
+      std::uint32_t seen = reader.wake_word();
+      if (!reader.poll(__rdtsc(), false, count)) reader.wait_for_writers(seen, 1'000'000);
+    }
+  });
+  for (int i = 0; i < kCalls; ++i) ASSERT_EQ(shape_leaf(i, 1), i + 1);
+  done = true;
+  reader.wake_reader();
+  drain.join();
+  c.unpatch();
+  reader.poll(__rdtsc(), true, count);
+  EXPECT_EQ(reader.lost_total(), 0u);
+  EXPECT_EQ(bytes, 2u * kCalls * c.buffer.layout().record_size);
+}
+
+// No reader at all (a SIGKILLed probecost): the first writer to find no room waits out the
+// bound, turns blocking off, and from then on every writer drops at once: the calls go on.
+TEST(CallRecords, AWaitForAGoneReaderEndsAtItsBoundAndNoneWaitsAgain) {
+  NEED_RSEQ();
+  Calls c(config(0, 8192));
+  CallReader reader = reader_of(c);
+  reader.set_blocking(true, 20'000'000);  // 20 ms
+  c.patch("shape_leaf", 2);
+  for (int i = 0; i < 1000; ++i) ASSERT_EQ(shape_leaf(i, 1), i + 1);
+  EXPECT_FALSE(reader.blocking());
+  c.unpatch();
+  auto& r = c.drain(reader);
+  EXPECT_EQ(r.size() + reader.lost(2), 2000u);
+  EXPECT_GT(reader.lost(2), 0u);
+}
+
 // Threads on every CPU, and a reader draining while they run: each thread's records pair up
 // exactly, by slot, in TSC order.
 TEST(CallRecords, ThreadsAndAConcurrentReaderPairExactly) {

@@ -7,6 +7,7 @@
 //   throw N      middle(i) N times; thrower throws for every third i, caught in main
 //   longjmp N    jumper(i) N times, every other one longjmps out to main
 //   threads N    4 threads, add3 N times each
+//   nthreads N K K threads (argv[3]), add3 N times each, in a tight loop
 //   signal N     in_signal(i) N times; each raises SIGUSR1, whose handler calls leaf
 //   spin N       spin(ticks) N times: spins for `ticks` TSC ticks (argv[3])
 //   bench N      add3 N times in a loop, timed: prints the ns per iteration (probe costs)
@@ -207,6 +208,17 @@ int main(int argc, char** argv) {
     for (auto& th : t) {
       void* r = nullptr;
       pthread_join(th, &r);
+      sum += reinterpret_cast<long>(r);
+    }
+  } else if (mode == "nthreads") {
+    long k = argc > 3 ? std::atol(argv[3]) : 1;
+    if (k < 1 || k > 64) return 2;
+    pthread_t t[64];
+    for (long i = 0; i < k; ++i)
+      pthread_create(&t[i], nullptr, thread_main, reinterpret_cast<void*>(n));
+    for (long i = 0; i < k; ++i) {
+      void* r = nullptr;
+      pthread_join(t[i], &r);
       sum += reinterpret_cast<long>(r);
     }
   } else if (mode == "signal") {

@@ -1,0 +1,167 @@
+#include "trace/call_drain.hpp"
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+#include <x86intrin.h>
+
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+
+#include "common/error.hpp"
+
+namespace probecost::trace_run {
+
+namespace {
+
+// An unlinked file in `dir`: O_TMPFILE where the file system has it, else a name removed at once.
+Fd spool_file(const std::string& dir) {
+  int fd = ::open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+  if (fd >= 0) return Fd(fd);
+  std::string name = dir + "/.probecost-spool-XXXXXX";
+  fd = ::mkostemp(name.data(), O_CLOEXEC);
+  if (fd < 0)
+    throw Error::from_errno("cannot make the record spool in " + dir +
+                            " (the raw records, kept until the trace is written)");
+  ::unlink(name.c_str());
+  return Fd(fd);
+}
+
+double thread_cpu_now() {
+  timespec t{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
+}
+
+}  // namespace
+
+CallSpool::CallSpool(const std::string& dir, std::uint32_t record_size, std::uint32_t max_ids,
+                     std::uint64_t limit)
+    : dir_(dir),
+      fd_(spool_file(dir)),
+      record_size_(record_size),
+      limit_(limit),
+      not_kept_(max_ids + 1) {}
+
+bool CallSpool::write_all(const std::uint8_t* data, std::size_t bytes) {
+  while (bytes) {
+    ssize_t n = ::write(fd_.get(), data, bytes);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      error_ = std::string("the spool in ") + dir_ + " could not be written after " +
+               std::to_string(size_ >> 20) + " MiB (" +
+               (n < 0 ? std::strerror(errno) : "no progress") + ")";
+      return false;
+    }
+    data += n;
+    bytes -= static_cast<std::size_t>(n);
+  }
+  return true;
+}
+
+// Records not kept: counted by their probe id (the tracee wrote the ids: any out of range
+// counts in the last slot).
+void CallSpool::refuse(const std::uint8_t* data, std::size_t bytes) {
+  for (std::size_t at = 0; at + record_size_ <= bytes; at += record_size_) {
+    std::uint64_t word;
+    std::memcpy(&word, data + at + 16, 8);
+    auto id = static_cast<std::size_t>((word >> jump::kIdShift) & (jump::kMaxCallIds - 1));
+    ++not_kept_[std::min(id, not_kept_.size() - 1)];
+  }
+}
+
+void CallSpool::append(std::uint32_t cpu, const std::uint8_t* data, std::size_t bytes) {
+  if (!error_.empty()) return refuse(data, bytes);
+  if (size_ + 16 + bytes > limit_) {
+    error_ = "the spool reached its bound of " + std::to_string(limit_ >> 20) + " MiB";
+    return refuse(data, bytes);
+  }
+  std::uint32_t head[4] = {kSpoolMagic, cpu, static_cast<std::uint32_t>(bytes),
+                           static_cast<std::uint32_t>(std::uint64_t{bytes} >> 32)};
+  iovec v[2] = {{head, sizeof head}, {const_cast<std::uint8_t*>(data), bytes}};
+  ssize_t n = ::writev(fd_.get(), v, 2);
+  bool ok = n == static_cast<ssize_t>(sizeof head + bytes);
+  if (!ok && n >= 0) {
+    // A short write (a file system nearly full): the rest, or the reason it cannot go.
+    std::size_t done = static_cast<std::size_t>(n);
+    ok = done < sizeof head
+             ? write_all(reinterpret_cast<std::uint8_t*>(head) + done, sizeof head - done) &&
+                   write_all(data, bytes)
+             : write_all(data + (done - sizeof head), bytes - (done - sizeof head));
+  } else if (!ok) {
+    error_ = "the spool in " + dir_ + " could not be written after " + std::to_string(size_ >> 20) +
+             " MiB (" + std::strerror(errno) + ")";
+  }
+  if (!ok) {
+    // Cut back to the last whole chunk: what the spool holds stays readable.
+    if (::ftruncate(fd_.get(), static_cast<off_t>(size_)) == 0)
+      ::lseek(fd_.get(), static_cast<off_t>(size_), SEEK_SET);
+    return refuse(data, bytes);
+  }
+  chunks_.push_back({cpu, size_ + sizeof head, bytes});
+  size_ += sizeof head + bytes;
+}
+
+CallDrain::CallDrain(jump::CallReader& reader, CallSpool& spool, const Options& options)
+    : reader_(reader), spool_(spool), options_(options) {
+  reader_.set_blocking(options_.block, options_.wait_bound_ns);
+  thread_ = std::thread([this] { run(); });
+}
+
+CallDrain::~CallDrain() {
+  try {
+    finish();
+  } catch (...) {
+  }
+}
+
+std::uint64_t CallDrain::pass(bool final) {
+  ++passes_;
+  std::uint64_t n = reader_.poll(
+      __rdtsc(), final, [this](std::uint32_t cpu, const std::uint8_t* data, std::size_t bytes) {
+        spool_.append(cpu, data, bytes);
+      });
+  bytes_ += n;
+  return n;
+}
+
+void CallDrain::run() {
+  ::pthread_setname_np(::pthread_self(), "probecost-drain");
+  try {
+    while (!stop_.load(std::memory_order_acquire)) {
+      // The word before the pass: a writer that fills a sub-buffer after this load changes it,
+      // and the wait below returns at once.
+      std::uint32_t seen = reader_.wake_word();
+      std::uint64_t n = pass(false);
+      // Blocking on again, each pass (a writer whose wait timed out turned it off).
+      if (options_.block && !reader_.blocking()) reader_.set_blocking(true, options_.wait_bound_ns);
+      if (!n && !stop_.load(std::memory_order_acquire))
+        reader_.wait_for_writers(seen, options_.flush_ns);
+    }
+  } catch (const std::exception& e) {
+    // The tracee wrote a head no writer of ours can have: nothing more is read from it, and
+    // no writer waits for us again.
+    error_ = e.what();
+    reader_.set_blocking(false);
+  }
+  cpu_s_ = thread_cpu_now();
+}
+
+void CallDrain::finish() {
+  if (finished_) return;
+  finished_ = true;
+  stop_.store(true, std::memory_order_release);
+  reader_.wake_reader();
+  thread_.join();
+  if (!error_.empty()) return;
+  try {
+    pass(true);
+  } catch (const std::exception& e) {
+    error_ = e.what();
+  }
+}
+
+}  // namespace probecost::trace_run

@@ -1,0 +1,103 @@
+#pragma once
+// `probecost record`'s drain: a thread of its own per call buffer that copies the sub-buffers
+// the trampolines have finished, as they are, into a spool file, and frees them for the
+// writers. It does no per-record work: the records are decoded, paired and formatted from the
+// spool once the process is let go (CallFeed::replay). The ptrace thread never waits for it,
+// except for the last copy of a buffer whose writers are all stopped or gone.
+//
+// The spool is a raw recording, an unlinked file (O_TMPFILE) in the output's directory, so
+// nothing is left behind however probecost ends. It is a sequence of chunks:
+//   +0  u32 magic 0x70737063 ("cpsp")
+//   +4  u32 the CPU whose ring the records come from
+//   +8  u64 the bytes of records that follow (a multiple of the record size)
+//   +16 the records, as call_buffer.hpp lays them out, in that CPU's TSC order
+// It is bounded (kSpoolLimit): past the bound, or when the file system refuses a write (a full
+// disk, a quota), the chunk is cut back, the drain goes on freeing sub-buffers without keeping
+// them (the process runs on as if nothing happened) and counts their records lost, and the
+// reason is said at the end; what the spool holds up to there is recorded.
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "breakpoint/call_buffer.hpp"
+#include "common/fd.hpp"
+
+namespace probecost::trace_run {
+
+inline constexpr std::uint64_t kSpoolLimit = 8ull << 30;
+inline constexpr std::uint32_t kSpoolMagic = 0x70737063;
+
+class CallSpool {
+ public:
+  struct Chunk {
+    std::uint32_t cpu = 0;
+    std::uint64_t offset = 0, bytes = 0;  // the records' place in the file
+  };
+  // Error when no file can be made in `dir`.
+  CallSpool(const std::string& dir, std::uint32_t record_size, std::uint32_t max_ids,
+            std::uint64_t limit = kSpoolLimit);
+
+  // One CPU's records, straight from the shared mapping with write(2).
+  void append(std::uint32_t cpu, const std::uint8_t* data, std::size_t bytes);
+
+  const std::vector<Chunk>& chunks() const { return chunks_; }
+  int fd() const { return fd_.get(); }
+  std::uint32_t record_size() const { return record_size_; }
+  std::uint64_t size() const { return size_; }
+  // Why records stopped being kept ("" while they are), and those not kept, by probe id.
+  const std::string& error() const { return error_; }
+  const std::vector<std::uint64_t>& not_kept() const { return not_kept_; }
+
+ private:
+  void refuse(const std::uint8_t* data, std::size_t bytes);
+  bool write_all(const std::uint8_t* data, std::size_t bytes);
+
+  std::string dir_;
+  Fd fd_;
+  std::uint32_t record_size_;
+  std::uint64_t limit_, size_ = 0;
+  std::vector<Chunk> chunks_;
+  std::string error_;
+  std::vector<std::uint64_t> not_kept_;
+};
+
+class CallDrain {
+ public:
+  struct Options {
+    bool block = true;                   // writers with no room wait for us (else they drop)
+    long wait_bound_ns = 1'000'000'000;  // for at most this long
+    long flush_ns = 100'000'000;         // a sub-buffer left partly filled is read after this
+  };
+  // Starts the thread. `reader` and `spool` outlive it.
+  CallDrain(jump::CallReader& reader, CallSpool& spool, const Options& options);
+  ~CallDrain();
+  CallDrain(const CallDrain&) = delete;
+  CallDrain& operator=(const CallDrain&) = delete;
+
+  // No writer is left (every thread stopped or gone): the thread stops, and everything up to
+  // each head is copied. Idempotent.
+  void finish();
+
+  double cpu_s() const { return cpu_s_; }  // the thread's CPU time, once finished
+  std::uint64_t bytes() const { return bytes_; }
+  std::uint64_t passes() const { return passes_; }
+  const std::string& error() const { return error_; }  // the buffer could not be read
+
+ private:
+  void run();
+  std::uint64_t pass(bool final);
+
+  jump::CallReader& reader_;
+  CallSpool& spool_;
+  Options options_;
+  std::atomic<bool> stop_{false};
+  double cpu_s_ = 0;
+  std::uint64_t bytes_ = 0, passes_ = 0;
+  std::string error_;
+  bool finished_ = false;
+  std::thread thread_;
+};
+
+}  // namespace probecost::trace_run
