@@ -216,7 +216,8 @@ void TraceRun::let_go_after_failure() {
     for (std::size_t i = members.size(); i-- > 1;) members[i]->detach();
     for (TracedProcess* p : family_->take_new_members()) p->detach();
     TracedProcess& p = root();
-    bool runs_on = p.launched() && !p.end() && p.alive();
+    // Not when the normal way out has let it go and waited already (a failure after it).
+    bool runs_on = p.launched() && !p.end() && p.alive() && report_.command_end.empty();
     p.detach();
     if (!runs_on || p.end()) return;
     notes_ << opts_.tool << ": stopping on the error below; the command (process " << p.pid()
