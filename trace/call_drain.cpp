@@ -156,12 +156,16 @@ void CallDrain::finish() {
   stop_.store(true, std::memory_order_release);
   reader_.wake_reader();
   thread_.join();
-  if (!error_.empty()) return;
-  try {
-    pass(true);
-  } catch (const std::exception& e) {
-    error_ = e.what();
+  if (error_.empty()) {
+    try {
+      pass(true);
+    } catch (const std::exception& e) {
+      error_ = e.what();
+    }
   }
+  // Nobody reads this buffer again: a writer still inside a trampoline once the process is let
+  // go (one parked in its wait when it was stopped) drops rather than waits out the bound.
+  reader_.set_blocking(false);
 }
 
 }  // namespace probecost::trace_run
