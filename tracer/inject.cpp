@@ -209,7 +209,49 @@ auto TracedProcess::with_others_stopped(Task* via, Inject inject)
   t = task(ref);  // another thread's exec may have ended it meanwhile
   if (!t || !leave_syscall_event(*t)) return std::nullopt;
   SigtrapUnblocked unblocked(*t);
-  return inject(*t);
+  // A stop whose signal the kernel still holds for the thread (Family: one of our int3 hits)
+  // gives the last step's SIGTRAP in its place, which the trap area's handler takes where the
+  // registers put the thread back; any other stop must hold no signal, nor a step flag, after.
+  bool holds_signal = t->held() && t->last_stop().signal_stop();
+  try {
+    auto out = inject(*t);
+    if (!holds_signal) park_after_steps(ref);
+    return out;
+  } catch (...) {
+    if (!holds_signal) park_after_steps(ref);
+    throw;
+  }
+}
+
+// Issue 23 item 2: a SIGKILL of probecost after an injected call left the thread at the
+// last step's stop, whose SIGTRAP the kernel still held (Family holds signal stops) and whose
+// single-step flag survives the tracer (Task::stepping): let go, the thread took the SIGTRAP
+// at once, or restarted the futex or read it was stopped in and trapped at its exit
+// (TRAP_BRKPT, TF clear in the program's handler: the kernel clears the flag as it delivers).
+// So the thread is moved to an interrupt stop, which holds neither: PTRACE_INTERRUPT queues a
+// trap, and PTRACE_CONT (which clears the flag and cancels the step's SIGTRAP) reaches it in
+// the same get_signal() loop, before any instruction of the thread runs. The restart of the
+// system call the thread was in is the kernel's, as before, when it is resumed.
+void TracedProcess::park_after_steps(TaskRef ref) {
+  try {
+    Task* t = task(ref);
+    if (!t || !t->stepping() || !t->stopped()) return;
+    if (!t->interrupt() || !t->resume_keeping_signals()) return;
+    for (;;) {
+      auto ws = wait_for(*t);
+      if (!ws || !(t = task(ref))) return;
+      if (ws->interrupt_stop()) return;
+      if (!ws->signal_stop()) {  // a group-stop, an exit: the event loop's
+        events_.defer(*t, *ws);
+        return;
+      }
+      // A signal that reached the thread first: kept for it, and on to the trap.
+      t->pending_signals.push_back(ws->stop_signal());
+      if (!t->resume_keeping_signals()) return;
+    }
+  } catch (const Error&) {
+    // The thread or its process is going away.
+  }
 }
 
 std::optional<long> TracedProcess::syscall_in_tracee(long nr, const std::array<long, 6>& args,

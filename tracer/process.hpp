@@ -311,6 +311,9 @@ class TracedProcess {
   // One single-step of injected code in `task`; the registers after it, nullptr when it is
   // gone.
   const user_regs_struct* step_injected(Task& task);
+  // After injected code ran in `ref` by single-steps: from the last step's stop to an
+  // interrupt stop, which holds no signal and no step flag should probecost die (inject.cpp).
+  void park_after_steps(TaskRef ref);
   // A thread in a clone/fork/exec event stop is inside that system call, whose result the
   // kernel stores in RAX only at its exit: taken to the syscall-exit-stop first. False when
   // it is gone or the stop is not one to inject in.
