@@ -132,6 +132,8 @@ const std::vector<Scenario>& scenarios() {
        [](const Config& cfg, const Cycle& c) { return dl_cycle(cfg, c, c.index % 4); }},
       {"dl-sigkill", "another library at a dlclose'd one's address, probed; probecost SIGKILLed", 4,
        30, false, false, dl_sigkill_cycle},
+      {"record-sigkill", "record -p SIGKILLed at every stage of its attach and detach", 6, 60,
+       false, false, record_sigkill_cycle},
   };
   return all;
 }
