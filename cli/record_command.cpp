@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <boost/program_options.hpp>
 #include <filesystem>
+#include <iomanip>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -13,8 +14,10 @@
 #include "cli/output.hpp"
 #include "cli/parse.hpp"
 #include "common/error.hpp"
+#include "common/format.hpp"
 #include "common/tsc.hpp"
 #include "record/recorder.hpp"
+#include "trace/report.hpp"
 #include "trace/trace.hpp"
 #include "tracer/wait_status.hpp"
 
@@ -172,8 +175,9 @@ int record_command(const std::vector<std::string>& all_args) {
                                                 "record for this many seconds")(
       "all-matches", po::bool_switch(&opts.all_matches),
       "a symbol found in several modules: record all of them")(
-      "follow-forks,F", "also record the processes it forks, as strace -f does")("quiet,q",
-                                                                                 "no notes");
+      "follow-forks,F", "also record the processes it forks, as strace -f does")(
+      "quiet,q", "no notes")("verbose,v",
+                             "also how long each phase of the attach held the process");
   po::variables_map vm = parse_options(args, desc, "record");
   if (vm.count("help")) {
     std::cout << desc << "\n";
@@ -222,7 +226,21 @@ int record_command(const std::vector<std::string>& all_args) {
   }
   recording.rec->finish();
   recording.rec->summary().print(std::cerr);
-  if (summary_out) summary_out->write(recording.rec->summary().json_text());
+  // The hold, as `trace` reports it: in the notes, every phase with -v, and in the JSON.
+  if (opts.announce && report.held_s > 0)
+    std::cerr << "probecost record: process " << report.pid << " held stopped " << std::fixed
+              << std::setprecision(2) << report.held_s * 1e3 << std::defaultfloat
+              << " ms while the probes went in\n";
+  if (vm.count("verbose")) write_held_phases(std::cerr, report);
+  if (summary_out) {
+    nlohmann::json j = recording.rec->summary().json();
+    j["held_s"] = report.held_s;
+    nlohmann::json phases = nlohmann::json::array();
+    for (const auto& ph : report.held_phases)
+      phases.push_back({{"phase", ph.name}, {"wall_s", ph.wall_s}, {"cpu_s", ph.cpu_s}});
+    j["held_phases"] = phases;
+    summary_out->write(probecost::json_text(j, 2) + "\n");
+  }
   place.keep();
   return command_status(report);
 }

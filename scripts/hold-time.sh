@@ -6,19 +6,29 @@
 # and the largest gap of that second; then the median and range of each. A benchmark, not a
 # test: on a loaded machine the wall time is the scheduler's as much as probecost's.
 #   scripts/hold-time.sh [BUILD_DIR] [RUNS] [extra trace options...]
+# THREADS=N: gap_target loops in N threads (1). COMMAND=record: `probecost record -p` instead,
+# at malloc, free and write (its held_s and held_phases from --summary-json).
+#   for n in 1 4; do THREADS=$n scripts/hold-time.sh build-release 5; done
 set -euo pipefail
 build=${1:-build}; runs=${2:-5}; shift $(( $# < 2 ? $# : 2 ))
+threads=${THREADS:-1}; command=${COMMAND:-trace}
 out=$(mktemp /tmp/probecost-hold-XXXXXX.json)
 figures=$(mktemp /tmp/probecost-hold-XXXXXX.txt)
 trap 'rm -f "$out" "$figures"' EXIT
-echo "load: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "load: $(cut -d' ' -f1-3 /proc/loadavg); $command, $threads looping thread(s)"
 for ((i = 1; i <= runs; i++)); do
-  coproc T { "$build/bin/gap_target"; }
+  coproc T { "$build/bin/gap_target" "$threads"; }
   read -r line <&"${T[0]}"
   pid=${line#ready }
   sleep 1; echo gap >&"${T[1]}"; read -r untraced <&"${T[0]}"
-  "$build/bin/probecost" trace -q -p "$pid" -b gap_fn -b libc.so.6:malloc -b libc.so.6:free \
-    -b libc.so.6:write --duration 0.5 -f json -o "$out" "$@"
+  if [[ $command == record ]]; then
+    "$build/bin/probecost" record -q -p "$pid" -b libc.so.6:malloc -b libc.so.6:free \
+      -b libc.so.6:write --duration 0.5 -o "$out.trace.json" --summary-json "$out" "$@" 2>/dev/null
+    rm -f "$out.trace.json"
+  else
+    "$build/bin/probecost" trace -q -p "$pid" -b gap_fn -b libc.so.6:malloc -b libc.so.6:free \
+      -b libc.so.6:write --duration 0.5 -f json -o "$out" "$@"
+  fi
   echo gap >&"${T[1]}"; read -r traced <&"${T[0]}"
   echo exit >&"${T[1]}"; read -r _ <&"${T[0]}"
   wait "$T_PID" 2>/dev/null || true

@@ -107,6 +107,7 @@ std::vector<ProbeInstall> TraceRun::place_calls(ProcessTrace& tr) {
   // redis-check-rdb), where the image's file name is the link's target.
   std::string comm = thread_name(p.pid(), p.pid());
   recording_->process_name(p.pid(), comm.empty() ? base_name(tr.images.back()) : comm);
+  p.held().mark("calls: the threads' thread pointers");
   std::vector<CallRequest> requests;
   for (std::size_t i = 0; i < tr.probes.size(); ++i) {
     const ResolvedProbe& probe = tr.probes[i];
@@ -156,6 +157,7 @@ std::vector<ProbeInstall> TraceRun::place_calls(ProcessTrace& tr) {
     notes_ << opts_.tool << ": " << tr.jumps->calls_refused() << "; every entry and exit is an int3"
            << std::endl;
   }
+  p.held().mark("calls: int3 entries and exits");
   return out;
 }
 

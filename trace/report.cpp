@@ -278,16 +278,6 @@ void write_cpu_figures(std::ostream& out, const TraceReport& r) {
       << ", its own work included\n";
 }
 
-// Where the hold went: each phase's wall time (what the process felt) and probecost's CPU in it.
-void write_held_phases(std::ostream& out, const TraceReport& r) {
-  out << "held stopped " << fmt("%.2f", r.held_s * 1e3) << " ms, wall (probecost's CPU):";
-  for (const auto& ph : r.held_phases) {
-    out << "\n  " << fmt("%7.3f", ph.wall_s * 1e3) << " ms (" << fmt("%.3f", ph.cpu_s * 1e3) << ") "
-        << ph.name;
-  }
-  out << "\n";
-}
-
 void write_text(std::ostream& out, const TraceReport& r, unsigned top, bool verbose) {
   out << "probecost trace: process " << r.pid << ", " << fmt("%.2f", r.duration_s) << " s, "
       << r.hits << " hits; ended: " << r.ending << " (held stopped " << fmt("%.0f", r.held_s * 1e3)
@@ -381,6 +371,16 @@ void write_text(std::ostream& out, const TraceReport& r, unsigned top, bool verb
 }
 
 }  // namespace
+
+// Where the hold went: each phase's wall time (what the process felt) and probecost's CPU in it.
+void write_held_phases(std::ostream& out, const TraceReport& r) {
+  out << "held stopped " << fmt("%.2f", r.held_s * 1e3) << " ms, wall (probecost's CPU):";
+  for (const auto& ph : r.held_phases) {
+    out << "\n  " << fmt("%7.3f", ph.wall_s * 1e3) << " ms (" << fmt("%.3f", ph.cpu_s * 1e3) << ") "
+        << ph.name;
+  }
+  out << "\n";
+}
 
 nlohmann::json trace_json(const TraceReport& r) {
   return to_json(r);

@@ -13,6 +13,8 @@ nlohmann::json trace_json(const TraceReport& r);
 // `top`: stacks printed per probe; `verbose`: hits by probe and thread, and rows of other
 // processes without a hit.
 void write_trace_text(std::ostream& out, const TraceReport& r, unsigned top, bool verbose);
+// "held stopped N ms, wall (probecost's CPU):" and each phase of the hold (-v).
+void write_held_phases(std::ostream& out, const TraceReport& r);
 // One row per probe, process and image, most hits first; numbers in fixed notation.
 void write_trace_csv(std::ostream& out, const TraceReport& r);
 // --folded: flamegraph.pl / speedscope / inferno input.

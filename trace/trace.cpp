@@ -156,6 +156,7 @@ std::vector<pid_t> TraceRun::leftovers() const {
 // Every way out: every process is left as it was (or, asked for, killed). The fork children
 // first: the root's detach must not wait behind them.
 void TraceRun::let_go() {
+  sys::at_stage("detach");
   family_->set_following(false);  // a fork seen from now on is cleaned and let go
   for (std::size_t i = processes_.size(); i-- > 1;) {
     TracedProcess& p = *processes_[i]->proc;
@@ -303,6 +304,7 @@ TraceReport TraceRun::run_to_end() {
   t0_ = now_s();
   let_run(top);
   ran_ = true;
+  sys::at_stage("attached");
   report_.start_s = now_s();
   next_progress_ = t0_ + 1;
   attach_others();

@@ -143,10 +143,14 @@ std::vector<CallInstall> JumpProbes::add_calls(const std::vector<CallRequest>& r
                                                const std::vector<RuntimeAddr>& others,
                                                const ProcessSymbols& symbols) {
   std::vector<CallInstall> out(requests.size());
+  PhaseClock& held = proc_.held();
   ensure_call_buffer();
+  held.mark("calls: rseq registration, call buffer (mapped, populated)");
   Slots slots;
   auto cands = call_candidates(requests, others, symbols, out, slots);
+  held.mark("calls: plans");
   check_threads(cands, slots.why);
+  held.mark("calls: threads' RIPs and signal frames");
   const std::size_t new_areas = areas_.size();
   std::erase_if(cands, [&](Candidate& c) {
     std::uint32_t id = requests[slots.owner[c.request]].id;
@@ -154,12 +158,14 @@ std::vector<CallInstall> JumpProbes::add_calls(const std::vector<CallRequest>& r
     slots.why[c.request] = "probe id " + std::to_string(id) + " beyond the call buffer's";
     return true;
   });
+  held.mark("calls: trampolines (area mapped, written)");
   std::vector<bool> in(slots.plans.size(), false);
   for (const auto& c : cands) {
     install(c, requests[slots.owner[c.request]].label + " (" + role_name(c.plan->role) + ")");
     in[c.request] = true;
   }
   forget_empty_areas(new_areas);
+  held.mark("calls: bytes written");
   for (std::size_t slot = 0; slot < slots.plans.size(); ++slot) {
     if (!in[slot]) to_int3(slots.plans[slot], slots.why[slot], out[slots.owner[slot]]);
   }

@@ -14,6 +14,7 @@
 #include "tracer/maps.hpp"
 #include "tracer/process.hpp"
 #include "tracer/seccomp.hpp"
+#include "tracer/syscalls.hpp"
 
 namespace probecost {
 
@@ -92,6 +93,15 @@ class SigtrapUnblocked {
  private:
   Task& t_;
   std::optional<std::uint64_t> saved_;
+};
+
+// The thread runs on registers of ours for the guard's lifetime (PROBECOST_DIE_AT_HIT says so
+// of a death then: tracer/syscalls.hpp).
+struct RegistersLent {
+  RegistersLent() { sys::set_injecting(true); }
+  ~RegistersLent() { sys::set_injecting(false); }
+  RegistersLent(const RegistersLent&) = delete;
+  RegistersLent& operator=(const RegistersLent&) = delete;
 };
 
 // Where a system call is injected: the vDSO's syscall instruction, or without a vDSO (vdso=0)
@@ -188,14 +198,16 @@ long TracedProcess::inject_syscall(Task& t, long nr, const std::array<long, 6>& 
   auto gone = [&] {
     return Error("thread " + std::to_string(tid) + " went away during an injected system call");
   };
+  bool keep = t.held() && t.last_stop().signal_stop();
   if (!t.set_regs(regs)) throw gone();
+  RegistersLent lent;
   for (;;) {
     const user_regs_struct* now = step_injected(t);
     if (!now) throw gone();
     if (now->rip == at.value() + 2) break;  // the syscall ran
   }
   long result = static_cast<long>(t.regs()->rax);
-  if (!t.set_regs(saved)) throw gone();
+  if (!give_back_registers(t, saved, keep)) throw gone();
   return result;
 }
 
@@ -210,6 +222,50 @@ auto TracedProcess::with_others_stopped(Task* via, Inject inject)
   if (!t || !leave_syscall_event(*t)) return std::nullopt;
   SigtrapUnblocked unblocked(*t);
   return inject(*t);
+}
+
+// Issue 23 item 2: a SIGKILL of probecost after an injected call left the thread at the
+// last step's stop, whose SIGTRAP the kernel still held (Family holds signal stops) and whose
+// single-step flag survives the tracer (Task::stepping): let go, the thread took the SIGTRAP
+// at once (its read then failing with EINTR), or restarted the futex or read it was stopped
+// in and trapped at its exit (TRAP_BRKPT, TF clear in the program's handler: the kernel
+// clears the flag as it delivers). So the thread is moved to an interrupt stop, which holds
+// neither, before its registers are given back: PTRACE_INTERRUPT queues a trap, and
+// PTRACE_CONT (which clears the flag and cancels the step's SIGTRAP) reaches it in the same
+// get_signal() loop, before any instruction of the thread runs. Given back there, the
+// registers are the thread's own from a stop that holds nothing; the restart of the system
+// call the thread was in is the kernel's, as before, when it is resumed. Given back first,
+// a death between the two would still have trapped. Not for a stop whose signal the kernel
+// holds for the thread (one of our int3 hits): the last step's SIGTRAP stands in for it, and
+// the trap area's handler takes the thread where its registers put it back.
+bool TracedProcess::give_back_registers(Task& task, const user_regs_struct& saved,
+                                        bool keep_step_stop) {
+  TaskRef ref = task.ref();
+  if (!keep_step_stop) park_after_steps(ref);
+  Task* t = this->task(ref);
+  return t && t->set_regs(saved);
+}
+
+void TracedProcess::park_after_steps(TaskRef ref) {
+  try {
+    Task* t = task(ref);
+    if (!t || !t->stepping() || !t->stopped()) return;
+    if (!t->interrupt() || !t->resume_keeping_signals()) return;
+    for (;;) {
+      auto ws = wait_for(*t);
+      if (!ws || !(t = task(ref))) return;
+      if (ws->interrupt_stop()) return;
+      if (!ws->signal_stop()) {  // a group-stop, an exit: the event loop's
+        events_.defer(*t, *ws);
+        return;
+      }
+      // A signal that reached the thread first: kept for it, and on to the trap.
+      t->pending_signals.push_back(ws->stop_signal());
+      if (!t->resume_keeping_signals()) return;
+    }
+  } catch (const Error&) {
+    // The thread or its process is going away.
+  }
 }
 
 std::optional<long> TracedProcess::syscall_in_tracee(long nr, const std::array<long, 6>& args,
@@ -245,12 +301,14 @@ std::uint64_t TracedProcess::inject_call(Task& t, RuntimeAddr fn) {
   regs.eflags &= ~(0x400ull | 0x100ull);  // DF clear at a call (ABI); TF is ours to set
   // As for an injected system call: the kernel must not restart one the thread was in.
   regs.orig_rax = static_cast<unsigned long long>(-1);
+  bool keep = t.held() && t.last_stop().signal_stop();
   if (!t.set_regs(regs)) throw gone();
+  RegistersLent lent;
   // A resolver is tens of instructions; a bound keeps a runaway one from holding us forever.
   constexpr int kMaxSteps = 200'000;
   for (int step = 0;; ++step) {
     if (step == kMaxSteps) {
-      t.set_regs(saved);
+      give_back_registers(t, saved, keep);
       throw Error("the function at " + fn.hex() + " called in thread " + std::to_string(tid) +
                   " did not return within " + std::to_string(kMaxSteps) + " instructions");
     }
@@ -259,7 +317,7 @@ std::uint64_t TracedProcess::inject_call(Task& t, RuntimeAddr fn) {
       try {
         check_seccomp(pid_, tid, call->first, call->second, RuntimeAddr(t.regs()->rip));
       } catch (const seccomp::Refused&) {
-        t.set_regs(saved);
+        give_back_registers(t, saved, keep);
         throw;
       }
     }
@@ -268,7 +326,7 @@ std::uint64_t TracedProcess::inject_call(Task& t, RuntimeAddr fn) {
     if (now->rip == ret.value() && now->rsp == sp + 8) break;  // returned
   }
   std::uint64_t result = t.regs()->rax;
-  if (!t.set_regs(saved)) throw gone();
+  if (!give_back_registers(t, saved, keep)) throw gone();
   return result;
 }
 

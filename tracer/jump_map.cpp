@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -11,6 +12,7 @@
 #include "common/error.hpp"
 #include "common/fd.hpp"
 #include "tracer/jump_probes.hpp"
+#include "tracer/syscalls.hpp"
 
 namespace probecost {
 
@@ -108,7 +110,9 @@ Error failed(const std::string& what, pid_t pid, long r) {
 // A memfd the tracee makes (its fd in undo.tracee_fd), `undo.size` bytes, mapped here too
 // (undo.view). It is made by the tracee itself (its name on the tracee's stack, below the red
 // zone), so that its fd is the tracee's to map; pidfd_getfd(2) gives us a duplicate.
-void shared_memfd(TracedProcess& proc, Undo& undo, const std::string& name, const char* what) {
+// `populate`: its pages allocated (and zeroed) now, by us, in our mapping.
+void shared_memfd(TracedProcess& proc, Undo& undo, const std::string& name, const char* what,
+                  bool populate = false) {
   Task* t = proc.any_stopped_thread();
   if (!t || !t->regs()) {
     // Every thread is held in a group-stop (SIGSTOP): running a system call in one would take
@@ -140,9 +144,30 @@ void shared_memfd(TracedProcess& proc, Undo& undo, const std::string& name, cons
   if (::fstat(ours.get(), &st) == 0) undo.inode = st.st_ino;
   if (::ftruncate(ours.get(), static_cast<off_t>(undo.size)) != 0)
     throw Error::from_errno(std::string("ftruncate of ") + what);
-  void* view = ::mmap(nullptr, undo.size, PROT_READ | PROT_WRITE, MAP_SHARED, ours.get(), 0);
+  void* view = ::mmap(nullptr, undo.size, PROT_READ | PROT_WRITE,
+                      MAP_SHARED | (populate ? MAP_POPULATE : 0), ours.get(), 0);
   if (view == MAP_FAILED) throw Error::from_errno(std::string("mmap of ") + what);
   undo.view = view;
+}
+
+// The tracee's page table entries for [at, at + size) of a shared mapping whose pages exist:
+// a read of one byte per page through process_vm_readv faults each in, writable (a shared
+// writable shmem mapping needs no write notification), as MAP_POPULATE would have.
+void fault_in(pid_t pid, RuntimeAddr at, std::uint64_t size) {
+  constexpr std::size_t kBatch = 1024;  // IOV_MAX
+  std::vector<iovec> remote;
+  std::vector<char> sink(kBatch);
+  iovec local{sink.data(), sink.size()};
+  constexpr std::uint64_t kPage = 4096;
+  for (std::uint64_t off = 0; off < size; off += kPage) {
+    remote.push_back({reinterpret_cast<void*>(at.value() + off), 1});
+    if (remote.size() == kBatch || off + kPage >= size) {
+      local.iov_len = remote.size();
+      sys::before_call();  // a system call on the tracee, as ProcMemory's are
+      ::process_vm_readv(pid, &local, 1, remote.data(), remote.size(), 0);
+      remote.clear();
+    }
+  }
 }
 
 }  // namespace
@@ -203,17 +228,23 @@ JumpProbes::CallBuffer JumpProbes::map_call_buffer(const jump::CallBufferLayout&
     return tracee_syscall(nr, a, w);
   }};
   undo.size = layout.size;
-  shared_memfd(proc_, undo, jump::kCallBufferName, "the call buffer");
-  // Anywhere: the trampolines load its address whole. Data only, read-write. Populated now,
-  // while the threads are stopped anyway: else each first write into a page of the rings is
-  // a page fault in the writer (a 4 KiB page holds 128 records: ~10 ns more per record until
-  // every ring has wrapped once).
-  long at = tracee_syscall(SYS_mmap,
-                           {0, static_cast<long>(undo.size), PROT_READ | PROT_WRITE,
-                            MAP_SHARED | MAP_POPULATE, undo.tracee_fd, 0},
-                           "mmap of the call buffer");
+  // Populated now, while the threads are stopped anyway: else each first write into a page of
+  // the rings is a page fault in the writer (a 4 KiB page holds 128 records: ~10 ns more per
+  // record until every ring has wrapped once). But never inside the injected mmap: a
+  // MAP_POPULATE there ran 20 to 210 ms (32 MiB, load 14) with the thread's registers
+  // borrowed, and a SIGKILL of probecost meanwhile let it go so (7 of 20 killed within 0.3 s
+  // of the seize died of SIGSEGV, issue 23 item 2; 3.4 ms still with the pages made first).
+  // So we allocate and zero the pages (in our mapping), and map them into the tracee's page
+  // tables afterwards by reading a byte of each (fault_in), with its registers its own.
+  shared_memfd(proc_, undo, jump::kCallBufferName, "the call buffer", true);
+  // Anywhere: the trampolines load its address whole. Data only, read-write.
+  long at = tracee_syscall(
+      SYS_mmap,
+      {0, static_cast<long>(undo.size), PROT_READ | PROT_WRITE, MAP_SHARED, undo.tracee_fd, 0},
+      "mmap of the call buffer");
   if (at < 0 && at > -4096) throw failed("mmap of the call buffer", proc_.pid(), at);
   undo.tracee_at = at;
+  fault_in(proc_.pid(), RuntimeAddr(static_cast<std::uint64_t>(at)), undo.size);
   tracee_syscall(SYS_close, {undo.tracee_fd, 0, 0, 0, 0, 0}, "close of the call buffer's fd");
   undo.tracee_fd = -1;
   CallBuffer b;

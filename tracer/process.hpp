@@ -315,6 +315,12 @@ class TracedProcess {
   // One single-step of injected code in `task`; the registers after it, nullptr when it is
   // gone.
   const user_regs_struct* step_injected(Task& task);
+  // After injected code ran in `ref` by single-steps: from the last step's stop to an
+  // interrupt stop, which holds no signal and no step flag should probecost die (inject.cpp).
+  void park_after_steps(TaskRef ref);
+  // The thread's own registers back after injected code, from that interrupt stop (from the
+  // last step's, `keep_step_stop`). False when it is gone.
+  bool give_back_registers(Task& task, const user_regs_struct& saved, bool keep_step_stop);
   // A thread in a clone/fork/exec event stop is inside that system call, whose result the
   // kernel stores in RAX only at its exit: taken to the syscall-exit-stop first. False when
   // it is gone or the stop is not one to inject in.

@@ -27,6 +27,13 @@ Counters& counters();
 // N-th system call it makes on a tracee after it has counted its K-th hit (N = 0: at once,
 // with the thread stopped at the hit). The hit path calls at_hit() once per hit counted.
 void at_hit();
+// PROBECOST_DIE_AT_HIT=attach+N: right before the N-th system call on a tracee from the start
+// (the seize's first); if the attach is over first (at_stage("attached"): every thread let
+// run), a line on stderr says so and nothing dies. detach+N: the N-th call from
+// at_stage("detach") (letting go of the processes). A death inside an injected call
+// (set_injecting) is said on stderr first.
+void at_stage(const char* stage);
+void set_injecting(bool on);
 // Called before every system call on a tracee (these wrappers, ProcMemory).
 void before_call();
 

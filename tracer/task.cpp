@@ -47,6 +47,7 @@ void Task::leave_stop(State next) {
   invalidate_registers();
   state_ = next;
   held_ = false;  // a resumed thread's stop is no longer reportable
+  stepping_ = false;
 }
 
 std::optional<RuntimeAddr> Task::rip() {
@@ -180,6 +181,7 @@ bool Task::resume_listening() {
 
 bool Task::single_step() {
   leave_stop(State::Running);
+  stepping_ = true;
   return ptrace_if_alive(PTRACE_SINGLESTEP);
 }
 

@@ -100,6 +100,12 @@ class Task {
   // reports the call's syscall-exit-stop next, before any user instruction runs.
   bool resume_to_syscall_exit();
   bool single_step();  // PTRACE_SINGLESTEP, never with a signal
+  // The last resume was PTRACE_SINGLESTEP. The kernel keeps the thread's single-step flag
+  // (TIF_SINGLESTEP, and TF in its registers) until a resume of another kind clears it, and a
+  // dying tracer's exit_ptrace() does not (only PTRACE_DETACH's ptrace_disable() does): a
+  // thread let go so would trap after its next instruction, or at the exit of its next
+  // system call (TRAP_BRKPT).
+  bool stepping() const { return stepping_; }
   // PTRACE_INTERRUPT: a running thread reports a PTRACE_EVENT_STOP soon (not a thread inside
   // vfork(), which reports nothing until its child execs or exits).
   bool interrupt();
@@ -162,6 +168,7 @@ class Task {
   bool have_regs_ = false;
   bool have_rip_ = false;
   bool held_ = false;
+  bool stepping_ = false;
 };
 
 // Whether the thread has a SIGTRAP of its own queued (not yet dequeued): an int3 it executed

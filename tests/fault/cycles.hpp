@@ -57,4 +57,23 @@ Outcome short_record_cycle(const Config& cfg, const Cycle& c, int variant);
 // harmed unless they come back to where they were (issue 23, item 3).
 Outcome memory_cycle(const Config& cfg, const Cycle& c, int iterations);
 
+// `probecost record -p` of fault_busy (2 threads, idle) made to die: by
+// PROBECOST_DIE_AT_HIT=`plan` (attach+N; detach+N, after a SIGINT once it records), or by a
+// SIGKILL `kill_at` seconds after the seize (after the SIGINT with `during_detach`). Then a
+// round of calls, and the target checked as after any detach.
+struct RecordDeath {
+  std::string plan;
+  double kill_at = -1;
+  bool during_detach = false;
+};
+struct RecordDeathResult {
+  Outcome outcome;
+  bool attach_over = false;   // the plan's call came after the attach (nothing died)
+  bool in_injection = false;  // it died inside an injected call (issue 23 item 8)
+  bool ended_itself = false;  // probecost exited (a detach+N past the detach's calls)
+  std::string stderr_text;
+};
+RecordDeathResult record_death(const Config& cfg, const RecordDeath& d);
+Outcome record_sigkill_cycle(const Config& cfg, const Cycle& c);
+
 }  // namespace fault

@@ -3,11 +3,13 @@
 //   gap   -> "gap_us=G iterations=N" (the largest gap since the last ask, then reset)
 //   exit  -> "bye"
 // A trace attaching while it loops holds it for the time its probes take to go in: the gap
-// shows it from the inside. Prints "ready PID" first.
+// shows it from the inside. Prints "ready PID" first. `gap_target N`: N threads loop (1), the
+// gap the largest of any.
 #include <fcntl.h>
 #include <poll.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -15,6 +17,7 @@
 #include <iostream>
 #include <string>
 #include <thread>
+#include <vector>
 
 extern "C" __attribute__((noipa)) int gap_fn(int x) {
   asm volatile("" ::"r"(x));
@@ -47,8 +50,10 @@ void loop() {
 
 }  // namespace
 
-int main() {
-  std::thread t(loop);
+int main(int argc, char** argv) {
+  int threads = argc > 1 ? std::max(1, std::atoi(argv[1])) : 1;
+  std::vector<std::thread> loops;
+  for (int i = 0; i < threads; ++i) loops.emplace_back(loop);
   std::printf("ready %d\n", ::getpid());
   std::fflush(stdout);
   for (std::string line; std::getline(std::cin, line);) {
@@ -61,7 +66,7 @@ int main() {
     }
   }
   g_stop = true;
-  t.join();
+  for (auto& t : loops) t.join();
   std::printf("bye\n");
   return 0;
 }
