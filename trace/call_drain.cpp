@@ -107,6 +107,7 @@ void CallSpool::append(std::uint32_t cpu, const std::uint8_t* data, std::size_t 
 
 CallDrain::CallDrain(jump::CallReader& reader, CallSpool& spool, const Options& options)
     : reader_(reader), spool_(spool), options_(options) {
+  if (!options_.writers_syscall) options_.block = false;
   reader_.set_blocking(options_.block, options_.wait_bound_ns);
   thread_ = std::thread([this] { run(); });
 }
@@ -128,6 +129,14 @@ std::uint64_t CallDrain::pass(bool final) {
   return n;
 }
 
+// Nothing to copy: sleep until a writer wakes us or the flush interval ends, or, where the
+// writers must make no system call, for kPollNs (the `sleeping` word stays 0: no writer wakes).
+void CallDrain::idle(std::uint32_t seen) {
+  if (options_.writers_syscall) return reader_.wait_for_writers(seen, options_.flush_ns);
+  timespec t{0, kPollNs};
+  ::nanosleep(&t, nullptr);
+}
+
 void CallDrain::run() {
   ::pthread_setname_np(::pthread_self(), "probecost-drain");
   try {
@@ -138,8 +147,7 @@ void CallDrain::run() {
       std::uint64_t n = pass(false);
       // Blocking on again, each pass (a writer whose wait timed out turned it off).
       if (options_.block && !reader_.blocking()) reader_.set_blocking(true, options_.wait_bound_ns);
-      if (!n && !stop_.load(std::memory_order_acquire))
-        reader_.wait_for_writers(seen, options_.flush_ns);
+      if (!n && !stop_.load(std::memory_order_acquire)) idle(seen);
     }
   } catch (const std::exception& e) {
     // The tracee wrote a head no writer of ours can have: nothing more is read from it, and

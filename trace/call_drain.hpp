@@ -69,7 +69,12 @@ class CallDrain {
     bool block = true;                   // writers with no room wait for us (else they drop)
     long wait_bound_ns = 1'000'000'000;  // for at most this long
     long flush_ns = 100'000'000;         // a sub-buffer left partly filled is read after this
+    // The writers may make system calls: they wake us (FUTEX_WAKE) and, with `block`, wait.
+    // Off for a process under seccomp, whose filter could kill on them: then we never sleep
+    // where a writer would wake us, but poll every kPollNs, and no writer waits.
+    bool writers_syscall = true;
   };
+  static constexpr long kPollNs = 1'000'000;
   // Starts the thread. `reader` and `spool` outlive it.
   CallDrain(jump::CallReader& reader, CallSpool& spool, const Options& options);
   ~CallDrain();
@@ -87,6 +92,7 @@ class CallDrain {
 
  private:
   void run();
+  void idle(std::uint32_t seen);
   std::uint64_t pass(bool final);
 
   jump::CallReader& reader_;

@@ -8,6 +8,7 @@
 #include "record/recorder.hpp"
 #include "trace/run.hpp"
 #include "tracer/cxx_names.hpp"
+#include "tracer/seccomp.hpp"
 
 namespace probecost::trace_run {
 
@@ -118,6 +119,13 @@ std::vector<ProbeInstall> TraceRun::place_calls(ProcessTrace& tr) {
     CallDrain::Options o;
     o.block = !opts_.calls->drop;
     o.wait_bound_ns = opts_.calls->wait_bound_ns;
+    // A seccomp filter applies to the trampolines' futex calls too, and may kill on them.
+    o.writers_syscall = !seccomp::any_thread_under_seccomp(p.pid());
+    if (!o.writers_syscall && opts_.announce)
+      notes_ << opts_.tool << ": process " << p.pid()
+             << " runs under seccomp: its trampolines make no system call (no wake, no wait "
+                "for the drain, which polls every 1 ms); a record that finds its ring full is "
+                "dropped and counted, as with --drop\n";
     tr.feed->start_drain(*reader, opts_.calls->spool_dir, o);
   }
   std::vector<ProbeInstall> out(tr.probes.size());

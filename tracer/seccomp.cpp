@@ -4,6 +4,7 @@
 #include <sys/syscall.h>
 
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 
 #include "common/error.hpp"
@@ -95,6 +96,18 @@ Verdict evaluate(std::span<const Program> filters, const CallData& call) {
     if (rank(v) < rank(value)) value = v;
   }
   return Verdict{action_of(value), static_cast<std::uint16_t>(value & SECCOMP_RET_DATA)};
+}
+
+bool any_thread_under_seccomp(pid_t pid) {
+  std::error_code ec;
+  std::filesystem::directory_iterator it("/proc/" + std::to_string(pid) + "/task", ec);
+  for (; !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.find_first_not_of("0123456789") == std::string::npos &&
+        status_mode(static_cast<pid_t>(std::stol(name))) > 0)
+      return true;
+  }
+  return false;
 }
 
 ThreadFilters ThreadFilters::of(pid_t tid) {

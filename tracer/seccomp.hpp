@@ -65,6 +65,10 @@ struct Verdict {
 // The most restrictive result of `filters` (the kernel runs them all) on `call`.
 Verdict evaluate(std::span<const Program> filters, const CallData& call);
 
+// Whether any thread of `pid` runs under seccomp (strict or filter mode, from /proc): code we
+// place in the process must then make no system call of its own (a filter may kill on it).
+bool any_thread_under_seccomp(pid_t pid);
+
 // A thread's seccomp state: Seccomp: in /proc/TID/status, and its filters.
 class ThreadFilters {
  public:

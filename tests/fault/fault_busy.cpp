@@ -11,8 +11,10 @@
 //             (SECCOMP_FILTER_FLAG_TSYNC), that answers CALL (memfd_create; mmap-exec: mmap or
 //             mprotect with PROT_EXEC; mmap-fixed: mmap with MAP_FIXED_NOREPLACE, which every
 //             mmap probecost injects has and the program's own do not; rt_sigaction: setting
-//             SIGTRAP's disposition, which the program does before, reading it stays allowed)
+//             SIGTRAP's disposition, which the program does before, reading it stays allowed;
+//             futex-shared: FUTEX_WAIT or FUTEX_WAKE without the private flag)
 //             with ACTION (kill, trap, eperm, enosys); every other call allowed
+#include <linux/futex.h>
 #include <seccomp.h>
 #include <sys/mman.h>
 
@@ -132,6 +134,11 @@ void load_seccomp(const std::string& spec) {
   } else if (act && call == "rt_sigaction") {
     rc = seccomp_rule_add(ctx, act, SCMP_SYS(rt_sigaction), 2, SCMP_A0(SCMP_CMP_EQ, SIGTRAP),
                           SCMP_A1(SCMP_CMP_NE, 0));
+  } else if (act && call == "futex-shared") {
+    // FUTEX_WAIT and FUTEX_WAKE without FUTEX_PRIVATE_FLAG, as record's trampolines make them
+    // on the shared call buffer; glibc's own locks use the private ones, which stay allowed.
+    rc = seccomp_rule_add(ctx, act, SCMP_SYS(futex), 1, SCMP_A1(SCMP_CMP_EQ, FUTEX_WAIT));
+    rc |= seccomp_rule_add(ctx, act, SCMP_SYS(futex), 1, SCMP_A1(SCMP_CMP_EQ, FUTEX_WAKE));
   } else if (act && call == "memfd_create") {
     rc = seccomp_rule_add(ctx, act, seccomp_syscall_resolve_name(call.c_str()), 0);
   }
