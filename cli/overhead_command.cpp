@@ -36,7 +36,7 @@ struct Args {
   std::string pid, duration, via, step_over, repeat, warmup, placement, calibration, stdin_path;
   std::string format, output, inferior;
   bool recalibrate = false, show_output = false, all_matches = false, follow_forks = false;
-  bool quiet = false;
+  bool quiet = false, strict = false;
 };
 
 po::options_description describe_options(Args& a) {
@@ -86,7 +86,9 @@ po::options_description describe_options(Args& a) {
       "with --cost: event rate(s), 750k, 1.2M (default 750000)")(
       "format,f", po::value(&a.format)->default_value("text"), "text or json (csv with --cost)")(
       "output,o", po::value(&a.output), "write the report to FILE")(
-      "quiet,q", po::bool_switch(&a.quiet), "no progress lines on stderr");
+      "quiet,q", po::bool_switch(&a.quiet), "no progress lines on stderr")(
+      "strict", po::bool_switch(&a.strict),
+      "exit 1 when a figure is noise (default: a warning, exit 0)");
   return desc;
 }
 
@@ -219,11 +221,13 @@ int measurement(const Args& a, const std::vector<std::string>& command) {
               << " pairs: the report is partial\n";
     if (m.traced.empty()) return 1;
   }
-  if (!result.trustworthy()) {
-    std::cerr << "probecost overhead: some figures are not to be trusted (see WARNING)\n";
-    return 1;
-  }
-  return 0;
+  if (result.trustworthy()) return 0;
+  // A failed run is a failed measurement; a window with nothing to compare is noise that a
+  // busy or starved process brings, and a warning unless --strict.
+  bool fail = result.failed() || a.strict;
+  std::cerr << "probecost overhead: some figures are not to be trusted (see WARNING)"
+            << (fail && !result.failed() ? "; --strict: exit 1" : "") << "\n";
+  return fail ? 1 : 0;
 }
 
 }  // namespace

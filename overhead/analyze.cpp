@@ -36,7 +36,8 @@ std::optional<MechanismId> mechanism_id_of(const ProbeUse& probe, const std::str
 namespace {
 
 // The pairs whose two runs both ended well; every pair when none did (and a warning either way).
-std::vector<std::size_t> usable_pairs(const Measurement& m, std::vector<std::string>& warnings) {
+std::vector<std::size_t> usable_pairs(const Measurement& m, std::vector<std::string>& warnings,
+                                      bool& failed) {
   std::size_t n = std::min(m.untraced.size(), m.traced.size());
   std::vector<std::size_t> good, all;
   for (std::size_t i = 0; i < n; ++i) {
@@ -44,6 +45,7 @@ std::vector<std::size_t> usable_pairs(const Measurement& m, std::vector<std::str
     if (m.untraced[i].ok && m.traced[i].ok) good.push_back(i);
     for (const auto* run : {&m.untraced[i], &m.traced[i]}) {
       if (run->ok) continue;
+      failed = true;
       warnings.push_back(std::string(run == &m.traced[i] ? "traced" : "untraced") + " run " +
                          std::to_string(i + 1) + ": the command " + run->end);  // launched only
     }
@@ -190,6 +192,7 @@ void count_hits(OverheadResult& r) {
   Summary hits = over(r.pairs, [&](std::size_t i) { return static_cast<double>(T[i].hits); });
   r.hits = static_cast<std::uint64_t>(std::llround(hits.median));
   if (!r.m.attached && hits.min != hits.max) {
+    r.runs_failed = true;
     r.warnings.push_back("the traced runs counted different numbers of hits (" +
                          group_thousands(hits.min) + " to " + group_thousands(hits.max) +
                          "): the runs did not do the same work");
@@ -363,7 +366,7 @@ OverheadResult analyze(const Measurement& m, const Calibration& c) {
   OverheadResult r;
   r.m = m;
   r.calibration = c;
-  r.pairs = usable_pairs(m, r.warnings);
+  r.pairs = usable_pairs(m, r.warnings, r.runs_failed);
   if (m.attached && m.reference == Reference::Jump) {
     for (std::size_t i : r.pairs) {
       if (m.untraced[i].reference_hits == 0) {

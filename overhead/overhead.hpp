@@ -155,7 +155,8 @@ struct OverheadResult {
   std::string error_basis;                // "slowdown", or "extra CPU" attached
   std::vector<std::string> explanations;  // why the prediction is off, with the evidence
   std::vector<std::string> notes;         // what the model leaves out, whatever the error
-  std::vector<std::string> warnings;      // failed runs, hit counts that differ
+  std::vector<std::string> warnings;      // failed runs, hit counts that differ, noise
+  bool runs_failed = false;               // a run failed or the runs did different work
   std::vector<std::string> cannot_know;   // attached: what a watcher cannot know
 
   const Prediction* used() const;
@@ -164,6 +165,9 @@ struct OverheadResult {
     return uses(MechanismId::Int3Ptrace) || uses(MechanismId::Int3PtraceFast);
   }
   bool trustworthy() const { return warnings.empty(); }
+  // A warning that is not a failure (an attached window with no event to compare) is noise:
+  // the measurement completed, and the command exits 0 unless --strict.
+  bool failed() const { return runs_failed; }
 };
 
 // The arithmetic, explanations included: no measuring (tested on fixtures).
