@@ -75,9 +75,17 @@ RecordDeathResult record_death(const Config& cfg, const RecordDeath& d) {
   if (!lines.eof()) o.hang("probecost's stderr still open: " + r.stderr_text);
   // Jumps and their trampolines stay in by design (they work untraced); restore takes them out.
   if (!r.ended_itself) {
-    Child restore({cfg.probecost, "restore", "-p", std::to_string(target->pid)}, SpawnFds{});
+    Pipe restore_err;
+    SpawnFds rfds;
+    rfds.err = restore_err.write;
+    Child restore({cfg.probecost, "restore", "-p", std::to_string(target->pid)}, rfds);
+    restore_err.close_write();
+    LineReader said(restore_err.read);
+    for (auto until = after(30); said.next(until);) {
+    }
     auto done = restore.wait(after(30));
-    if (!done || !WIFEXITED(*done) || WEXITSTATUS(*done) != 0) o.harm("probecost restore failed");
+    if (!done || !WIFEXITED(*done) || WEXITSTATUS(*done) != 0)
+      o.harm("probecost restore failed: " + last_line(said.seen()));
   }
   target->send("go 20");
   if (!target->wait_line("done", after(cfg.bound))) o.harm("the round of calls did not finish");
@@ -115,7 +123,7 @@ Outcome record_sigkill_cycle(const Config& cfg, const Cycle& c) {
                      (d.plan.empty() ? std::string(d.during_detach ? "detach" : "attach") +
                                            " kill at " + fmt_seconds(d.kill_at) + " s"
                                      : d.plan) +
-                     "]";
+                     "; its last words: " + last_line(r.stderr_text) + "]";
   return r.outcome;
 }
 
