@@ -136,6 +136,7 @@ void Int3Area::install_handler() {
   try {
     set_handler();
   } catch (const seccomp::Refused& e) {
+    writer_->set_state(trap::HandlerState::None);  // the call did not run
     how_ = std::string("no in-process SIGTRAP handler (") + e.what() +
            "); the guardian puts the bytes back";
   }
@@ -150,11 +151,17 @@ void Int3Area::set_handler() {
   trap::KernelSigaction ours =
       trap::our_disposition(*program, writer_->handler(), writer_->restorer());
   writer_->set_dispositions(*program, ours);
+  // Installed in the header before the call that installs it: a death of probecost right after
+  // that call (before a write of the header after it) left the area saying None, and restore
+  // then left our handler as the program's disposition (RecordDeath under ASan, attach+145).
+  // Said before, restore compares the disposition with ours first: a call that never ran, or
+  // failed, leaves nothing for it to take out.
+  writer_->set_state(trap::HandlerState::Installed);
   if (!set_sigtrap_disposition(proc_, address() + offsetof(trap::TrapHeader, ours))) {
+    writer_->set_state(trap::HandlerState::None);
     how_ = "no in-process SIGTRAP handler (rt_sigaction failed)";
     return;
   }
-  writer_->set_state(trap::HandlerState::Installed);
   installed_ = true;
   program_handler_ = program->handler;
   how_ = "an in-process SIGTRAP handler at " + writer_->handler().hex() +

@@ -118,12 +118,6 @@ void every_call(const std::string& stage) {
 }
 
 TEST(RecordDeath, EverySystemCallOfTheAttachLeavesTheTargetRight) {
-#if defined(__SANITIZE_ADDRESS__)
-  // Found at the end of stop 23, not yet explained: under ASan the attach makes 168 system calls
-  // (117 in Release, where every death passes) and a death at attach+145 left the program's
-  // SIGTRAP disposition ours after restore (1 of 1). Judged in Release; to be fixed first.
-  GTEST_SKIP() << "under ASan a death at attach+145 leaves the SIGTRAP handler ours: open";
-#endif
   every_call("attach");
 }
 
