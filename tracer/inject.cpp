@@ -15,6 +15,7 @@
 #include "tracer/process.hpp"
 #include "tracer/seccomp.hpp"
 #include "tracer/syscalls.hpp"
+#include "tracer/way_back.hpp"
 
 namespace probecost {
 
@@ -95,8 +96,8 @@ class SigtrapUnblocked {
   std::optional<std::uint64_t> saved_;
 };
 
-// The thread runs on registers of ours for the guard's lifetime (PROBECOST_DIE_AT_HIT says so
-// of a death then: tracer/syscalls.hpp).
+// The thread runs on registers of ours, with no way back (tracer/way_back.hpp), for the
+// guard's lifetime (PROBECOST_DIE_AT_HIT says so of a death then: tracer/syscalls.hpp).
 struct RegistersLent {
   RegistersLent() { sys::set_injecting(true); }
   ~RegistersLent() { sys::set_injecting(false); }
@@ -192,13 +193,19 @@ long TracedProcess::inject_syscall(Task& t, long nr, const std::array<long, 6>& 
   }
   RuntimeAddr pc(saved.rip);
   RuntimeAddr at = syscall_insn_.value_or(pc);
+  bool keep = t.held() && t.last_stop().signal_stop();
+  if (!keep) {
+    if (auto frame = way_back_frame(t, saved)) {
+      check_seccomp(pid_, tid, nr, args, gadgets_->syscall_leave_ret);
+      return inject_with_way_back(t, regs, saved, *frame);
+    }
+  }
   check_seccomp(pid_, tid, nr, args, at);
   SyscallSite site(memory_, pc, syscall_insn_);
   regs.rip = at.value();
   auto gone = [&] {
     return Error("thread " + std::to_string(tid) + " went away during an injected system call");
   };
-  bool keep = t.held() && t.last_stop().signal_stop();
   if (!t.set_regs(regs)) throw gone();
   RegistersLent lent;
   for (;;) {
@@ -220,6 +227,7 @@ auto TracedProcess::with_others_stopped(Task* via, Inject inject)
   OthersStopped others(*this, ref.tid);
   t = task(ref);  // another thread's exec may have ended it meanwhile
   if (!t || !leave_syscall_event(*t)) return std::nullopt;
+  lent_mask_ = t->blocked_signals();  // before SIGTRAP is unblocked: the way back's mask
   SigtrapUnblocked unblocked(*t);
   return inject(*t);
 }
@@ -247,9 +255,14 @@ bool TracedProcess::give_back_registers(Task& task, const user_regs_struct& save
 }
 
 void TracedProcess::park_after_steps(TaskRef ref) {
+  Task* t = task(ref);
+  if (t && t->stepping()) park_at_interrupt(ref);
+}
+
+void TracedProcess::park_at_interrupt(TaskRef ref) {
   try {
     Task* t = task(ref);
-    if (!t || !t->stepping() || !t->stopped()) return;
+    if (!t || !t->stopped()) return;
     if (!t->interrupt() || !t->resume_keeping_signals()) return;
     for (;;) {
       auto ws = wait_for(*t);
@@ -266,6 +279,55 @@ void TracedProcess::park_after_steps(TaskRef ref) {
   } catch (const Error&) {
     // The thread or its process is going away.
   }
+}
+
+std::optional<RuntimeAddr> TracedProcess::way_back_frame(Task& t, const user_regs_struct& saved) {
+  if (!gadgets_tried_) {
+    gadgets_ = way_back::find_gadgets(memory_, proc_tid());
+    gadgets_tried_ = true;
+  }
+  if (!gadgets_ || !lent_mask_) return std::nullopt;
+  return way_back::write_frame(memory_, t.tid(), saved, *lent_mask_, *gadgets_);
+}
+
+// Run by PTRACE_SYSCALL to the call's exit stop, never single-stepped: the step flag outlives
+// a dying tracer and would trap the way back's first instruction.
+long TracedProcess::inject_with_way_back(Task& t, user_regs_struct regs,
+                                         const user_regs_struct& saved, RuntimeAddr frame) {
+  pid_t tid = t.tid();
+  auto gone = [&] {
+    return Error("thread " + std::to_string(tid) + " went away during an injected system call");
+  };
+  regs.rip = gadgets_->syscall_leave_ret.value();
+  regs.rbp = frame.value();
+  regs.eflags &= ~0x100ull;
+  if (!t.set_regs(regs)) throw gone();
+  // From here a death of probecost lets the thread make the call and come back by the frame.
+  for (;;) {
+    if (!t.resume_to_syscall_exit()) throw gone();
+    auto ws = wait_for(t);
+    if (!ws) throw gone();
+    if (ws->syscall_stop()) {
+      auto info = t.syscall_info();
+      if (!info) throw gone();
+      if (info->op == PTRACE_SYSCALL_INFO_EXIT && info->instruction_pointer == regs.rip + 2) break;
+    } else if (ws->signal_stop()) {
+      t.pending_signals.push_back(ws->stop_signal());  // delivered after
+    } else {
+      events_.defer(t, *ws);  // an exit: the event loop's
+      throw gone();
+    }
+  }
+  const user_regs_struct* now = t.regs();
+  if (!now) throw gone();
+  long result = static_cast<long>(now->rax);
+  // Its own registers at once. A death from here lets it go from this syscall-exit-stop with
+  // them, and TIF_SIGPENDING set by the dying tracer's wake-up: the kernel restarts the call it
+  // was interrupted in, as from any stop. Alive, we take it to an interrupt stop, for a resume
+  // from a syscall-exit-stop would restart nothing (its read would return -ERESTARTSYS).
+  if (!t.set_regs(saved)) throw gone();
+  park_at_interrupt(t.ref());
+  return result;
 }
 
 std::optional<long> TracedProcess::syscall_in_tracee(long nr, const std::array<long, 6>& args,

@@ -424,6 +424,7 @@ void TracedProcess::on_exec(Task& t) {
   exec_ended_ = true;
   memory_.reopen();
   syscall_insn_tried_ = false;  // a new vDSO
+  gadgets_tried_ = false;
 }
 
 // ---- scratch pages -------------------------------------------------------------------------

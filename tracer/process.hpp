@@ -33,6 +33,7 @@
 #include "tracer/our_mappings.hpp"
 #include "tracer/task.hpp"
 #include "tracer/wait_status.hpp"
+#include "tracer/way_back.hpp"
 
 namespace probecost {
 
@@ -318,6 +319,12 @@ class TracedProcess {
   // After injected code ran in `ref` by single-steps: from the last step's stop to an
   // interrupt stop, which holds no signal and no step flag should probecost die (inject.cpp).
   void park_after_steps(TaskRef ref);
+  void park_at_interrupt(TaskRef ref);  // the same from any stop
+  // The frame of a way back (tracer/way_back.hpp) for `task`, about to lend it with `saved`
+  // its own; nothing when the process has no way back or there is no room for one.
+  std::optional<RuntimeAddr> way_back_frame(Task& task, const user_regs_struct& saved);
+  long inject_with_way_back(Task& task, user_regs_struct regs, const user_regs_struct& saved,
+                            RuntimeAddr frame);
   // The thread's own registers back after injected code, from that interrupt stop (from the
   // last step's, `keep_step_stop`). False when it is gone.
   bool give_back_registers(Task& task, const user_regs_struct& saved, bool keep_step_stop);
@@ -350,6 +357,9 @@ class TracedProcess {
   // The vDSO's syscall instruction, where injected system calls run (inject.cpp).
   std::optional<RuntimeAddr> syscall_insn_;
   bool syscall_insn_tried_ = false;
+  std::optional<way_back::Gadgets> gadgets_;  // inject.cpp
+  bool gadgets_tried_ = false;
+  std::optional<std::uint64_t> lent_mask_;  // of the thread lent now, as it was
   bool int3_area_tried_ = false;
   std::vector<pid_t> leftovers_;
   std::map<RuntimeAddr, CodeIdentity> code_;  // note_code()
