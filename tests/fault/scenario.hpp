@@ -14,6 +14,10 @@ struct Config {
   std::string bin_dir;             // where the fault_* targets are
   double bound = 5;                // seconds past the expected end before probecost counts as hung
   bool restore_available = false;  // `probecost restore` exists
+  // Seconds from probecost's fork to its "tracing process" line. Not what a cycle tests, and
+  // slow in a sanitizer build: its 160 MB binary takes up to 6 s to load and print --help at
+  // load 15 on 2 cores (0.44 s of CPU), and the attach as long again.
+  double start_bound = 15;
 };
 
 struct Outcome {

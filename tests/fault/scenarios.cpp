@@ -70,7 +70,7 @@ Outcome exit_cycle(const Config& cfg, const Cycle& c, bool launched, bool from_t
   std::vector<std::string> target = {"fault_exit", "--threads", std::to_string(threads), "--from",
                                      from_thread ? "thread" : "main"};
   auto t = launched ? Traced::launch(cfg, c, target) : Traced::attach(cfg, c, target);
-  if (!t.traced_or_lost(after(cfg.bound), o)) return o;
+  if (!t.traced_or_lost(after(cfg.start_bound), o)) return o;
   pause_for(c.uniform(0, 0.03));
   t.pipes().send("exit");
   auto report = t.run().finish(after(cfg.bound), o, after_text(cfg, "the process exited"));
@@ -114,7 +114,7 @@ Outcome exec_cycle(const Config& cfg, const Cycle& c, bool launched, bool from_t
   std::vector<std::string> target = {"fault_exec", "--threads", "3", "--from",
                                      from_thread ? "thread" : "main"};
   auto t = launched ? Traced::launch(cfg, c, target) : Traced::attach(cfg, c, target);
-  if (!t.traced_or_lost(after(cfg.bound), o)) return o;
+  if (!t.traced_or_lost(after(cfg.start_bound), o)) return o;
   pause_for(c.uniform(0, 0.03));
   t.pipes().send("exec");
   t.run().finish(after(cfg.bound), o, after_text(cfg, "the process exec'd"));
@@ -237,7 +237,7 @@ Outcome rep_cycle(const Config& cfg, const Cycle& cycle, const std::string& kind
 Outcome attach_exact(const Config& cfg, const Cycle& c) {
   Outcome o;
   auto t = Traced::attach(cfg, c, {"fault_busy", "--idle", "--threads", "3"});
-  if (!t.traced_or_lost(after(cfg.bound), o)) {
+  if (!t.traced_or_lost(after(cfg.start_bound), o)) {
     t.check_attached(cfg, o);
     return o;
   }
@@ -253,7 +253,7 @@ Outcome sigkill_cycle(const Config& cfg, const Cycle& c, bool idle) {
   std::vector<std::string> target = {"fault_busy", "--threads", "2"};
   if (idle) target.push_back("--idle");
   auto t = Traced::attach(cfg, c, target);
-  if (!t.traced_or_lost(after(cfg.bound), o)) return o;
+  if (!t.traced_or_lost(after(cfg.start_bound), o)) return o;
   if (idle) {
     t.pipes().send("go 50");
     t.pipes().wait_line("done", after(cfg.bound));

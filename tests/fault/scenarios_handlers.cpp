@@ -37,7 +37,7 @@ Outcome handler_cycle(const Config& cfg, const Cycle& c, const std::string& kind
     return o;
   }
   auto t = Traced::attach(cfg, c, {"fault_handler", "--kind", kind, "--attached"}, {}, probe);
-  if (!t.traced_or_lost(after(cfg.bound), o)) {
+  if (!t.traced_or_lost(after(cfg.start_bound), o)) {
     t.check_attached(cfg, o);
     return o;
   }
@@ -53,7 +53,7 @@ Outcome parked_cycle(const Config& cfg, const Cycle& c) {
   Outcome o;
   auto t = Traced::attach(cfg, c, {"fault_handler", "--kind", "park", "--attached"}, {},
                           probe_for("park", c.strategy));
-  bool traced = t.wait_traced(after(cfg.bound));
+  bool traced = t.wait_traced(after(cfg.start_bound));
   t.pipes().send("release");
   t.pipes().send("go 100");
   auto done = t.pipes().wait_line("done", after(3 * cfg.bound));

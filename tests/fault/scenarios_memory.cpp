@@ -49,7 +49,7 @@ bool round_of_calls(AttachedTarget& t, const Config& cfg, Outcome& o) {
 // With jumps: an int3 probe's trap area and scratch page stay (README, "Nothing left behind").
 void trace_once(const Config& cfg, AttachedTarget& t, Outcome& o) {
   TraceRun run(cfg, trace_args("jump", {"-p", std::to_string(t.pid), "-b", kProbe}));
-  if (!run.wait_tracing(after(cfg.bound))) {
+  if (!run.wait_tracing(after(cfg.start_bound))) {
     o.lose("trace never started: " + last_line(run.stderr_text()));
     return;
   }
