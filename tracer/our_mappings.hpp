@@ -26,6 +26,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,9 @@ class OurMappings {
   // The address space went away (exec, exit): nothing to take out.
   void forget_all() { list_.clear(); }
   bool holds(RuntimeAddr start) const;
+  // Why thread `tid`, inside a jump area, could not be brought out of it (run_out.cpp): said
+  // with the area the next release() keeps for it.
+  void note_stuck(pid_t tid, std::string why) { stuck_[tid] = std::move(why); }
   const std::vector<OurMapping>& list() const { return list_; }
 
   // Takes out what no thread can be in, with every thread of `proc` stopped; what stays is
@@ -63,6 +67,7 @@ class OurMappings {
 
  private:
   std::vector<OurMapping> list_;
+  std::map<pid_t, std::string> stuck_;
   std::vector<std::string> notes_;
   std::uint64_t unmapped_bytes_ = 0;
 };
