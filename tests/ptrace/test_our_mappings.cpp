@@ -6,6 +6,7 @@
 
 #include "tracer/family.hpp"
 #include "tracer/jump_probes.hpp"
+#include "tracer/restore.hpp"
 #include "tracer/symbols.hpp"
 
 using namespace probecost;
@@ -92,6 +93,43 @@ TEST(OurMappings, AnAreaNoThreadIsInGoes) {
   EXPECT_TRUE(proc.our_mappings().notes().empty());
   EXPECT_GT(proc.our_mappings().unmapped_bytes(), 0u);
   for (const Mapping& m : read_maps(pid)) EXPECT_FALSE(m.contains(area)) << m.path;
+  int status = exit_status(proc);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+}
+
+// An area a detach had to keep (here: forgotten before the detach, as one kept for a thread
+// that could not be brought out is), its jumps out: the next attach takes it out.
+TEST(OurMappings, AnAreaAnEarlierDetachKeptGoesAtTheNextAttach) {
+  LaunchSpec spec;
+  spec.argv = {INFERIOR_BIN, "--site", "probe", "--iterations", "200000000"};
+  auto family = Family::launch(spec);
+  TracedProcess& proc = family->root();
+  pid_t pid = proc.pid();
+  RuntimeAddr area;
+  {
+    ProcessSymbols symbols(pid);
+    Symbol sym = symbols.resolve("probecost_site_probe");
+    JumpProbes jumps(proc, JumpOptions{});
+    std::string why;
+    ASSERT_TRUE(jumps.add(sym.address, symbols, 1, sym.name, why)) << why;
+    area = proc.our_mappings().list().at(0).start;
+    proc.our_mappings().forget(area);
+    proc.detach();
+  }
+  auto mapped = [&] {
+    auto maps = read_maps(pid);
+    return std::any_of(maps.begin(), maps.end(),
+                       [&](const Mapping& m) { return m.contains(area); });
+  };
+  ASSERT_TRUE(mapped());
+  {
+    auto again = Family::attach(pid);
+    Reclaimed r = reclaim_left_areas(again->root());
+    EXPECT_GT(r.unmapped_bytes, 0u);
+    for (const auto& n : r.notes) ADD_FAILURE() << n;
+    again->root().detach();
+  }
+  EXPECT_FALSE(mapped());
   int status = exit_status(proc);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
 }
