@@ -5,6 +5,7 @@
 #include "common/error.hpp"
 #include "trace/run.hpp"
 #include "tracer/int3_area.hpp"
+#include "tracer/restore.hpp"
 
 namespace probecost::trace_run {
 
@@ -209,6 +210,15 @@ void TraceRun::refuse_leftovers(ProcessTrace& tr) {
                     "' puts the bytes back");
       }
     }
+  }
+  // The first attach to a process takes out the jump areas and call buffers an earlier
+  // probecost had to leave in it (a thread it could not bring out of a trampoline) where no
+  // thread can be in them now. Not in a fork child or a new image: nothing was left there.
+  if (&p != &root() || p.launched() || tr.images.size() != 1) return;
+  Reclaimed r = reclaim_left_areas(p);
+  if (opts_.announce && r.unmapped_bytes) {
+    notes_ << opts_.tool << ": in process " << p.pid() << ", unmapped " << (r.unmapped_bytes >> 10)
+           << " KiB of jump areas and call buffers an earlier probecost left" << std::endl;
   }
 }
 

@@ -142,9 +142,13 @@ void TracedProcess::detach() {
       fix_up_fault(*this, t, t.deferred->stop_signal());
   }
   if (alive()) leave_copies(*this);
-  // The trampolines and the call buffer, where no thread is left in them; not after a patch
-  // failed to come out (a jump may still lead there).
-  if (alive() && !failure) our_mappings_.release(*this);
+  // The trampolines and the call buffer, where no thread is left in them, once the threads
+  // caught inside are brought out; not after a patch failed to come out (a jump may still
+  // lead there).
+  if (alive() && !failure) {
+    run_out_of_our_areas();
+    our_mappings_.release(*this);
+  }
   for (auto& [tid, t] : tasks_) {
     if (!t.stopped()) {
       leftovers_.push_back(tid);  // a zombie not reported yet, a thread in vfork()

@@ -142,8 +142,10 @@ void OurMappings::release(TracedProcess& proc) {
     auto in =
         std::find_if(pcs.begin(), pcs.end(), [&](const auto& p) { return inside(m, p.second); });
     std::string why = !why_all.empty() ? why_all : why_not_ours(maps, m);
-    if (why.empty() && in != pcs.end())
+    if (why.empty() && in != pcs.end()) {
       why = "thread " + std::to_string(in->first) + " is in it (" + in->second.hex() + ")";
+      if (auto s = stuck_.find(in->first); s != stuck_.end()) why += ": " + s->second;
+    }
     if (why.empty()) {
       going.push_back(m);
     } else {
@@ -180,6 +182,7 @@ void OurMappings::release(TracedProcess& proc) {
   for (std::size_t i = 0; i < kept.size(); ++i)
     notes_.push_back("kept the " + kept[i].describe() + ": " + why_kept[i]);
   list_ = kept;
+  stuck_.clear();
 }
 
 }  // namespace probecost

@@ -4,12 +4,14 @@
 // and recorded again and again keeps the memory and the mappings it had (issue 23, item 3).
 //
 // At detach (every thread stopped, every patch out, every thread moved out of the relocated
-// copies: tracer/copy_exits.hpp):
+// copies: tracer/copy_exits.hpp, and each thread caught in a trampoline's own code stepped out
+// of it: tracer/run_out.cpp):
 // - A jump area is unmapped, by a munmap the process runs, when no thread can be in its code:
 //   no stopped thread's RIP is inside it, nor the RIP any signal frame on a thread's stack will
 //   return to (the check the jumps make before they go in), and no thread is elsewhere than in
-//   a ptrace-stop (in vfork(), say). Nothing else can lead there: the patches are out, and no
-//   relocated instruction is a call, so no return address points into a trampoline.
+//   a ptrace-stop (in vfork(), say). Nothing else can lead there: the patches are out, no
+//   relocated instruction is a call, and record's exits are patched in place (no return
+//   address is rewritten), so no return address points into a trampoline.
 // - Before that, each thread whose struct rseq still points (rseq_cs) at a descriptor in an
 //   area that goes has it cleared. The trampolines leave it set when they leave their
 //   sequence, as every rseq user does; the kernel reads it at the thread's next preemption or
@@ -22,10 +24,12 @@
 //   after that faults one page in again, and nothing else changes for it.
 // - Each mapping is checked against /proc/PID/maps first: taken out only if every mapping in
 //   its range is still the memfd we made (its name and inode), never the program's memory.
-// `probecost restore` hands the areas and buffers a killed probecost left to the same release.
+// `probecost restore` hands the areas and buffers a killed probecost left to the same release,
+// and so does the next attach for those a detach kept (reclaim_left_areas, tracer/restore.hpp).
 #include <sys/types.h>
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -52,6 +56,9 @@ class OurMappings {
   // The address space went away (exec, exit): nothing to take out.
   void forget_all() { list_.clear(); }
   bool holds(RuntimeAddr start) const;
+  // Why thread `tid`, inside a jump area, could not be brought out of it (run_out.cpp): said
+  // with the area the next release() keeps for it.
+  void note_stuck(pid_t tid, std::string why) { stuck_[tid] = std::move(why); }
   const std::vector<OurMapping>& list() const { return list_; }
 
   // Takes out what no thread can be in, with every thread of `proc` stopped; what stays is
@@ -63,6 +70,7 @@ class OurMappings {
 
  private:
   std::vector<OurMapping> list_;
+  std::map<pid_t, std::string> stuck_;
   std::vector<std::string> notes_;
   std::uint64_t unmapped_bytes_ = 0;
 };

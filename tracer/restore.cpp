@@ -222,7 +222,7 @@ std::vector<OurMapping> left_call_buffers(TracedProcess& proc, const std::vector
 // What a killed probecost left mapped that nothing jumps into any more, handed to the detach
 // (OurMappings::release: only what no thread is in goes); the call buffers only when every
 // jump area goes with them (any trampoline may write into them).
-void reclaim(TracedProcess& proc, const std::vector<Mapping>& maps,
+void reclaim(TracedProcess& proc, OurMappings& into, const std::vector<Mapping>& maps,
              const std::vector<std::pair<RuntimeAddr, bool>>& areas, bool dry_run,
              RestoreReport& report) {
   // An area whose header could not be read may still have jumps into it, and write records.
@@ -244,9 +244,18 @@ void reclaim(TracedProcess& proc, const std::vector<Mapping>& maps,
     if (dry_run) {
       report.notes.push_back("would unmap the " + o.describe() + " if no thread is in it");
     } else {
-      proc.our_mappings().add(o);
+      into.add(o);
     }
   }
+}
+
+// True when every site of `area` holds its original bytes: nothing jumps into it.
+bool all_out(TracedProcess& proc, const jump::ParsedArea& area) {
+  return std::all_of(area.sites.begin(), area.sites.end(), [&](const auto& site) {
+    std::vector<std::uint8_t> now(site.patch.length);
+    proc.memory().read(site.patch.site, now);
+    return patch_state(site.patch, now) == PatchState::Original;
+  });
 }
 
 // The SIGTRAP handler of `area`: the program's own disposition back if ours is still the
@@ -299,7 +308,7 @@ RestoreReport restore_process(pid_t pid, bool dry_run) {
   std::vector<std::pair<RuntimeAddr, bool>> jump_areas;
   for (const auto& area : read_jump_areas(proc, report.notes))
     jump_areas.emplace_back(area.address, restore_jumps(proc, symbols, area, dry_run, report));
-  reclaim(proc, maps, jump_areas, dry_run, report);
+  reclaim(proc, proc.our_mappings(), maps, jump_areas, dry_run, report);
   auto areas = read_trap_areas(proc.memory(), maps, report.notes);
   restore_int3s(proc, symbols, maps, areas, dry_run, report);
   for (const auto& area : areas) restore_handler(proc, area, dry_run, report);
@@ -323,6 +332,22 @@ RestoreReport restore_process(pid_t pid, bool dry_run) {
   }
   for (const auto& n : proc.our_mappings().notes()) report.notes.push_back(n);
   return report;
+}
+
+Reclaimed reclaim_left_areas(TracedProcess& proc) {
+  Reclaimed out;
+  std::vector<std::pair<RuntimeAddr, bool>> areas;
+  for (const auto& area : read_jump_areas(proc, out.notes))
+    areas.emplace_back(area.address, all_out(proc, area));
+  if (areas.empty()) return out;
+  // A release of their own, apart from this probecost's mappings (its detach's to release).
+  OurMappings left;
+  RestoreReport report;
+  reclaim(proc, left, read_maps(proc.proc_tid()), areas, false, report);
+  left.release(proc);
+  out.unmapped_bytes = left.unmapped_bytes();
+  for (const auto& n : left.notes()) out.notes.push_back(n);
+  return out;
 }
 
 }  // namespace probecost

@@ -56,6 +56,10 @@ Outcome short_record_cycle(const Config& cfg, const Cycle& c, int variant);
 // record of probe_fn, each to SIGINT: its resident memory and mapping count printed every 10,
 // harmed unless they come back to where they were (issue 23, item 3).
 Outcome memory_cycle(const Config& cfg, const Cycle& c, int iterations);
+// fault_busy with `threads` threads calling probe_fn without pause, `iterations` times a
+// trace (-p --via jump) and a record, each for --duration 0.2: its mappings the same and its
+// resident memory within the bound after, no detach kept a mapping, its calls exact.
+Outcome memory_busy_cycle(const Config& cfg, const Cycle& c, int threads, int iterations);
 
 // `probecost record -p` of fault_busy (2 threads, idle) made to die: by
 // PROBECOST_DIE_AT_HIT=`plan` (attach+N; detach+N, after a SIGINT once it records), or by a

@@ -1,6 +1,7 @@
 // A busy process for attach/detach cycles, signals, SIGSTOP and SIGKILL of the tracer.
 //   fault_busy [--threads N] [--churn] [--idle] [--calls N] [--ctl-fd FD] [--seed S]
-//   default   N threads (2) call probe_fn without pause until "stop" (or EOF) on stdin
+//   default   N threads (2) call probe_fn without pause until "stop" (or EOF) on stdin; the
+//             end line adds loops=TOTAL, the calls the loops made (calls= is probe_fn's count)
 //   --churn   threads are created and end all the time: batches of 3, each thread making
 //             1..200 calls, until "stop"
 //   --idle    N threads wait; "go K" makes each call probe_fn K times -> "done calls=TOTAL"
@@ -31,9 +32,12 @@
 namespace {
 
 std::atomic<bool> g_stop{false};
+std::atomic<std::uint64_t> g_loops{0};  // calls the hammering threads made
 
 void hammer() {
-  for (std::uint64_t i = 0; !g_stop.load(std::memory_order_relaxed); ++i) fault::call_probe(i);
+  std::uint64_t i = 0;
+  for (; !g_stop.load(std::memory_order_relaxed); ++i) fault::call_probe(i);
+  g_loops += i;
 }
 
 // R calls a second in all from `threads` threads: each its share, on absolute deadlines (a
@@ -182,6 +186,7 @@ int main(int argc, char** argv) {
   fault::init(argc, argv);
   unsigned threads = std::stoul(fault::option(argc, argv, "--threads", "2"));
   int code = 0;
+  std::string extra;
   if (fault::flag(argc, argv, "--idle")) {
     code = run_idle(threads, fault::option(argc, argv, "--seccomp", ""));
   } else if (fault::flag(argc, argv, "--calls")) {
@@ -195,13 +200,15 @@ int main(int argc, char** argv) {
       for (unsigned t = 0; t < threads; ++t) ts.emplace_back(paced, rate, threads);
     } else {
       for (unsigned t = 0; t < threads; ++t) ts.emplace_back(hammer);
+      extra = "loops";
     }
     fault::say("ready " + std::to_string(getpid()));
     for (std::string line; std::getline(std::cin, line) && line != "stop";) {
     }
     g_stop = true;
     for (auto& t : ts) t.join();
+    if (!extra.empty()) extra = "loops=" + std::to_string(g_loops.load());
   }
-  fault::say_end();
+  fault::say_end(extra);
   return code;
 }

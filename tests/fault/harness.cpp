@@ -209,14 +209,14 @@ void check_text(pid_t pid, Outcome& o, const std::string& when) {
   o.harm("int3 bytes left in its text " + when + ": " + list);
 }
 
-void stop_and_check(AttachedTarget& t, const Config& cfg, Outcome& o) {
+std::optional<EndLine> stop_and_check(AttachedTarget& t, const Config& cfg, Outcome& o) {
   t.send("stop");
   auto end = read_end(t, after(cfg.bound), o);
   auto status = t.child.wait(after(cfg.bound));
   if (!status) {
     o.harm("did not end when asked to (state " + std::string(1, proc_state(t.child.pid())) + ")");
     t.child.kill();
-    return;
+    return end;
   }
   if (end) check_end(*end, o);
   if (!WIFEXITED(*status) || WEXITSTATUS(*status) != 0) {
@@ -224,6 +224,7 @@ void stop_and_check(AttachedTarget& t, const Config& cfg, Outcome& o) {
   } else if (!end) {
     o.harm("the target ended without its end line");
   }
+  return end;
 }
 
 void check_command_end(const nlohmann::json& report, Outcome& o) {

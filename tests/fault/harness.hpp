@@ -83,8 +83,8 @@ std::optional<EndLine> read_end(TargetPipes& t, Deadline deadline, Outcome& o);
 void check_end(const EndLine& end, Outcome& o);
 // The target's text against its ELF files, now.
 void check_text(pid_t pid, Outcome& o, const std::string& when);
-// Asks an attached target to stop, checks its end line and that it exited 0.
-void stop_and_check(AttachedTarget& t, const Config& cfg, Outcome& o);
+// Asks an attached target to stop, checks its end line and that it exited 0; the end line.
+std::optional<EndLine> stop_and_check(AttachedTarget& t, const Config& cfg, Outcome& o);
 // A launched target's end as probecost reports it ("exited with status 0").
 void check_command_end(const nlohmann::json& report, Outcome& o);
 // Counts: the report's hits against what the target counted.

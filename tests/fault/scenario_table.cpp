@@ -138,6 +138,11 @@ const std::vector<Scenario>& scenarios() {
        [](const Config& cfg, const Cycle& c) { return short_record_cycle(cfg, c, c.index % 3); }},
       {"memory-cycles", "one process, 100 trace/record/detach: its memory and mappings flat", 0, 1,
        false, false, [](const Config& cfg, const Cycle& c) { return memory_cycle(cfg, c, 100); }},
+      {"memory-busy", "a busy process (1, 3 threads), 25 trace/record --duration: flat, exact", 0,
+       2, false, false,
+       [](const Config& cfg, const Cycle& c) {
+         return memory_busy_cycle(cfg, c, c.index % 2 ? 3 : 1, 25);
+       }},
       {"record-sigkill", "record -p SIGKILLed at every stage of its attach and detach", 6, 60,
        false, false, record_sigkill_cycle},
   };

@@ -2,6 +2,8 @@
 // `probecost trace -p --via jump` and a `probecost record -p` of probe_fn, each to
 // the end of a round of calls and a SIGINT; the target's resident memory and mapping count are
 // printed every 10 iterations, and must come back to where they were (the README's bound).
+// memory-busy: the same on a process whose threads call probe_fn without pause, each run for
+// --duration 0.2, so that detaches find threads inside the trampolines (tracer/run_out.cpp).
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -98,7 +100,77 @@ void print(int iteration, const Footprint& f) {
   std::fflush(stdout);
 }
 
+// One `probecost ARGS... -p PID -b probe_fn --duration 0.2` of the busy target, to its end.
+// Returns true when it said it kept a mapping.
+bool busy_run_once(const Config& cfg, pid_t pid, std::vector<std::string> args, Outcome& o) {
+  args.insert(args.begin(), cfg.probecost);
+  std::vector<std::string> more = {"-p", std::to_string(pid), "-b", kProbe, "--duration", "0.2"};
+  args.insert(args.end(), more.begin(), more.end());
+  Pipe err;
+  SpawnFds fds;
+  fds.err = err.write;
+  Child run(args, fds);
+  err.close_write();
+  LineReader lines(err.read);
+  while (lines.next(after(3 * cfg.bound))) {
+  }
+  auto status = run.wait(after(cfg.bound));
+  if (!status) {
+    o.hang(args[1] + " still running after its --duration");
+    run.kill();
+  } else if (!WIFEXITED(*status) || WEXITSTATUS(*status) != 0) {
+    o.lose(args[1] + " " + describe_status(*status) + ": " + last_line(lines.seen()));
+  }
+  return lines.seen().find("kept the") != std::string::npos;
+}
+
 }  // namespace
+
+Outcome memory_busy_cycle(const Config& cfg, const Cycle&, int threads, int iterations) {
+  Outcome o;
+  o.faults = 0;
+  auto t = start_target(cfg, {"fault_busy", "--threads", std::to_string(threads)});
+  const Footprint before = footprint(t->pid);
+  std::printf("  memory-busy (%d threads): before: %zu mappings, %llu KiB resident\n", threads,
+              before.maps, static_cast<unsigned long long>(before.rss_kib));
+  Footprint now = before;
+  int kept = 0;
+  char path[] = "/tmp/fault-record-XXXXXX.json";
+  int fd = ::mkstemps(path, 5);
+  if (fd >= 0) ::close(fd);
+  for (int i = 1; i <= iterations && o.clean(); ++i) {
+    kept += busy_run_once(cfg, t->pid, {"trace", "--via", "jump"}, o);
+    kept += busy_run_once(cfg, t->pid, {"record", "-o", path}, o);
+    o.faults += 2;
+    now = footprint(t->pid);
+    if (i % 5 == 0 || i == iterations) {
+      std::printf(
+          "  memory-busy (%d threads): after %3d: %zu mappings (%zu of probecost), %llu "
+          "KiB resident, %d detaches kept a mapping\n",
+          threads, i, now.maps, now.ours, static_cast<unsigned long long>(now.rss_kib), kept);
+      std::fflush(stdout);
+    }
+  }
+  ::unlink(path);
+  if (now.maps != before.maps || now.ours != 0 || now.rss_kib > before.rss_kib + kRssBoundKiB)
+    o.harm("left " + std::to_string(now.maps) + " mappings (" + std::to_string(now.ours) +
+           " of probecost) and " + std::to_string(now.rss_kib) + " KiB resident, from " +
+           std::to_string(before.maps) + " and " + std::to_string(before.rss_kib) + " KiB");
+  if (kept) o.harm(std::to_string(kept) + " detaches kept a mapping");
+  auto end = stop_and_check(*t, cfg, o);
+  // Every call the loops made reached probe_fn once: none lost or run twice by a thread
+  // brought out of a trampoline.
+  o.count_checked = end.has_value();
+  if (end && (*end)["calls"] != (*end)["loops"])
+    o.miscount("probe_fn counted " + (*end)["calls"] + " calls, its callers made " +
+               (*end)["loops"]);
+  if (end) {
+    std::printf("  memory-busy (%d threads): the program's calls=%s loops=%s bad=%s\n", threads,
+                (*end)["calls"].c_str(), (*end)["loops"].c_str(), (*end)["bad"].c_str());
+    std::fflush(stdout);
+  }
+  return o;
+}
 
 Outcome memory_cycle(const Config& cfg, const Cycle&, int iterations) {
   Outcome o;
