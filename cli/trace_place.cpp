@@ -151,8 +151,9 @@ void TracePlace::place_file(const struct stat* st) {
     if (!file_)
       throw UsageError("-o " + path_ + ": cannot create a file in " + parent_ + ": " +
                        errno_text());
-    ::flock(file_.get(), LOCK_EX | LOCK_NB);
   }
+  // Locked, as a named one: linked in at the end, the name is taken for no dead run's.
+  ::flock(file_.get(), LOCK_EX | LOCK_NB);
   ::fchmod(file_.get(), mode);
   // Root replacing another user's file: the new one is still theirs (if that fails, root's).
   if (st && ::geteuid() == 0) (void)!::fchown(file_.get(), st->st_uid, st->st_gid);
