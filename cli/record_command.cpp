@@ -1,6 +1,5 @@
 // probecost record (-p PID | -- COMMAND ARGS...) -b PROBE [-b PROBE ...] -o PATH [options]
-#include <fcntl.h>
-#include <unistd.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <boost/program_options.hpp>
@@ -13,9 +12,12 @@
 #include "cli/commands.hpp"
 #include "cli/output.hpp"
 #include "cli/parse.hpp"
+#include "cli/trace_place.hpp"
 #include "common/error.hpp"
 #include "common/format.hpp"
 #include "common/tsc.hpp"
+#include "record/chrome.hpp"
+#include "record/ctf.hpp"
 #include "record/recorder.hpp"
 #include "trace/report.hpp"
 #include "trace/trace.hpp"
@@ -27,101 +29,48 @@ namespace probecost::cli {
 
 namespace {
 
-// A CTF trace's directory: new (its parent writable), or empty, on storage.
-void check_ctf_dir(const std::string& path) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  fs::path dir = path;
-  if (fs::exists(dir, ec)) {
-    if (!fs::is_directory(dir, ec))
-      throw UsageError("-o " + path + ": not a directory (a CTF trace is one: give a new path)");
-    if (!fs::is_empty(dir, ec))
-      throw UsageError("-o " + path +
-                       ": exists and is not empty: a CTF trace needs a directory of its own");
-  } else {
-    dir = dir.parent_path().empty() ? fs::path(".") : dir.parent_path();
-  }
-  if (::access(dir.c_str(), W_OK | X_OK) != 0)
-    throw UsageError("-o " + path + ": cannot write in " + dir.string());
-  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  const char* kernel = fd >= 0 ? kernel_file_system(fd) : nullptr;
-  if (fd >= 0) ::close(fd);
-  if (kernel)
-    throw UsageError("-o " + path + ": " + dir.string() + " is on the kernel's " + kernel +
-                     " file system (give a directory on storage)");
-}
-
-// A CTF directory this run made or filled: on a failure, what the run put there goes (the whole
-// directory when it made it), so that no half trace (an empty `metadata`) is left behind.
-class CtfDirGuard {
- public:
-  explicit CtfDirGuard(const std::string& path) : path_(path) {
-    std::error_code ec;
-    existed_ = std::filesystem::exists(path_, ec);
-  }
-  ~CtfDirGuard() {
-    if (kept_) return;
-    std::error_code ec;
-    if (!existed_) {
-      std::filesystem::remove_all(path_, ec);
-      return;
-    }
-    for (const auto& e : std::filesystem::directory_iterator(path_, ec))
-      std::filesystem::remove_all(e.path(), ec);  // it was empty (check_ctf_dir)
-  }
-  CtfDirGuard(const CtfDirGuard&) = delete;
-  CtfDirGuard& operator=(const CtfDirGuard&) = delete;
-  void keep() { kept_ = true; }
-
- private:
-  std::filesystem::path path_;
-  bool existed_ = false;
-  bool kept_ = false;
-};
-
-// The trace's place, found out now, before anything is touched: a Chrome JSON file opened and
-// held (a FIFO's reader stays connected until the recorder opens it by its path; a file this
-// run created is removed if the run fails), or a CTF directory (removed, or emptied, likewise).
-struct TracePlace {
-  std::optional<Output> file;
-  std::optional<CtfDirGuard> dir;
-
-  TracePlace(const std::string& path, record::Format format) {
-    if (path.empty()) throw UsageError("no output: give -o PATH");
-    if (format == record::Format::ctf) {
-      check_ctf_dir(path);
-      dir.emplace(path);
-    } else {
-      file.emplace(path);
-    }
-  }
-  // The recording is complete: its files stay.
-  void keep() {
-    if (file) file->keep();
-    if (dir) dir->keep();
-  }
-};
-
-// The recording, made when the first image's probes are known.
+// The recording, made when the first image's probes are known, into the place's temporary.
 struct Recording {
   record::Format format;
-  std::string path;
+  const TracePlace* place = nullptr;
+  std::string path;  // the user's, for errors
   int args = 0;
   tsc::Calibration clock;
   std::unique_ptr<record::Recorder> rec;
 
   record::Recorder& start(const std::vector<record::ProbeInfo>& probes) {
     record::RunInfo run{probes, args, clock};
-    rec = std::make_unique<record::Recorder>(run, format, path);
+    std::unique_ptr<record::Output> writer;
+    if (format == record::Format::chrome)
+      writer = std::make_unique<record::ChromeWriter>(place->fd(), path, run);
+    else
+      writer = std::make_unique<record::CtfWriter>(place->dir(), run);
+    rec = std::make_unique<record::Recorder>(run, std::move(writer));
     return *rec;
   }
 };
 
-// The raw records wait beside the trace: on the file system the user chose for it.
-std::string spool_dir_of(const std::string& path, record::Format format) {
-  (void)format;  // a CTF directory may not exist yet: its parent, as a file's
-  std::filesystem::path p = path;
-  return p.has_parent_path() ? p.parent_path().string() : std::string(".");
+// The trace complete at the user's path, or why not ("" when it is).
+std::string finish_trace(Recording& recording, TracePlace& place) {
+  try {
+    recording.rec->finish();
+    place.commit();
+    return "";
+  } catch (const Error& e) {
+    return e.what();
+  }
+}
+
+void say_trace_error(const std::string& error, const TracePlace& place, const std::string& output) {
+  if (error.empty()) return;
+  std::cerr << "probecost record: " << error
+            << (place.stream() ? " (what " + output + " got is cut off"
+                               : " (no trace was left at " + output)
+            << "; the summary above counts every record)\n";
+}
+
+bool ends_with(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
 }
 
 int command_status(const TraceReport& report) {
@@ -158,12 +107,16 @@ int record_command(const std::vector<std::string>& all_args) {
       "\noptions");
   desc.add_options()("help,h", "this help")("pid,p", po::value(&opts.pid), "record this process")(
       "probe,b", po::value(&opts.probes)->composing(), "a function to record (repeatable)")(
-      "output,o", po::value(&output), "the trace: a file (chrome) or a directory (ctf)")(
-      "format", po::value(&format),
-      "chrome (Chrome trace-event JSON, for Perfetto UI; the default when PATH ends in .json) "
-      "or ctf (CTF 1.8, for babeltrace2 and Trace Compass)")(
-      "args", po::value(&args_text)->default_value("0"), "integer arguments per entry, 0 to 6")(
-      "summary-json", po::value(&summary_json), "also write the summary as JSON to FILE")(
+      "output,o", po::value(&output),
+      "the trace: a file (chrome; a FIFO or a device such as /dev/null is written as a stream) "
+      "or a new or empty directory (ctf); written under a temporary name beside it and renamed "
+      "to PATH once complete")(
+      "format,f", po::value(&format),
+      "chrome (Chrome trace-event JSON, for Perfetto UI) or ctf (CTF 1.8, for babeltrace2 and "
+      "Trace Compass). Default: ctf when PATH is an existing directory or ends in /, else "
+      "chrome")("args", po::value(&args_text)->default_value("0"),
+                "integer arguments per entry, 0 to 6")("summary-json", po::value(&summary_json),
+                                                       "also write the summary as JSON to FILE")(
       "buffer-size,m", po::value(&buffer_size),
       "each CPU's ring of records in the process, as perf -m: 64K to 1G, rounded up to a power "
       "of two (default 16M, less on a machine of more than 16 CPUs); a burst that fills it before "
@@ -190,13 +143,23 @@ int record_command(const std::vector<std::string>& all_args) {
   opts.command = command;
   if (opts.probes.empty()) throw UsageError("no probe: give -b FUNCTION");
   for (const auto& p : opts.probes) parse_probe(p);
-  // Before the recording: it is destroyed (finishing its files) before they are removed.
-  TracePlace place(output, record::choose_format(format, output));
+  if (output.empty()) throw UsageError("no output: give -o PATH");
+  record::Format chosen = record::choose_format(format, output);
+  std::string notes;
+  if (format.empty() && chosen == record::Format::chrome && !ends_with(output, ".json"))
+    notes += "probecost record: -o " + output +
+             ": Chrome JSON (the format of a PATH that is no directory; --format ctf for CTF)\n";
+  // Before the recording: it is destroyed (finishing its writer) before the place is, whose
+  // file the writer writes.
+  TracePlace place(output, chosen, notes);
+  if (!vm.count("quiet")) std::cerr << notes;
   Recording recording;
-  recording.format = record::choose_format(format, output);
+  recording.format = chosen;
+  recording.place = &place;
   std::optional<Output> summary_out;
   if (!summary_json.empty()) summary_out.emplace(summary_json);
-  if (summary_out && place.file) summary_out->refuse_same_file(*place.file, "--summary-json", "-o");
+  if (summary_out && !place.file_target().empty())
+    summary_out->refuse_same_path(place.file_target(), "--summary-json", "-o");
   if (vm.count("duration")) opts.duration_s = parse_seconds("--duration", duration);
   recording.path = output;
   recording.args = static_cast<int>(parse_count("--args", args_text, 0, record::kMaxArgs));
@@ -208,7 +171,7 @@ int record_command(const std::vector<std::string>& all_args) {
   calls.args = recording.args;
   calls.drop = vm.count("drop") > 0;
   calls.tsc_hz = static_cast<double>(recording.clock.hz);
-  calls.spool_dir = spool_dir_of(output, recording.format);
+  calls.spool_dir = place.spool_dir();
   calls.start = [&recording](const std::vector<record::ProbeInfo>& probes) -> record::Recorder& {
     return recording.start(probes);
   };
@@ -224,7 +187,9 @@ int record_command(const std::vector<std::string>& all_args) {
     for (const auto& spec : opts.probes) none.push_back({spec, spec, "", 0});
     recording.start(none);
   }
-  recording.rec->finish();
+  // A trace that cannot be written (a full disk, EIO) loses nothing else: the summary, whole,
+  // is printed and written all the same, then the error, exit 1, and no partial trace is left.
+  std::string trace_error = finish_trace(recording, place);
   recording.rec->summary().print(std::cerr);
   // The hold, as `trace` reports it: in the notes, every phase with -v, and in the JSON.
   if (opts.announce && report.held_s > 0)
@@ -239,10 +204,13 @@ int record_command(const std::vector<std::string>& all_args) {
     for (const auto& ph : report.held_phases)
       phases.push_back({{"phase", ph.name}, {"wall_s", ph.wall_s}, {"cpu_s", ph.cpu_s}});
     j["held_phases"] = phases;
+    if (!trace_error.empty()) j["trace_error"] = trace_error;
+    say_trace_error(trace_error, place, output);
     summary_out->write(probecost::json_text(j, 2) + "\n");
+  } else {
+    say_trace_error(trace_error, place, output);
   }
-  place.keep();
-  return command_status(report);
+  return trace_error.empty() ? command_status(report) : 1;
 }
 
 }  // namespace probecost::cli

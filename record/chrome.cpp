@@ -1,5 +1,9 @@
 #include "record/chrome.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <charconv>
 #include <nlohmann/json.hpp>
 
@@ -60,6 +64,12 @@ void append_value(std::string& out, std::uint64_t v) {
   out += '"';
 }
 
+int create_file(const std::string& path) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  if (fd < 0) throw Error::from_errno("cannot create " + path);
+  return fd;
+}
+
 }  // namespace
 
 std::string chrome_us(std::int64_t ns) {
@@ -75,11 +85,16 @@ std::string chrome_value(std::uint64_t v) {
 }
 
 ChromeWriter::ChromeWriter(const std::string& path, const RunInfo& run)
-    : path_(path), out_(path, std::ios::binary | std::ios::trunc), run_(run), clock_(run.clock) {
-  if (!out_) throw Error::from_errno("cannot create " + path);
+    : ChromeWriter(create_file(path), path, run) {
+  own_fd_ = true;
+}
+
+ChromeWriter::ChromeWriter(int fd, const std::string& name, const RunInfo& run)
+    : path_(name), fd_(fd), run_(run), clock_(run.clock) {
   for (const ProbeInfo& p : run_.probes)
     names_.push_back(json_string(p.function.empty() ? p.spec : p.function));
-  out_ << "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[";
+  out_ = "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[";
+  out_.reserve(kBufferBytes + 4096);
 }
 
 ChromeWriter::~ChromeWriter() {
@@ -88,6 +103,26 @@ ChromeWriter::~ChromeWriter() {
   } catch (...) {
     // A destructor cannot report it; finish() does.
   }
+  if (own_fd_) ::close(fd_);
+}
+
+void ChromeWriter::flush() {
+  for (std::size_t done = 0; done < out_.size();) {
+    ssize_t n = ::write(fd_, out_.data() + done, out_.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      out_.clear();
+      closed_ = true;  // nothing more goes in a file with a hole
+      throw Error::from_errno("cannot write " + path_, n < 0 ? errno : EIO);
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  out_.clear();
+}
+
+void ChromeWriter::put(const std::string& text) {
+  out_ += text;
+  if (out_.size() >= kBufferBytes) flush();
 }
 
 // One event a line, comma-separated.
@@ -126,7 +161,7 @@ void ChromeWriter::put_args(const Event& entry, const char* extra) {
 
 void ChromeWriter::close_event() {
   line_ += "}}";
-  out_ << line_;
+  put(line_);
 }
 
 void ChromeWriter::call(const Event& entry, const Event& end) {
@@ -192,9 +227,8 @@ void ChromeWriter::close_file() {
                           {"clock", "CLOCK_MONOTONIC (TSC converted)"},
                           {"tsc_hz", run_.clock.hz},
                           {"records_lost", lost_}};
-  out_ << "\n],\"otherData\":" << json_text(other) << "}\n";
-  out_.close();
-  if (!out_) throw Error::from_errno("cannot write " + path_);
+  out_ += "\n],\"otherData\":" + json_text(other) + "}\n";
+  flush();
 }
 
 void ChromeWriter::finish() {

@@ -21,8 +21,8 @@
 // ("0xfedcba9876543210") instead.
 //
 // The file is valid JSON whenever the writer is closed: by finish(), or by the destructor on any
-// other way out (an exception, an interrupted run).
-#include <fstream>
+// other way out (an exception, an interrupted run). It is written with write(2) from a buffer of
+// kBufferBytes, so that a failed write says why (errno) at once.
 #include <string>
 #include <vector>
 
@@ -32,8 +32,12 @@ namespace probecost::record {
 
 class ChromeWriter : public Output {
  public:
+  static constexpr std::size_t kBufferBytes = 1 << 20;
   // Throws Error when `path` cannot be created.
   ChromeWriter(const std::string& path, const RunInfo& run);
+  // Into `fd`, open for writing and not ours (record's temporary file, a FIFO); `name` (the
+  // user's path) is what errors say.
+  ChromeWriter(int fd, const std::string& name, const RunInfo& run);
   ~ChromeWriter() override;
   ChromeWriter(const ChromeWriter&) = delete;
   ChromeWriter& operator=(const ChromeWriter&) = delete;
@@ -53,9 +57,13 @@ class ChromeWriter : public Output {
   void put_args(const Event& entry, const char* extra);
   void close_event();
   void close_file();
+  void put(const std::string& text);
+  void flush();
 
   std::string path_;
-  std::ofstream out_;
+  int fd_ = -1;
+  bool own_fd_ = false;
+  std::string out_;  // not written yet
   RunInfo run_;
   tsc::Clock clock_;
   std::vector<std::string> names_;  // per probe, as a JSON string

@@ -1,5 +1,7 @@
 #include "record/recorder.hpp"
 
+#include <sys/stat.h>
+
 #include "common/error.hpp"
 #include "record/chrome.hpp"
 #include "record/ctf.hpp"
@@ -28,6 +30,54 @@ class Recorder::Fanout : public Output {
   Output& b_;
 };
 
+// The writer, written to until it fails: then no more (its file is broken, and goes), while the
+// pairing and the summary go on.
+class Recorder::Guard : public Output {
+ public:
+  Guard(Output& writer, std::string& error) : w_(writer), error_(error) {}
+  void event(const Event& e) override {
+    run([&] { w_.event(e); });
+  }
+  void call(const Event& entry, const Event& end) override {
+    run([&] { w_.call(entry, end); });
+  }
+  void unmatched(const Event& entry, Unmatched why) override {
+    run([&] { w_.unmatched(entry, why); });
+  }
+  void orphan(const Event& end) override {
+    run([&] { w_.orphan(end); });
+  }
+  void thread_name(std::int32_t pid, std::int32_t tid, const std::string& name,
+                   std::uint64_t tsc) override {
+    run([&] { w_.thread_name(pid, tid, name, tsc); });
+  }
+  void process_name(std::int32_t pid, const std::string& name) override {
+    run([&] { w_.process_name(pid, name); });
+  }
+  void lost(const Lost& l) override {
+    run([&] { w_.lost(l); });
+  }
+  void thread_exited(std::int32_t pid, std::int32_t tid) override {
+    run([&] { w_.thread_exited(pid, tid); });
+  }
+  void finish() override {
+    run([&] { w_.finish(); });
+  }
+
+ private:
+  template <typename F>
+  void run(F&& f) {
+    if (!error_.empty()) return;
+    try {
+      f();
+    } catch (const Error& e) {
+      error_ = e.what();
+    }
+  }
+  Output& w_;
+  std::string& error_;
+};
+
 namespace {
 
 const RunInfo& checked(const RunInfo& run) {
@@ -53,7 +103,15 @@ Format choose_format(const std::string& flag, const std::string& path) {
   if (flag == "chrome") return Format::chrome;
   if (flag == "ctf") return Format::ctf;
   if (!flag.empty()) throw UsageError("--format " + flag + ": chrome or ctf");
-  return ends_with(path, ".json") ? Format::chrome : Format::ctf;
+  if (ends_with(path, "/")) return Format::ctf;
+  struct stat st;
+  if (!ends_with(path, ".json") && ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+    return Format::ctf;
+  return Format::chrome;
+}
+
+const char* format_name(Format format) {
+  return format == Format::chrome ? "chrome" : "ctf";
 }
 
 Recorder::Recorder(const RunInfo& run, Format format, const std::string& path)
@@ -62,8 +120,9 @@ Recorder::Recorder(const RunInfo& run, Format format, const std::string& path)
 Recorder::Recorder(const RunInfo& run, std::unique_ptr<Output> writer)
     : run_(checked(run)),
       writer_(std::move(writer)),
+      guard_(std::make_unique<Guard>(*writer_, write_error_)),
       summary_(run_),
-      fanout_(std::make_unique<Fanout>(*writer_, summary_)),
+      fanout_(std::make_unique<Fanout>(*guard_, summary_)),
       pairing_(*fanout_) {}
 
 Recorder::~Recorder() {
@@ -78,38 +137,39 @@ void Recorder::add(const Event& e) {
   if (e.probe >= run_.probes.size())
     throw Error("record: an event of probe " + std::to_string(e.probe) + ", but the run has " +
                 std::to_string(run_.probes.size()));
-  writer_->event(e);
+  guard_->event(e);
   summary_.event(e);
   pairing_.add(e);
 }
 
 void Recorder::thread_name(std::int32_t pid, std::int32_t tid, const std::string& name,
                            std::uint64_t tsc) {
-  writer_->thread_name(pid, tid, name, tsc);
+  guard_->thread_name(pid, tid, name, tsc);
 }
 
 void Recorder::process_name(std::int32_t pid, const std::string& name) {
-  writer_->process_name(pid, name);
+  guard_->process_name(pid, name);
 }
 
 void Recorder::lost(const Lost& l) {
   if (l.probe != kAnyProbe && l.probe >= run_.probes.size())
     throw Error("record: records lost of probe " + std::to_string(l.probe) + ", but the run has " +
                 std::to_string(run_.probes.size()));
-  writer_->lost(l);
+  guard_->lost(l);
   summary_.lost(l);
 }
 
 void Recorder::thread_exited(std::int32_t pid, std::int32_t tid) {
   pairing_.thread_exited(pid, tid);
-  writer_->thread_exited(pid, tid);
+  guard_->thread_exited(pid, tid);
 }
 
 void Recorder::finish() {
   if (finished_) return;
   finished_ = true;
   pairing_.finish();
-  writer_->finish();
+  guard_->finish();
+  if (!write_error_.empty()) throw Error(write_error_);
 }
 
 }  // namespace probecost::record

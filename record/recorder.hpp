@@ -10,7 +10,9 @@
 //   rec.summary().print(std::cerr);
 //
 // The destructor finishes a recording that was not finished (an exception, an interrupted run),
-// so the file is complete on every way out.
+// so the file is complete on every way out. A writer that fails (a full disk, EIO) is written to
+// no more, but the summary goes on counting every event: finish() then throws the writer's
+// first error, and the summary is whole all the same.
 #include <memory>
 #include <string>
 
@@ -22,9 +24,12 @@ namespace probecost::record {
 
 enum class Format { chrome, ctf };
 
-// --format's value ("" when not given): chrome when PATH ends in .json, ctf otherwise. Throws
-// UsageError for another value.
+// --format's value ("" when not given) wins. Without it, by the path, as the file system has it
+// now: an existing directory, or a name ending in '/', is a CTF trace; anything else (a name
+// ending in .json, any other name, a FIFO, a character device such as /dev/null) Chrome JSON.
+// Throws UsageError for another value.
 Format choose_format(const std::string& flag, const std::string& path);
+const char* format_name(Format format);
 
 class Recorder {
  public:
@@ -43,16 +48,21 @@ class Recorder {
   void process_name(std::int32_t pid, const std::string& name);
   void lost(const Lost& l);
   void thread_exited(std::int32_t pid, std::int32_t tid);
-  // Idempotent. Throws Error when the file could not be written.
+  // Idempotent. Throws Error when the file could not be written (at any time of the run).
   void finish();
+  // The writer's first failure, "" while it has none.
+  const std::string& write_error() const { return write_error_; }
 
   const Summary& summary() const { return summary_; }
   std::size_t open_frames() const { return pairing_.open_frames(); }
 
  private:
   class Fanout;
+  class Guard;
   RunInfo run_;
   std::unique_ptr<Output> writer_;
+  std::string write_error_;
+  std::unique_ptr<Guard> guard_;
   Summary summary_;
   std::unique_ptr<Fanout> fanout_;
   Pairing pairing_;

@@ -15,8 +15,6 @@
 
 namespace probecost::trace_run {
 
-namespace {
-
 // An unlinked file in `dir`: O_TMPFILE where the file system has it, else a name removed at once.
 Fd spool_file(const std::string& dir) {
   int fd = ::open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
@@ -29,6 +27,8 @@ Fd spool_file(const std::string& dir) {
   ::unlink(name.c_str());
   return Fd(fd);
 }
+
+namespace {
 
 double thread_cpu_now() {
   timespec t{};

@@ -29,6 +29,10 @@ namespace probecost::trace_run {
 inline constexpr std::uint64_t kSpoolLimit = 8ull << 30;
 inline constexpr std::uint32_t kSpoolMagic = 0x70737063;
 
+// An unlinked file in `dir` (O_TMPFILE, else a name removed at once): gone however we end.
+// Error when none can be made.
+Fd spool_file(const std::string& dir);
+
 class CallSpool {
  public:
   struct Chunk {

@@ -63,7 +63,7 @@ void CallFeed::add_int3_event(bool exit, std::uint32_t probe, pid_t tid,
   } else {
     e.args = {regs.rdi, regs.rsi, regs.rdx, regs.rcx, regs.r8, regs.r9};
   }
-  int3_events_.push_back(e);
+  int3_events_.push(e);
 }
 
 bool CallFeed::on_int3(pid_t tid, RuntimeAddr at, const user_regs_struct& regs,
@@ -162,7 +162,7 @@ void CallFeed::replay(std::ostream* progress) {
   std::vector<Stream> cpus = spool ? streams(spool) : std::vector<Stream>();
   std::uint64_t total = size / std::max<std::uint32_t>(layout_.record_size, 1), done = 0;
   double start = now_s(), next_line = start + 1;
-  std::size_t int3 = 0;
+  EventSpool::Reader int3(int3_events_);
   // Each CPU's records are in TSC order, as the int3 events are: merged, oldest first.
   for (;;) {
     Stream* oldest = nullptr;
@@ -175,8 +175,9 @@ void CallFeed::replay(std::ostream* progress) {
         oldest_tsc = t;
       }
     }
-    if (int3 < int3_events_.size() && int3_events_[int3].tsc <= oldest_tsc) {
-      add(int3_events_[int3++]);
+    if (const record::Event* e = int3.peek(); e && e->tsc <= oldest_tsc) {
+      add(*e);
+      int3.pop();
       continue;
     }
     if (!oldest) break;
@@ -196,6 +197,10 @@ void CallFeed::replay(std::ostream* progress) {
     if (lost_[id]) rec_.lost({pid_, 0, probe_of_id_[id], lost_[id], __rdtsc()});
   }
   lost_.clear();
+  const auto& refused = int3_events_.not_kept();
+  for (std::uint32_t probe = 0; probe < refused.size(); ++probe) {
+    if (refused[probe]) rec_.lost({pid_, 0, probe, refused[probe], __rdtsc()});
+  }
 }
 
 }  // namespace probecost::trace_run

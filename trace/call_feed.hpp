@@ -5,7 +5,8 @@
 // the tracer, the thread stopped). Each record names its thread by its thread pointer (%fs:0);
 // the feed knows each thread's from its fs_base, read when the thread appeared. While the
 // process runs, the buffer's drain (call_drain.hpp, a thread of its own) copies the records to a
-// spool as they are, and the int3 events wait in memory; replay() then hands the recording
+// spool as they are, and the int3 events wait in a spool of their own (event_spool.hpp, at most
+// one batch in memory); replay() then hands the recording
 // every event in time order (each CPU's records are, and the CPUs' are merged with the int3
 // events), so each thread's are in order.
 #include <sys/types.h>
@@ -25,15 +26,22 @@
 #include "breakpoint/tracee_memory.hpp"
 #include "record/recorder.hpp"
 #include "trace/call_drain.hpp"
+#include "trace/event_spool.hpp"
 #include "tracer/process.hpp"
 
 namespace probecost::trace_run {
 
 class CallFeed {
  public:
-  // `probe_of_id`: a call probe id's probe in the recording.
-  CallFeed(record::Recorder& rec, pid_t pid, std::vector<std::uint32_t> probe_of_id, int args)
-      : rec_(rec), pid_(pid), probe_of_id_(std::move(probe_of_id)), args_(args) {}
+  // `probe_of_id`: a call probe id's probe in the recording. The int3 events wait in
+  // `spool_dir`.
+  CallFeed(record::Recorder& rec, pid_t pid, std::vector<std::uint32_t> probe_of_id, int args,
+           const std::string& spool_dir)
+      : rec_(rec),
+        pid_(pid),
+        probe_of_id_(std::move(probe_of_id)),
+        args_(args),
+        int3_events_(spool_dir) {}
 
   // A thread whose thread pointer is `fs_base` from now on (a thread pointer can be a gone
   // thread's: glibc reuses the stacks, and the TCB with them).
@@ -75,6 +83,7 @@ class CallFeed {
   std::uint64_t unknown_threads() const { return unknown_; }
   const CallDrain* drain() const { return drain_.get(); }
   const CallSpool* spool() const { return spool_.get(); }
+  const EventSpool& int3_spool() const { return int3_events_; }
 
  private:
   struct Int3Role {
@@ -100,7 +109,7 @@ class CallFeed {
   int args_;
   std::unordered_map<std::uint64_t, Int3Role> int3_;
   std::unordered_map<std::uint64_t, std::vector<Since>> threads_;  // by thread pointer
-  std::vector<record::Event> int3_events_;                         // not handed on yet
+  EventSpool int3_events_;                                         // not handed on yet
   std::unique_ptr<CallSpool> spool_;
   std::unique_ptr<CallDrain> drain_;
   jump::CallBufferLayout layout_;

@@ -101,8 +101,8 @@ std::vector<ProbeInstall> TraceRun::place_calls(ProcessTrace& tr) {
   TracedProcess& p = *tr.proc;
   // An image with nothing to probe (`-F -- sh -c ...`'s shell) makes no recording yet.
   if (tr.probes.empty()) return {};
-  tr.feed =
-      std::make_unique<CallFeed>(*recording_, p.pid(), recording_probes(tr), opts_.calls->args);
+  tr.feed = std::make_unique<CallFeed>(*recording_, p.pid(), recording_probes(tr),
+                                       opts_.calls->args, opts_.calls->spool_dir);
   tr.feed->threads_of(p);
   // Its comm, as ps and perf name it: the name it was run by (redis-server, a symlink to
   // redis-check-rdb), where the image's file name is the link's target.
@@ -190,7 +190,10 @@ void TraceRun::drain_calls(ProcessTrace& tr, bool final) {
 
 // Every image's events to the recording, once every process is let go.
 void TraceRun::replay_calls() {
-  for (auto& feed : fed_) feed->replay(opts_.announce ? &notes_ : nullptr);
+  for (auto& feed : fed_) {
+    feed->replay(opts_.announce ? &notes_ : nullptr);
+    if (!feed->int3_spool().error().empty()) spool_errors_.push_back(feed->int3_spool().error());
+  }
   fed_.clear();
   if (opts_.announce && drained_records_) {
     notes_ << opts_.tool << ": the drain copied " << drained_records_ << " records in "

@@ -2,6 +2,7 @@
 // field against the Trace Event Format: X events with ts/dur in µs, B for calls that never
 // returned, M for names, valid JSON on every way out.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -11,6 +12,7 @@
 #include "common/error.hpp"
 #include "record/chrome.hpp"
 #include "record/recorder.hpp"
+#include "temp_dir.hpp"
 #include "tests/record/record_fixtures.hpp"
 
 namespace probecost::record {
@@ -173,10 +175,20 @@ TEST(RecordChromeValues, RegistersAsSignedNumbersHexBeyond53Bits) {
   EXPECT_EQ(chrome_us(-5), "-0.005");
 }
 
+// --format wins; without it a directory (existing, or a name ending in '/') is CTF and any other
+// path Chrome JSON, as a perf or uftrace user expects of `-o /dev/null`, a FIFO or `t.out`.
 TEST(RecordFormat, ChosenByFlagOrPath) {
-  EXPECT_EQ(choose_format("", "out.json"), Format::chrome);
-  EXPECT_EQ(choose_format("", "out"), Format::ctf);
-  EXPECT_EQ(choose_format("chrome", "out"), Format::chrome);
+  probecost::test::TempDir dir{"probecost-format"};
+  EXPECT_EQ(choose_format("", dir / "out.json"), Format::chrome);
+  EXPECT_EQ(choose_format("", dir / "out"), Format::chrome);
+  EXPECT_EQ(choose_format("", dir / "t.out"), Format::chrome);
+  EXPECT_EQ(choose_format("", dir / "new/"), Format::ctf);
+  EXPECT_EQ(choose_format("", dir.path.string()), Format::ctf);
+  EXPECT_EQ(choose_format("", dir.path.string() + ".json"), Format::chrome);
+  EXPECT_EQ(choose_format("", "/dev/null"), Format::chrome);
+  ASSERT_EQ(::mkfifo((dir / "fifo").c_str(), 0600), 0);
+  EXPECT_EQ(choose_format("", dir / "fifo"), Format::chrome);
+  EXPECT_EQ(choose_format("chrome", "out/"), Format::chrome);
   EXPECT_EQ(choose_format("ctf", "x.json"), Format::ctf);
   EXPECT_THROW(choose_format("perfetto", "x"), UsageError);
   RunInfo bad = testing::run_of({"f"}, 7);

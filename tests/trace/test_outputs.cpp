@@ -156,6 +156,37 @@ TEST(Outputs, AFullFileSystemLeavesNoPartialFiles) {
   }
 }
 
+// A trace that cannot be written at the end (/dev/full: every write ENOSPC; a full tmpfs, where
+// the spool fails too) loses nothing else: the summary, with every count, is printed and
+// written, then the error, exit 1.
+TEST(Outputs, AFailedTraceWriteKeepsTheSummary) {
+  TempDir dir;
+  std::string s = dir / "s.json";
+  Result r = bounded(
+      cat({PROBECOST_BIN, "record", "-q", "-b", "add3", "-o", "/dev/full", "--summary-json", s},
+          calls(3000)));
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("cannot write /dev/full: No space left on device"), std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("3000       3000"), std::string::npos) << r.err;
+  Json j = Json::parse(std::ifstream(s));
+  EXPECT_EQ(j["probes"][0]["calls"], 3000u);
+  EXPECT_EQ(j["probes"][0]["returns"], 3000u);
+  EXPECT_NE(j["trace_error"].get<std::string>().find("No space left"), std::string::npos);
+
+  FullFs full;
+  if (!full.usable) GTEST_SKIP() << "cannot mount a tmpfs here (unshare -m; mount)";
+  r = full.run(cat({PROBECOST_BIN, "record", "-q", "-b", "add3", "-o", full.mnt + "/t.json",
+                    "--summary-json", s},
+                   calls(3000)));
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("probe      calls"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("No space left on device"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("left:\n"), std::string::npos) << "no partial trace: " << r.err;
+  j = Json::parse(std::ifstream(s));
+  EXPECT_TRUE(j.contains("trace_error")) << j.dump();
+}
+
 TEST(Outputs, ARuntimeFailureOfRecordLetsTheCommandRunOn) {
   FullFs full;
   if (!full.usable) GTEST_SKIP() << "cannot mount a tmpfs here (unshare -m; mount)";
