@@ -6,7 +6,7 @@
 #include <iostream>
 #include <sstream>
 
-#include "breakpoint/step_over.hpp"
+#include "breakpoint/int3/step_over.hpp"
 #include "cli/common.hpp"
 #include "cli/output.hpp"
 #include "cli/parse.hpp"

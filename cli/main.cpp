@@ -14,7 +14,7 @@
 
 #include "cli/commands.hpp"
 #include "common/error.hpp"
-#include "tracer/ticker.hpp"
+#include "tracer/os/ticker.hpp"
 
 namespace {
 

@@ -12,7 +12,7 @@
 #include <optional>
 #include <sstream>
 
-#include "breakpoint/step_over.hpp"
+#include "breakpoint/int3/step_over.hpp"
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
 #include "cli/output.hpp"
@@ -23,7 +23,7 @@
 #include "overhead/overhead.hpp"
 #include "overhead/report.hpp"
 #include "trace/trace.hpp"
-#include "tracer/probes.hpp"
+#include "tracer/symbols/probes.hpp"
 
 namespace po = boost::program_options;
 

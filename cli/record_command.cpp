@@ -21,7 +21,7 @@
 #include "record/recorder.hpp"
 #include "trace/report.hpp"
 #include "trace/trace.hpp"
-#include "tracer/wait_status.hpp"
+#include "tracer/os/wait_status.hpp"
 
 namespace po = boost::program_options;
 

@@ -8,7 +8,7 @@
 #include "common/error.hpp"
 #include "common/format.hpp"
 #include "common/paths.hpp"
-#include "tracer/restore.hpp"
+#include "restore/restore.hpp"
 
 namespace po = boost::program_options;
 

@@ -13,7 +13,7 @@
 #include <set>
 #include <sstream>
 
-#include "breakpoint/step_over.hpp"
+#include "breakpoint/int3/step_over.hpp"
 #include "cli/commands.hpp"
 #include "cli/output.hpp"
 #include "cli/parse.hpp"
@@ -22,8 +22,8 @@
 #include "common/paths.hpp"
 #include "trace/report.hpp"
 #include "trace/trace.hpp"
-#include "tracer/cxx_names.hpp"
-#include "tracer/wait_status.hpp"
+#include "tracer/os/wait_status.hpp"
+#include "tracer/symbols/cxx_names.hpp"
 
 namespace po = boost::program_options;
 

@@ -1,11 +1,11 @@
 #pragma once
 // Error: the project's exception for a failure the user must hear about. It is caught once, in
 // main, which prints what() and exits non-zero. Its refinements tell a catcher what it may do
-// about one: UsageError (bad input, exit 2; UnknownModule, tracer/symbols.hpp, is one whose
+// about one: UsageError (bad input, exit 2; UnknownModule, tracer/symbols/symbols.hpp, is one whose
 // library may load later), SiteOccupied (an address holds an int3 already), and
-// seccomp::Refused (tracer/seccomp.hpp: a system call the tracee's filter would punish).
+// seccomp::Refused (tracer/os/seccomp.hpp: a system call the tracee's filter would punish).
 // Expected outcomes (a tracee that has exited) are return values, not exceptions; the tracer's
-// TaskGone (tracer/task.hpp), a thread gone from under the hit path, is not an Error and never
+// TaskGone (tracer/core/task.hpp), a thread gone from under the hit path, is not an Error and never
 // reaches main: the event loop turns it into Outcome::Gone.
 #include <cerrno>
 #include <cstring>

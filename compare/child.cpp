@@ -4,8 +4,8 @@
 #include <sys/wait.h>
 
 #include "common/error.hpp"
-#include "tracer/ticker.hpp"
-#include "tracer/wait_status.hpp"
+#include "tracer/os/ticker.hpp"
+#include "tracer/os/wait_status.hpp"
 
 namespace probecost {
 

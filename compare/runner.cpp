@@ -22,12 +22,12 @@
 #include "common/error.hpp"
 #include "compare/stats.hpp"
 #include "compare/uprobe_run.hpp"
-#include "tracer/event_loop.hpp"
-#include "tracer/jump_probes.hpp"
-#include "tracer/maps.hpp"
-#include "tracer/proc_files.hpp"
-#include "tracer/symbols.hpp"
-#include "tracer/syscalls.hpp"
+#include "tracer/core/event_loop.hpp"
+#include "tracer/jump/jump_probes.hpp"
+#include "tracer/os/maps.hpp"
+#include "tracer/os/proc_files.hpp"
+#include "tracer/os/syscalls.hpp"
+#include "tracer/symbols/symbols.hpp"
 
 namespace probecost {
 

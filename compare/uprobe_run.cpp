@@ -22,9 +22,9 @@
 
 #include "common/error.hpp"
 #include "compare/child.hpp"
-#include "tracer/memory.hpp"
-#include "tracer/proc_files.hpp"
-#include "tracer/session.hpp"
+#include "tracer/core/session.hpp"
+#include "tracer/os/memory.hpp"
+#include "tracer/os/proc_files.hpp"
 
 namespace probecost {
 

@@ -7,7 +7,7 @@
 
 #include "compare/mechanism.hpp"
 #include "compare/runner.hpp"
-#include "tracer/process.hpp"
+#include "tracer/core/process.hpp"
 #include "uprobe/uprobe.hpp"
 
 namespace probecost {

@@ -4,13 +4,13 @@
 #include <array>
 #include <map>
 
-#include "breakpoint/decoder.hpp"
+#include "breakpoint/x86/decoder.hpp"
 #include "compare/child.hpp"
 #include "experiment/common.hpp"
 #include "experiment/seeds.hpp"
-#include "tracer/memory.hpp"
-#include "tracer/process.hpp"
-#include "tracer/symbols.hpp"
+#include "tracer/core/process.hpp"
+#include "tracer/os/memory.hpp"
+#include "tracer/symbols/symbols.hpp"
 
 namespace probecost {
 

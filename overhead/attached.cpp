@@ -16,8 +16,8 @@
 #include "common/clock.hpp"
 #include "common/error.hpp"
 #include "overhead/measure_parts.hpp"
-#include "tracer/proc_files.hpp"
-#include "tracer/ticker.hpp"
+#include "tracer/os/proc_files.hpp"
+#include "tracer/os/ticker.hpp"
 
 namespace probecost::overhead_parts {
 

@@ -21,9 +21,9 @@
 #include "overhead/measure_parts.hpp"
 #include "overhead/overhead.hpp"
 #include "trace/trace.hpp"
-#include "tracer/proc_files.hpp"
-#include "tracer/process.hpp"
-#include "tracer/ticker.hpp"
+#include "tracer/core/process.hpp"
+#include "tracer/os/proc_files.hpp"
+#include "tracer/os/ticker.hpp"
 
 namespace probecost {
 

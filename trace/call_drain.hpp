@@ -21,7 +21,7 @@
 #include <thread>
 #include <vector>
 
-#include "breakpoint/call_buffer.hpp"
+#include "breakpoint/in_tracee/call_buffer.hpp"
 #include "common/fd.hpp"
 
 namespace probecost::trace_run {

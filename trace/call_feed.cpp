@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "breakpoint/emulate.hpp"
+#include "breakpoint/x86/emulate.hpp"
 #include "common/clock.hpp"
 #include "common/error.hpp"
 #include "trace/run.hpp"

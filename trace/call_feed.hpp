@@ -21,13 +21,13 @@
 #include <unordered_map>
 #include <vector>
 
-#include "breakpoint/call_buffer.hpp"
-#include "breakpoint/decoder.hpp"
-#include "breakpoint/tracee_memory.hpp"
+#include "breakpoint/in_tracee/call_buffer.hpp"
+#include "breakpoint/x86/decoder.hpp"
+#include "breakpoint/x86/tracee_memory.hpp"
 #include "record/recorder.hpp"
 #include "trace/call_drain.hpp"
 #include "trace/event_spool.hpp"
-#include "tracer/process.hpp"
+#include "tracer/core/process.hpp"
 
 namespace probecost::trace_run {
 

@@ -7,8 +7,8 @@
 #include "common/paths.hpp"
 #include "record/recorder.hpp"
 #include "trace/run.hpp"
-#include "tracer/cxx_names.hpp"
-#include "tracer/seccomp.hpp"
+#include "tracer/os/seccomp.hpp"
+#include "tracer/symbols/cxx_names.hpp"
 
 namespace probecost::trace_run {
 

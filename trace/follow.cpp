@@ -3,7 +3,7 @@
 // trace ends or lets it go).
 #include "common/error.hpp"
 #include "trace/run.hpp"
-#include "tracer/proc_files.hpp"
+#include "tracer/os/proc_files.hpp"
 
 namespace probecost::trace_run {
 

@@ -3,9 +3,9 @@
 #include <algorithm>
 
 #include "common/error.hpp"
+#include "restore/restore.hpp"
 #include "trace/run.hpp"
-#include "tracer/int3_area.hpp"
-#include "tracer/restore.hpp"
+#include "tracer/int3/int3_area.hpp"
 
 namespace probecost::trace_run {
 

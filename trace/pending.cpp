@@ -1,7 +1,7 @@
 // Libraries that come and go: a probe of a library the process has not loaded waits for its
 // dlopen, and a probe whose library is dlclose'd ends there (its hits kept) and waits for the
-// library to come back. Both are seen at the dynamic linker's r_brk (tracer/link_map.hpp), a
-// breakpoint of probecost's own: never counted, removed on every way out as any int3.
+// library to come back. Both are seen at the dynamic linker's r_brk (tracer/symbols/link_map.hpp),
+// a breakpoint of probecost's own: never counted, removed on every way out as any int3.
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,7 +11,7 @@
 #include "common/error.hpp"
 #include "common/paths.hpp"
 #include "trace/run.hpp"
-#include "tracer/session.hpp"
+#include "tracer/core/session.hpp"
 
 namespace probecost::trace_run {
 

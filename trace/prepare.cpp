@@ -9,8 +9,8 @@
 
 #include "common/error.hpp"
 #include "trace/run.hpp"
-#include "tracer/memory.hpp"
-#include "tracer/module_code.hpp"
+#include "tracer/jump/module_code.hpp"
+#include "tracer/os/memory.hpp"
 
 namespace probecost::trace_run {
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "common/paths.hpp"
-#include "tracer/wait_status.hpp"
+#include "tracer/os/wait_status.hpp"
 
 namespace probecost {
 

@@ -14,19 +14,19 @@
 #include <unordered_map>
 #include <vector>
 
-#include "breakpoint/step_over.hpp"
+#include "breakpoint/int3/step_over.hpp"
 #include "common/clock.hpp"
 #include "record/events.hpp"
 #include "trace/call_feed.hpp"
 #include "trace/trace.hpp"
-#include "tracer/event_loop.hpp"
-#include "tracer/family.hpp"
-#include "tracer/jump_probes.hpp"
-#include "tracer/link_map.hpp"
-#include "tracer/process.hpp"
-#include "tracer/session.hpp"
-#include "tracer/stacks.hpp"
-#include "tracer/symbols.hpp"
+#include "tracer/core/event_loop.hpp"
+#include "tracer/core/family.hpp"
+#include "tracer/core/process.hpp"
+#include "tracer/core/session.hpp"
+#include "tracer/core/stacks.hpp"
+#include "tracer/jump/jump_probes.hpp"
+#include "tracer/symbols/link_map.hpp"
+#include "tracer/symbols/symbols.hpp"
 
 namespace probecost::trace_run {
 

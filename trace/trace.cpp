@@ -4,8 +4,8 @@
 
 #include "common/error.hpp"
 #include "trace/run.hpp"
-#include "tracer/module_code.hpp"
-#include "tracer/syscalls.hpp"
+#include "tracer/jump/module_code.hpp"
+#include "tracer/os/syscalls.hpp"
 
 namespace probecost {
 

@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "breakpoint/step_over.hpp"
+#include "breakpoint/int3/step_over.hpp"
 #include "common/phases.hpp"
-#include "tracer/probes.hpp"
+#include "tracer/symbols/probes.hpp"
 
 namespace probecost {
 

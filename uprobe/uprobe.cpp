@@ -10,10 +10,10 @@
 #include <cstring>
 #include <fstream>
 
-#include "breakpoint/decoder.hpp"
+#include "breakpoint/x86/decoder.hpp"
 #include "common/error.hpp"
-#include "tracer/maps.hpp"
-#include "tracer/symbols.hpp"
+#include "tracer/os/maps.hpp"
+#include "tracer/symbols/symbols.hpp"
 
 namespace probecost {
 

@@ -77,7 +77,7 @@ Outcome seccomp_cycle(const Config& cfg, const Cycle& c, const std::string& filt
 // SIGKILL of probecost while two threads call the probed function `rate` times a second in
 // all, with int3 probes (or jumps): nobody may die, see a stray trap or get a wrong result.
 // Then `probecost restore` must leave the text as the files have it, and the program its own
-// SIGTRAP handler. (Before probecost held its stops until resumed, tracer/family.hpp, a thread
+// SIGTRAP handler. (Before probecost held its stops until resumed, tracer/core/family.hpp, a thread
 // whose int3 stop it had collected was let go one byte past the int3: 11 of 90 harmed.)
 Outcome sigkill_rate_cycle(const Config& cfg, const Cycle& c, int rate) {
   Outcome o;

@@ -1,5 +1,5 @@
 // Issue 16 §4: probecost SIGKILLed at every point of the hit path (PROBECOST_DIE_AT_HIT=K+N:
-// right before the N-th system call on the tracee after its K-th hit, tracer/syscalls.hpp),
+// right before the N-th system call on the tracee after its K-th hit, tracer/os/syscalls.hpp),
 // with every step-over strategy: the target goes on as if untraced. Each of its calls checks
 // its result (a thread let go one byte past the int3 runs the tail of `mov %rdi,%rax` as
 // `mov %edi,%eax`: a wrong result), and its end line counts stray SIGTRAPs; afterwards
@@ -98,7 +98,7 @@ TEST(DeathMidHitAllStop, EveryPointOfASingleStepWithTheOtherThreadStopped) {
 // (its SIGTRAP held, its single-step flag kept by the kernel): a stray TRAP_BRKPT at the exit
 // of the read it was restarted in; a death inside the MAP_POPULATE of the rings, SIGSEGV.
 // Item 8: a death while the thread runs an injected call on our registers is judged too, for
-// every call has a way back (tracer/way_back.hpp); before it, the 56 deaths of the attach and
+// every call has a way back (tracer/core/way_back.hpp); before it, the 56 deaths of the attach and
 // 16 of the detach made then were only counted (`fault_suite --only record-sigkill` harmed 19
 // of 800 cycles at load 8 so, SIGSEGV). A call with no way back says so on stderr: counted,
 // and none expected here.

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "common/error.hpp"
-#include "tracer/symbols.hpp"
+#include "tracer/symbols/symbols.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   std::vector<char> image(reinterpret_cast<const char*>(data),

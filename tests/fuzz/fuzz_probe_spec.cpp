@@ -6,8 +6,8 @@
 #include <string>
 
 #include "common/error.hpp"
-#include "tracer/cxx_names.hpp"
-#include "tracer/probes.hpp"
+#include "tracer/symbols/cxx_names.hpp"
+#include "tracer/symbols/probes.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   std::string text(reinterpret_cast<const char*>(data), size);

@@ -1,4 +1,4 @@
-/* Functions of known shapes for call probes (entry and every exit, breakpoint/exit_plan.hpp),
+/* Functions of known shapes for call probes (entry and every exit, breakpoint/jump/exit_plan.hpp),
  * written out so that the planner's every case is there whatever the compiler does. Each has its
  * ELF size: the planner decodes the whole function. C ABI, integer arguments.
  *

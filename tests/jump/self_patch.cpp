@@ -14,7 +14,7 @@
 #include <cstring>
 
 #include "common/error.hpp"
-#include "tracer/symbols.hpp"
+#include "tracer/symbols/symbols.hpp"
 
 namespace probecost::selftest {
 

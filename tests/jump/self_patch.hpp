@@ -10,11 +10,11 @@
 #include <string>
 #include <vector>
 
-#include "breakpoint/call_buffer.hpp"
-#include "breakpoint/exit_plan.hpp"
-#include "breakpoint/jump_area.hpp"
-#include "breakpoint/patch_site.hpp"
-#include "breakpoint/tracee_memory.hpp"
+#include "breakpoint/in_tracee/call_buffer.hpp"
+#include "breakpoint/in_tracee/jump_area.hpp"
+#include "breakpoint/jump/exit_plan.hpp"
+#include "breakpoint/jump/patch_site.hpp"
+#include "breakpoint/x86/tracee_memory.hpp"
 
 namespace probecost::selftest {
 

@@ -4,7 +4,7 @@
 #include <cstring>
 #include <random>
 
-#include "breakpoint/jump_area.hpp"
+#include "breakpoint/in_tracee/jump_area.hpp"
 #include "common/error.hpp"
 #include "inferior/marker.hpp"
 #include "self_patch.hpp"

@@ -6,10 +6,10 @@
 #include <cstring>
 #include <map>
 
-#include "breakpoint/patch_site.hpp"
-#include "breakpoint/relocate.hpp"
-#include "breakpoint/site.hpp"
-#include "breakpoint/trampoline.hpp"
+#include "breakpoint/in_tracee/trampoline.hpp"
+#include "breakpoint/int3/site.hpp"
+#include "breakpoint/jump/patch_site.hpp"
+#include "breakpoint/x86/relocate.hpp"
 #include "common/error.hpp"
 
 using namespace probecost;

@@ -4,10 +4,10 @@
 // PatchSite, restore), never a write past the patch. On bytes given here; nothing runs.
 #include <gtest/gtest.h>
 
-#include "breakpoint/exit_plan.hpp"
-#include "breakpoint/jump_area.hpp"
-#include "breakpoint/patch_site.hpp"
-#include "breakpoint/trampoline.hpp"
+#include "breakpoint/in_tracee/jump_area.hpp"
+#include "breakpoint/in_tracee/trampoline.hpp"
+#include "breakpoint/jump/exit_plan.hpp"
+#include "breakpoint/jump/patch_site.hpp"
 #include "common/error.hpp"
 #include "self_patch.hpp"
 

@@ -8,8 +8,8 @@
 #include <cstring>
 #include <map>
 
-#include "breakpoint/trap_area.hpp"
-#include "breakpoint/trap_handler.hpp"
+#include "breakpoint/in_tracee/trap_area.hpp"
+#include "breakpoint/in_tracee/trap_handler.hpp"
 #include "common/error.hpp"
 
 namespace probecost::trap {

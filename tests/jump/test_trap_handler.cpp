@@ -14,9 +14,9 @@
 #include <cstring>
 #include <thread>
 
-#include "breakpoint/decoder.hpp"
-#include "breakpoint/trap_area.hpp"
-#include "breakpoint/trap_handler.hpp"
+#include "breakpoint/in_tracee/trap_area.hpp"
+#include "breakpoint/in_tracee/trap_handler.hpp"
+#include "breakpoint/x86/decoder.hpp"
 #include "common/error.hpp"
 #include "inferior/sites.hpp"
 #include "self_patch.hpp"

@@ -5,11 +5,11 @@
 #include <fstream>
 #include <sstream>
 
-#include "breakpoint/jump_area.hpp"
+#include "breakpoint/in_tracee/jump_area.hpp"
 #include "compare/runner.hpp"
-#include "tracer/family.hpp"
-#include "tracer/jump_probes.hpp"
-#include "tracer/symbols.hpp"
+#include "tracer/core/family.hpp"
+#include "tracer/jump/jump_probes.hpp"
+#include "tracer/symbols/symbols.hpp"
 
 using namespace probecost;
 

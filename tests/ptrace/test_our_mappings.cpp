@@ -1,13 +1,13 @@
-// A detach takes out the jump areas no thread can be in (tracer/our_mappings.hpp), after
-// bringing a thread caught inside a trampoline out of it (tracer/run_out.cpp): the area goes,
+// A detach takes out the jump areas no thread can be in (tracer/core/our_mappings.hpp), after
+// bringing a thread caught inside a trampoline out of it (tracer/core/run_out.cpp): the area goes,
 // the thread goes on in the program's own code and the program ends well.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
-#include "tracer/family.hpp"
-#include "tracer/jump_probes.hpp"
-#include "tracer/restore.hpp"
-#include "tracer/symbols.hpp"
+#include "restore/restore.hpp"
+#include "tracer/core/family.hpp"
+#include "tracer/jump/jump_probes.hpp"
+#include "tracer/symbols/symbols.hpp"
 
 using namespace probecost;
 

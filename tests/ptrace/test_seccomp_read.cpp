@@ -13,7 +13,7 @@
 
 #include <cstring>
 
-#include "tracer/seccomp.hpp"
+#include "tracer/os/seccomp.hpp"
 
 namespace probecost::seccomp {
 namespace {

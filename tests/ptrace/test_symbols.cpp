@@ -5,9 +5,9 @@
 
 #include "common/error.hpp"
 #include "run_capture.hpp"
-#include "tracer/cxx_names.hpp"
-#include "tracer/family.hpp"
-#include "tracer/symbols.hpp"
+#include "tracer/core/family.hpp"
+#include "tracer/symbols/cxx_names.hpp"
+#include "tracer/symbols/symbols.hpp"
 
 using namespace probecost;
 

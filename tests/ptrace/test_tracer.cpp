@@ -8,9 +8,9 @@
 
 #include "common/error.hpp"
 #include "run_capture.hpp"
-#include "tracer/event_loop.hpp"
-#include "tracer/ifunc.hpp"
-#include "tracer/symbols.hpp"
+#include "tracer/core/event_loop.hpp"
+#include "tracer/symbols/ifunc.hpp"
+#include "tracer/symbols/symbols.hpp"
 
 using namespace probecost;
 using probecost::test::MemFile;

@@ -8,7 +8,7 @@
 #include <iterator>
 #include <stdexcept>
 
-#include "breakpoint/decoder.hpp"
+#include "breakpoint/x86/decoder.hpp"
 #include "uprobe/uprobe.hpp"
 
 namespace torture {

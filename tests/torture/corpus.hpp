@@ -1,7 +1,7 @@
 #pragma once
 // The torture corpus as the driver sees it: the programs (built by tests/torture/CMakeLists.txt
 // into bin/torture/), and in each the t_* functions with every instruction boundary, decoded
-// from the file with the project's decoder (breakpoint/decoder.hpp).
+// from the file with the project's decoder (breakpoint/x86/decoder.hpp).
 #include <cstdint>
 #include <string>
 #include <vector>

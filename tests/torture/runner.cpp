@@ -14,7 +14,7 @@
 
 #include "proc.hpp"
 #include "run_capture.hpp"
-#include "tracer/proc_files.hpp"
+#include "tracer/os/proc_files.hpp"
 #include "uprobe/uprobe.hpp"
 
 namespace torture {

@@ -8,11 +8,11 @@
 #include <string>
 #include <vector>
 
-#include "breakpoint/decoder.hpp"
+#include "breakpoint/x86/decoder.hpp"
 #include "run_capture.hpp"
 #include "trace_harness.hpp"
-#include "tracer/memory.hpp"
-#include "tracer/symbols.hpp"
+#include "tracer/os/memory.hpp"
+#include "tracer/symbols/symbols.hpp"
 
 namespace probecost::test {
 

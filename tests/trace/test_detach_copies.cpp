@@ -1,4 +1,4 @@
-// A thread left in a relocated copy across a detach (tracer/copy_exits.hpp), and a later
+// A thread left in a relocated copy across a detach (tracer/core/copy_exits.hpp), and a later
 // probecost's jump over the same site. The scratch page of the out-of-line copies stays mapped
 // after a trace, and a copy jumps back to the instruction after its original: into the middle of
 // the jump a second trace puts there, had the first left a signal frame returning into the copy.

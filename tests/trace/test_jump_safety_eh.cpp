@@ -6,8 +6,8 @@
 #include <gtest/gtest.h>
 
 #include "awkward_harness.hpp"
-#include "breakpoint/jump_plan.hpp"
-#include "tracer/module_code.hpp"
+#include "breakpoint/jump/jump_plan.hpp"
+#include "tracer/jump/module_code.hpp"
 
 using namespace probecost;
 using namespace probecost::test;

@@ -10,7 +10,7 @@
 #include <fstream>
 
 #include "common/cache.hpp"
-#include "tracer/branch_cache.hpp"
+#include "tracer/jump/branch_cache.hpp"
 
 namespace probecost {
 namespace {

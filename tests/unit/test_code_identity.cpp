@@ -2,7 +2,7 @@
 // are still exactly probecost's.
 #include <gtest/gtest.h>
 
-#include "tracer/code_identity.hpp"
+#include "tracer/os/code_identity.hpp"
 
 namespace probecost {
 namespace {

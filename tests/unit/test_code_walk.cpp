@@ -1,12 +1,12 @@
-// Where code no file holds leads out of itself (breakpoint/code_walk.hpp): what jump planning
+// Where code no file holds leads out of itself (breakpoint/x86/code_walk.hpp): what jump planning
 // follows from a thread's PC in a scratch page or trampoline a previous probecost left mapped.
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <map>
 
-#include "breakpoint/code_walk.hpp"
-#include "breakpoint/outline.hpp"
+#include "breakpoint/int3/outline.hpp"
+#include "breakpoint/x86/code_walk.hpp"
 #include "common/error.hpp"
 
 using namespace probecost;

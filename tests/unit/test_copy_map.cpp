@@ -1,14 +1,14 @@
-// Where relocated copies run (breakpoint/copy_map.hpp): the map itself, the out-of-line
+// Where relocated copies run (breakpoint/x86/copy_map.hpp): the map itself, the out-of-line
 // copies the Outliner registers, and the first copy of a trampoline's displaced block. The fault
-// fix-up that uses them (tracer/fault_fixup.hpp) is exercised on live programs by the fault
+// fix-up that uses them (tracer/core/fault_fixup.hpp) is exercised on live programs by the fault
 // suite (safefetch, parked-handler) and the torture suite.
 #include <gtest/gtest.h>
 
 #include <map>
 
-#include "breakpoint/copy_map.hpp"
-#include "breakpoint/outline.hpp"
-#include "breakpoint/trampoline.hpp"
+#include "breakpoint/in_tracee/trampoline.hpp"
+#include "breakpoint/int3/outline.hpp"
+#include "breakpoint/x86/copy_map.hpp"
 
 using namespace probecost;
 
@@ -105,7 +105,7 @@ TEST(CopyMap, ATrampolinesBlockStartsWithTheFirstDisplacedInstruction) {
   EXPECT_EQ(back->target, plan->end());
 }
 
-// Detach (tracer/copy_exits.hpp) moves a thread, or a signal frame's saved RIP, from a copy to
+// Detach (tracer/core/copy_exits.hpp) moves a thread, or a signal frame's saved RIP, from a copy to
 // where the program's own code does the same: the copy's start is the original instruction,
 // the copy's jump back the instruction after it.
 TEST(CopyMap, AThreadInACopyGoesOnInTheOriginalCode) {

@@ -4,9 +4,9 @@
 #include <map>
 #include <random>
 
-#include "breakpoint/decoder.hpp"
-#include "breakpoint/emulate.hpp"
-#include "breakpoint/outline.hpp"
+#include "breakpoint/int3/outline.hpp"
+#include "breakpoint/x86/decoder.hpp"
+#include "breakpoint/x86/emulate.hpp"
 
 using namespace probecost;
 

@@ -7,9 +7,9 @@
 
 #include "common/error.hpp"
 #include "compare/model.hpp"
-#include "tracer/maps.hpp"
-#include "tracer/probes.hpp"
-#include "tracer/symbols.hpp"
+#include "tracer/os/maps.hpp"
+#include "tracer/symbols/probes.hpp"
+#include "tracer/symbols/symbols.hpp"
 
 using namespace probecost;
 

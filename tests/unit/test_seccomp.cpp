@@ -14,7 +14,7 @@
 #include <thread>
 
 #include "common/error.hpp"
-#include "tracer/seccomp.hpp"
+#include "tracer/os/seccomp.hpp"
 
 namespace probecost::seccomp {
 namespace {

@@ -3,7 +3,7 @@
 #include <map>
 #include <vector>
 
-#include "breakpoint/site_table.hpp"
+#include "breakpoint/int3/site_table.hpp"
 #include "common/error.hpp"
 
 using namespace probecost;

@@ -9,9 +9,9 @@
 #include <map>
 
 #include "common/error.hpp"
-#include "tracer/cxx_names.hpp"
-#include "tracer/elf_tables.hpp"
-#include "tracer/probes.hpp"
+#include "tracer/symbols/cxx_names.hpp"
+#include "tracer/symbols/elf_tables.hpp"
+#include "tracer/symbols/probes.hpp"
 
 using namespace probecost;
 using Match = NameQuery::Match;

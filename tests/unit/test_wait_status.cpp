@@ -2,7 +2,7 @@
 #include <sys/ptrace.h>
 #include <sys/wait.h>
 
-#include "tracer/wait_status.hpp"
+#include "tracer/os/wait_status.hpp"
 
 using namespace probecost;
 

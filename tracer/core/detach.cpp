@@ -1,0 +1,285 @@
+// Letting go of a traced process: detach (it runs on untraced, exactly as it was) and kill.
+#include <signal.h>
+#include <sys/ptrace.h>
+#include <sys/wait.h>
+
+#include "common/error.hpp"
+#include "tracer/core/copy_exits.hpp"
+#include "tracer/core/fault_fixup.hpp"
+#include "tracer/core/process.hpp"
+#include "tracer/int3/guardian.hpp"
+#include "tracer/int3/int3_area.hpp"
+#include "tracer/int3/trap_records.hpp"
+#include "tracer/os/syscalls.hpp"
+#include "tracer/os/ticker.hpp"
+
+namespace probecost {
+
+bool TracedProcess::is_our_trap_at(RuntimeAddr at) {
+  // Ours if a site is there, or was: a site removed since (its byte is no longer int3). A
+  // program's own int3 leaves 0xCC in memory: its SIGTRAP is the program's.
+  if (sites_.find(at)) return true;
+  try {
+    return memory_.read_byte(at) != kInt3;
+  } catch (const Error&) {
+    return false;
+  }
+}
+
+bool TracedProcess::consume_queued_sigtrap(Task& t, RuntimeAddr site) {
+  // Resumed, the thread dequeues the SIGTRAP before it returns to user space (a trap's signal
+  // is "synchronous" and goes first), and reports it as a signal-delivery-stop: swallowed
+  // here, with RIP put back on the site. Other signals that come first are kept for it.
+  for (int attempt = 0; attempt < 8; ++attempt) {
+    if (!t.resume_keeping_signals()) return false;
+    auto ws = wait_for(t);
+    if (!ws) return false;
+    if (ws->signal_stop() && ws->stop_signal() == SIGTRAP) {
+      if (t.trap_cause() == TrapCause::Breakpoint) return t.set_rip(site);
+      t.pending_signals.push_back(SIGTRAP);  // somebody else's: delivered at detach
+      return true;
+    }
+    if (ws->signal_stop()) t.pending_signals.push_back(ws->stop_signal());
+    if (ws->new_task_event()) events_.defer(t, *ws);
+    if (t.deferred) return true;  // an event to settle first; its trap stays queued
+  }
+  return false;
+}
+
+void TracedProcess::fix_up_trap(Task& t) {
+  if (t.deferred && t.deferred->signal_stop() && t.deferred->stop_signal() == SIGTRAP) {
+    // A SIGTRAP reported while we stopped everything: a hit we have not handled yet?
+    auto cause = t.trap_cause();
+    if (!cause) return;
+    auto rip = t.rip();
+    if (rip && *cause == TrapCause::Breakpoint && is_our_trap_at(*rip - 1)) {
+      t.set_rip(*rip - 1);
+      t.deferred.reset();
+    }
+    return;  // otherwise the program's own SIGTRAP: delivered at detach
+  }
+  // The kernel reports a PTRACE_INTERRUPT (or a group-stop) before a SIGTRAP that the
+  // thread's int3 has already queued: RIP is then one past our site and the trap is still
+  // pending. Put back the byte and detach now, and the SIGTRAP kills the process.
+  auto rip = t.rip();
+  if (!rip || !sites_.find(*rip - 1) || !sigtrap_pending(t.tid())) return;
+  consume_queued_sigtrap(t, *rip - 1);
+}
+
+void TracedProcess::settle_new_tasks() {
+  // Fork/clone events seen while stopping everything: their children exist and are traced;
+  // each must be stopped (its first stop) before it can be cleaned and let go.
+  std::vector<pid_t> parents, new_tasks;
+  for (auto& [tid, t] : tasks_) {
+    if (t.deferred && t.deferred->new_task_event()) parents.push_back(tid);
+  }
+  for (pid_t tid : parents) {
+    Task& parent = tasks_.at(tid);
+    parent.deferred.reset();
+    if (auto child = parent.event_message()) new_tasks.push_back(static_cast<pid_t>(*child));
+    on_new_task(parent);  // nothing is resumed: everything is being let go
+  }
+  for (pid_t tid : new_tasks) {
+    Task* t = task(tid);
+    if (t && !t->stopped()) wait_for(*t);  // a new task's first stop: it always comes
+  }
+  // Every fork child still held, including one whose event was handled but whose first stop
+  // has not come yet: it holds a copy of our int3 bytes, and comes to that stop for sure.
+  std::vector<pid_t> children;
+  for (auto& [tid, t] : tasks_) {
+    if (!t.runs_with_us()) children.push_back(tid);
+  }
+  for (pid_t c : children) {
+    if (Task* t = task(c); t && !t->stopped()) wait_for(*t);
+    if (Task* t = task(c); t && t->stopped()) release_fork_child(*t);
+  }
+}
+
+void TracedProcess::detach_vfork_waiters() {
+  // A thread inside vfork() cannot stop, so it cannot be detached, until its child execs or
+  // exits; the child (detached above) now can. Wait a bounded time, then leave it to the
+  // kernel, which detaches it when probecost exits.
+  std::vector<pid_t> waiting;
+  for (auto& [tid, t] : tasks_) {
+    if (!t.stopped() && t.in_vfork && t.interrupt()) waiting.push_back(tid);
+  }
+  for (pid_t tid : waiting) {
+    for (int ticks = 0; ticks < 30; ++ticks) {
+      Task* t = task(tid);
+      if (!t || t->stopped()) break;
+      t->in_vfork = false;
+      if (wait_for(*t) || force_requested()) break;
+    }
+    if (Task* t = task(tid); t && t->stopped()) t->detach();
+  }
+}
+
+void TracedProcess::detach() {
+  if (detached_) return;
+  stop_all(0, true);
+  settle_new_tasks();
+  for (auto& [tid, t] : tasks_) {
+    if (t.stopped()) fix_up_trap(t);
+  }
+  std::exception_ptr failure;
+  if (alive()) {
+    try {
+      leave_moved_code();
+      remove_patches();
+      sites_.disable_all();
+    } catch (...) {
+      failure = std::current_exception();
+    }
+    if (!failure) let_go_of_int3_area();
+  }
+  if (failure && dying()) failure = nullptr;  // nothing left to restore
+  if (guardian_ && !failure) guardian_->done();
+  for (auto& [tid, t] : tasks_) {
+    // A fault a copy raised, held in its signal-delivery-stop: the original's (before the
+    // copies are left: its RIP still says which copy).
+    if (t.stopped() && t.deferred && t.deferred->signal_stop() &&
+        t.deferred->stop_signal() != SIGTRAP)
+      fix_up_fault(*this, t, t.deferred->stop_signal());
+  }
+  if (alive()) leave_copies(*this);
+  // The trampolines and the call buffer, where no thread is left in them, once the threads
+  // caught inside are brought out; not after a patch failed to come out (a jump may still
+  // lead there).
+  if (alive() && !failure) {
+    run_out_of_our_areas();
+    our_mappings_.release(*this);
+  }
+  for (auto& [tid, t] : tasks_) {
+    if (!t.stopped()) {
+      leftovers_.push_back(tid);  // a zombie not reported yet, a thread in vfork()
+      continue;
+    }
+    // A deferred signal stop: the thread is still in that signal-delivery-stop, and the
+    // signal goes with PTRACE_DETACH's data. A thread in group-stop stays stopped: the
+    // kernel puts a detached thread of a stopped group back into the group-stop.
+    if (t.deferred && t.deferred->signal_stop())
+      t.pending_signals.push_front(t.deferred->stop_signal());
+    t.deferred.reset();
+    t.detach();
+  }
+  detach_vfork_waiters();
+  tasks_.clear();
+  detached_ = true;
+  if (failure) std::rethrow_exception(failure);
+}
+
+void TracedProcess::kill() {
+  if (detached_ || (tasks_.empty() && end_)) return;
+  if (alive()) {
+    try {
+      leave_moved_code();
+      remove_patches();
+      sites_.disable_all();  // for the processes that share its memory
+    } catch (const std::exception&) {
+    }
+  }
+  if (guardian_) guardian_->done();
+  for (const auto& [tid, t] : tasks_) {
+    if (t.role() != Task::Role::Thread) sys::kill(tid, SIGKILL);
+  }
+  sys::kill(pid_, SIGKILL);
+  // Reap every task: with __WALL each traced thread reports its own exit, the leader last.
+  while (!tasks_.empty()) {
+    if (!events_.next_event_of(*this) && (errno == ECHILD || force_requested())) break;
+  }
+  if (!end_) end_ = WaitStatus(SIGKILL);
+  tasks_.clear();
+}
+
+void TracedProcess::leave_moved_code() {
+  for (const auto& l : forget_moved_code()) left_alone_.push_back(l.text());
+}
+
+void TracedProcess::remove_patches() {
+  // Every thread is stopped, and none can be inside a patched range (a thread only enters one
+  // at its first byte, to take the jump). The trampolines stay mapped: a thread stopped in one
+  // goes on through it, to the original code it jumps back to.
+  std::exception_ptr first;
+  for (auto& p : patches_) {
+    try {
+      p->remove();
+    } catch (...) {
+      if (!first) first = std::current_exception();
+    }
+  }
+  if (first) std::rethrow_exception(first);
+}
+
+Int3Area* TracedProcess::ensure_int3_area(RuntimeAddr near) {
+  if (int3_area_ || int3_area_tried_) return int3_area_.get();
+  int3_area_tried_ = true;
+  std::unique_ptr<Int3Area> area;
+  try {
+    area = Int3Area::map(*this, near);
+  } catch (const Error&) {
+    if (!dying()) throw;  // the process is going away under us: nothing to map
+  }
+  if (area) adopt_int3_area(std::move(area));
+  return int3_area_.get();
+}
+
+void TracedProcess::adopt_int3_area(std::unique_ptr<Int3Area> area) {
+  int3_area_ = std::move(area);
+  int3_area_tried_ = true;
+  Int3Area* a = int3_area_.get();
+  sites_.set_recorder({[a](RuntimeAddr at, std::uint8_t original) { a->record(at, original); },
+                       [a](RuntimeAddr at) { a->removed(at); }});
+}
+
+void TracedProcess::let_go_of_int3_area() {
+  // Every int3 is out and every thread stopped: the records say so, and the program's own
+  // SIGTRAP disposition comes back. A failure here harms nobody: our handler passes every
+  // SIGTRAP on to the program's disposition, and restore finds it.
+  if (!int3_area_) return;
+  try {
+    int3_area_->let_go();
+  } catch (const Error&) {
+  }
+}
+
+void TracedProcess::start_guardian() {
+  guardian_ = Guardian::start(pid_, memory_.fd());
+  Guardian* g = guardian_.get();
+  // The code each int3 went into, for the guardian's check before it writes a byte back.
+  auto watch = [this, g](RuntimeAddr at, std::uint8_t original) {
+    const Mapping* m = mapping_at(at);
+    g->watch(at, original, m ? file_identity(*m, at) : trap::FileIdentity{});
+  };
+  sites_.set_watcher(watch);
+  for (const auto& s : sites_) {
+    if (s->enabled()) watch(s->address(), s->saved_byte());
+  }
+}
+
+std::optional<int> release_leftovers(std::vector<pid_t> tids, pid_t command, bool block) {
+  int seen = stop_signals_seen();
+  for (;;) {
+    // Only the tasks we traced: a waitpid(-1) here would also reap children that are not ours
+    // to reap (a library caller's).
+    std::erase_if(tids, [](pid_t tid) {
+      int status = 0;
+      pid_t r = sys::wait_for(tid, &status, __WALL | WNOHANG, false);
+      if (r == 0) return false;  // not reportable yet
+      if (r < 0) return true;    // not ours any more (detached after all, or reaped)
+      WaitStatus ws(status);
+      if (ws.gone()) return true;
+      long sig = ws.signal_stop() && ws.ptrace_event() == 0 ? ws.stop_signal() : 0;
+      sys::ptrace_call(PTRACE_DETACH, tid, nullptr, reinterpret_cast<void*>(sig));
+      return true;
+    });
+    if (!block) return std::nullopt;
+    // Woken every tick (100 ms) to look at the leftovers again.
+    int status = 0;
+    pid_t r = sys::wait_for(command, &status, __WALL, true);
+    if (r == command) return status;
+    if (r < 0 && errno != EINTR) return std::nullopt;
+    if (stop_signals_seen() > seen && force_requested()) return std::nullopt;
+  }
+}
+
+}  // namespace probecost

@@ -1,0 +1,419 @@
+// Making a stopped tracee thread run one system call, or one function, of our choosing, and
+// what that is for: mapping scratch pages near the code we probe, and asking an IFUNC's
+// resolver which implementation the process uses.
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/ptrace.h>
+#include <sys/syscall.h>
+#include <sys/user.h>
+
+#include <cstring>
+
+#include "breakpoint/int3/outline.hpp"
+#include "common/error.hpp"
+#include "tracer/core/process.hpp"
+#include "tracer/core/way_back.hpp"
+#include "tracer/os/maps.hpp"
+#include "tracer/os/seccomp.hpp"
+#include "tracer/os/syscalls.hpp"
+
+namespace probecost {
+
+namespace {
+
+// The thread's seccomp filter applies to every system call we make it run (issue 16 §3):
+// seccomp::Refused, and nothing run, unless the filter lets call `nr` from the syscall
+// instruction at `at` run. Not even a call the filter would only fail: its errno would say
+// nothing of why.
+void check_seccomp(pid_t pid, pid_t tid, long nr, const std::array<long, 6>& args, RuntimeAddr at) {
+  auto o = seccomp::ThreadFilters::of(tid).outcome(seccomp::x86_64_call(nr, args, at.value()));
+  if (o.kind == seccomp::ThreadFilters::Outcome::Kind::Runs) return;
+  bool exec = (nr == SYS_mmap || nr == SYS_mprotect) && (args[2] & PROT_EXEC);
+  throw seccomp::Refused("process " + std::to_string(pid) + " (thread " + std::to_string(tid) +
+                         "): " + o.why + ", so probecost does not make it run one" +
+                         (exec ? ": the process refuses executable mappings" : ""));
+}
+
+// The system call of a `syscall` instruction at the thread's PC, as its registers give it.
+std::optional<std::pair<long, std::array<long, 6>>> syscall_at_pc(TraceeMemory& memory,
+                                                                  const user_regs_struct& r) {
+  std::array<std::uint8_t, 2> insn{};
+  try {
+    memory.read(RuntimeAddr(r.rip), insn);
+  } catch (const Error&) {
+    return std::nullopt;  // a step will fault there, and say so
+  }
+  if (insn[0] != 0x0f || insn[1] != 0x05) return std::nullopt;
+  auto a = [](unsigned long long v) { return static_cast<long>(v); };
+  return std::pair{a(r.rax),
+                   std::array<long, 6>{a(r.rdi), a(r.rsi), a(r.rdx), a(r.r10), a(r.r8), a(r.r9)}};
+}
+
+// A `syscall` instruction (0f 05) of the process's vDSO: an injected system call runs there,
+// so that none of the program's code is ever written to make one. (Borrowing two bytes at the
+// thread's PC, as before, left a `syscall` in the middle of the program's code when probecost
+// was killed while one ran.) Any 0f 05 will do: only it runs, from its first byte.
+std::optional<RuntimeAddr> vdso_syscall(TraceeMemory& memory, pid_t pid) {
+  for (const Mapping& m : read_maps(pid)) {
+    if (m.path != "[vdso]" || !m.exec) continue;
+    std::vector<std::uint8_t> code(static_cast<std::size_t>(m.end - m.start));
+    try {
+      memory.read(m.start, code);
+    } catch (const Error&) {
+      return std::nullopt;
+    }
+    for (std::size_t i = 0; i + 1 < code.size(); ++i) {
+      if (code[i] == 0x0f && code[i + 1] == 0x05) return m.start + static_cast<std::int64_t>(i);
+    }
+  }
+  return std::nullopt;
+}
+
+// SIGTRAP unblocked in `t` while we inject code into it. Each single-step's trap is forced on
+// the thread, and the kernel's force_sig resets a blocked signal's disposition to SIG_DFL, for
+// the whole process: injecting into a thread that blocks SIGTRAP (pthread_create blocks every
+// signal in a new thread until its start routine runs) took the program's SIGTRAP handler away
+// (seen with fault_busy --churn). The mask is set with ptrace, not an injected call.
+class SigtrapUnblocked {
+ public:
+  explicit SigtrapUnblocked(Task& t) : t_(t), saved_(t.blocked_signals()) {
+    constexpr std::uint64_t bit = 1ull << (SIGTRAP - 1);
+    if (saved_ && (*saved_ & bit) && t_.set_blocked_signals(*saved_ & ~bit)) return;
+    saved_.reset();  // nothing to put back
+  }
+  ~SigtrapUnblocked() {
+    try {
+      if (saved_) t_.set_blocked_signals(*saved_);
+    } catch (const Error&) {
+      // The thread is going away with its process.
+    }
+  }
+  SigtrapUnblocked(const SigtrapUnblocked&) = delete;
+  SigtrapUnblocked& operator=(const SigtrapUnblocked&) = delete;
+
+ private:
+  Task& t_;
+  std::optional<std::uint64_t> saved_;
+};
+
+// The thread runs on registers of ours, with no way back (tracer/core/way_back.hpp), for the
+// guard's lifetime (PROBECOST_DIE_AT_HIT says so of a death then: tracer/os/syscalls.hpp).
+struct RegistersLent {
+  RegistersLent() { sys::set_injecting(true); }
+  ~RegistersLent() { sys::set_injecting(false); }
+  RegistersLent(const RegistersLent&) = delete;
+  RegistersLent& operator=(const RegistersLent&) = delete;
+};
+
+// Where a system call is injected: the vDSO's syscall instruction, or without a vDSO (vdso=0)
+// two bytes at the thread's PC, borrowed for the call and put back.
+class SyscallSite {
+ public:
+  SyscallSite(TraceeMemory& memory, RuntimeAddr pc, std::optional<RuntimeAddr> vdso)
+      : memory_(memory), at_(vdso.value_or(pc)), borrowed_(!vdso) {
+    if (!borrowed_) return;
+    memory_.read(at_, saved_);
+    const std::array<std::uint8_t, 2> syscall_insn = {0x0f, 0x05};
+    memory_.write(at_, syscall_insn);
+  }
+  ~SyscallSite() {
+    if (!borrowed_) return;
+    try {
+      memory_.write(at_, saved_);
+    } catch (const Error&) {
+      // The process is gone.
+    }
+  }
+  RuntimeAddr at() const { return at_; }
+
+ private:
+  TraceeMemory& memory_;
+  RuntimeAddr at_;
+  bool borrowed_;
+  std::array<std::uint8_t, 2> saved_{};
+};
+
+}  // namespace
+
+// At a PTRACE_EVENT_CLONE/FORK/EXEC/VFORK_DONE stop the thread is still inside the system
+// call: RAX holds the -ENOSYS the entry code put there, and the call's result is written only
+// when the thread leaves the kernel. Injected code run from that stop leaves the kernel first,
+// so the result lands in the injected registers and the -ENOSYS is what we "restore" after:
+// glibc's pthread_create took clone3's -ENOSYS for "no clone3" and created the thread a
+// second time with clone (fault_suite signals: a SIGINT during pthread_create, 4 of 60
+// launched cycles died of SIGSEGV in a thread whose start routine had been freed). So the
+// thread finishes its call first, at its syscall-exit-stop, where RAX is the result.
+bool TracedProcess::leave_syscall_event(Task& t) {
+  int event = t.last_stop().ptrace_event();
+  if (event != PTRACE_EVENT_CLONE && event != PTRACE_EVENT_FORK && event != PTRACE_EVENT_EXEC &&
+      event != PTRACE_EVENT_VFORK_DONE) {
+    return true;  // not inside a system call (or one whose result the stop already holds)
+  }
+  if (!t.resume_to_syscall_exit()) return false;
+  for (;;) {
+    auto ws = wait_for(t);
+    if (!ws) return false;
+    if (ws->syscall_stop()) return true;
+    // Nothing but a signal can come first (a SIGKILL ends the thread: no report then).
+    if (ws->signal_stop()) t.pending_signals.push_back(ws->stop_signal());
+    if (!t.resume_to_syscall_exit()) return false;
+  }
+}
+
+const user_regs_struct* TracedProcess::step_injected(Task& t) {
+  if (!t.single_step()) return nullptr;
+  auto ws = wait_for(t);
+  if (!ws) return nullptr;
+  // A signal that arrives meanwhile is kept for the thread, and delivered after.
+  if (ws->signal_stop() && ws->stop_signal() != SIGTRAP) {
+    t.pending_signals.push_back(ws->stop_signal());
+  }
+  return t.regs();
+}
+
+long TracedProcess::inject_syscall(Task& t, long nr, const std::array<long, 6>& args) {
+  pid_t tid = t.tid();
+  const user_regs_struct* current = t.regs();
+  if (!current) throw Error("thread " + std::to_string(tid) + " is gone");
+  user_regs_struct saved = *current;
+  user_regs_struct regs = saved;
+  regs.rax = static_cast<unsigned long long>(nr);
+  regs.rdi = args[0];
+  regs.rsi = args[1];
+  regs.rdx = args[2];
+  regs.r10 = args[3];
+  regs.r8 = args[4];
+  regs.r9 = args[5];
+  // orig_rax = -1: the kernel must not take the thread for one interrupted in a system call
+  // and "restart" it when we resume.
+  regs.orig_rax = static_cast<unsigned long long>(-1);
+  if (!syscall_insn_tried_) {
+    syscall_insn_ = vdso_syscall(memory_, proc_tid());
+    syscall_insn_tried_ = true;
+  }
+  RuntimeAddr pc(saved.rip);
+  RuntimeAddr at = syscall_insn_.value_or(pc);
+  bool keep = t.held() && t.last_stop().signal_stop();
+  if (!keep) {
+    if (auto frame = way_back_frame(t, saved)) {
+      check_seccomp(pid_, tid, nr, args, gadgets_->syscall_leave_ret);
+      return inject_with_way_back(t, regs, saved, *frame);
+    }
+  }
+  check_seccomp(pid_, tid, nr, args, at);
+  SyscallSite site(memory_, pc, syscall_insn_);
+  regs.rip = at.value();
+  auto gone = [&] {
+    return Error("thread " + std::to_string(tid) + " went away during an injected system call");
+  };
+  if (!t.set_regs(regs)) throw gone();
+  RegistersLent lent;
+  for (;;) {
+    const user_regs_struct* now = step_injected(t);
+    if (!now) throw gone();
+    if (now->rip == at.value() + 2) break;  // the syscall ran
+  }
+  long result = static_cast<long>(t.regs()->rax);
+  if (!give_back_registers(t, saved, keep)) throw gone();
+  return result;
+}
+
+template <typename Inject>
+auto TracedProcess::with_others_stopped(Task* via, Inject inject)
+    -> std::optional<decltype(inject(std::declval<Task&>()))> {
+  Task* t = via ? via : any_stopped_thread();
+  if (!t) return std::nullopt;
+  TaskRef ref = t->ref();
+  OthersStopped others(*this, ref.tid);
+  t = task(ref);  // another thread's exec may have ended it meanwhile
+  if (!t || !leave_syscall_event(*t)) return std::nullopt;
+  lent_mask_ = t->blocked_signals();  // before SIGTRAP is unblocked: the way back's mask
+  SigtrapUnblocked unblocked(*t);
+  return inject(*t);
+}
+
+// Issue 23 item 2: a SIGKILL of probecost after an injected call left the thread at the
+// last step's stop, whose SIGTRAP the kernel still held (Family holds signal stops) and whose
+// single-step flag survives the tracer (Task::stepping): let go, the thread took the SIGTRAP
+// at once (its read then failing with EINTR), or restarted the futex or read it was stopped
+// in and trapped at its exit (TRAP_BRKPT, TF clear in the program's handler: the kernel
+// clears the flag as it delivers). So the thread is moved to an interrupt stop, which holds
+// neither, before its registers are given back: PTRACE_INTERRUPT queues a trap, and
+// PTRACE_CONT (which clears the flag and cancels the step's SIGTRAP) reaches it in the same
+// get_signal() loop, before any instruction of the thread runs. Given back there, the
+// registers are the thread's own from a stop that holds nothing; the restart of the system
+// call the thread was in is the kernel's, as before, when it is resumed. Given back first,
+// a death between the two would still have trapped. Not for a stop whose signal the kernel
+// holds for the thread (one of our int3 hits): the last step's SIGTRAP stands in for it, and
+// the trap area's handler takes the thread where its registers put it back.
+bool TracedProcess::give_back_registers(Task& task, const user_regs_struct& saved,
+                                        bool keep_step_stop) {
+  TaskRef ref = task.ref();
+  if (!keep_step_stop) park_after_steps(ref);
+  Task* t = this->task(ref);
+  return t && t->set_regs(saved);
+}
+
+void TracedProcess::park_after_steps(TaskRef ref) {
+  Task* t = task(ref);
+  if (t && t->stepping()) park_at_interrupt(ref);
+}
+
+void TracedProcess::park_at_interrupt(TaskRef ref) {
+  try {
+    Task* t = task(ref);
+    if (!t || !t->stopped()) return;
+    if (!t->interrupt() || !t->resume_keeping_signals()) return;
+    for (;;) {
+      auto ws = wait_for(*t);
+      if (!ws || !(t = task(ref))) return;
+      if (ws->interrupt_stop()) return;
+      if (!ws->signal_stop()) {  // a group-stop, an exit: the event loop's
+        events_.defer(*t, *ws);
+        return;
+      }
+      // A signal that reached the thread first: kept for it, and on to the trap.
+      t->pending_signals.push_back(ws->stop_signal());
+      if (!t->resume_keeping_signals()) return;
+    }
+  } catch (const Error&) {
+    // The thread or its process is going away.
+  }
+}
+
+std::optional<RuntimeAddr> TracedProcess::way_back_frame(Task& t, const user_regs_struct& saved) {
+  if (!gadgets_tried_) {
+    gadgets_ = way_back::find_gadgets(memory_, proc_tid());
+    gadgets_tried_ = true;
+  }
+  if (!gadgets_ || !lent_mask_) return std::nullopt;
+  return way_back::write_frame(memory_, t.tid(), saved, *lent_mask_, *gadgets_);
+}
+
+// Run by PTRACE_SYSCALL to the call's exit stop, never single-stepped: the step flag outlives
+// a dying tracer and would trap the way back's first instruction.
+long TracedProcess::inject_with_way_back(Task& t, user_regs_struct regs,
+                                         const user_regs_struct& saved, RuntimeAddr frame) {
+  pid_t tid = t.tid();
+  auto gone = [&] {
+    return Error("thread " + std::to_string(tid) + " went away during an injected system call");
+  };
+  regs.rip = gadgets_->syscall_leave_ret.value();
+  regs.rbp = frame.value();
+  regs.eflags &= ~0x100ull;
+  if (!t.set_regs(regs)) throw gone();
+  // From here a death of probecost lets the thread make the call and come back by the frame.
+  for (;;) {
+    if (!t.resume_to_syscall_exit()) throw gone();
+    auto ws = wait_for(t);
+    if (!ws) throw gone();
+    if (ws->syscall_stop()) {
+      auto info = t.syscall_info();
+      if (!info) throw gone();
+      if (info->op == PTRACE_SYSCALL_INFO_EXIT && info->instruction_pointer == regs.rip + 2) break;
+    } else if (ws->signal_stop()) {
+      t.pending_signals.push_back(ws->stop_signal());  // delivered after
+    } else {
+      events_.defer(t, *ws);  // an exit: the event loop's
+      throw gone();
+    }
+  }
+  const user_regs_struct* now = t.regs();
+  if (!now) throw gone();
+  long result = static_cast<long>(now->rax);
+  // Its own registers at once. A death from here lets it go from this syscall-exit-stop with
+  // them, and TIF_SIGPENDING set by the dying tracer's wake-up: the kernel restarts the call it
+  // was interrupted in, as from any stop. Alive, we take it to an interrupt stop, for a resume
+  // from a syscall-exit-stop would restart nothing (its read would return -ERESTARTSYS).
+  if (!t.set_regs(saved)) throw gone();
+  park_at_interrupt(t.ref());
+  return result;
+}
+
+std::optional<long> TracedProcess::syscall_in_tracee(long nr, const std::array<long, 6>& args,
+                                                     Task* via) {
+  // The `syscall` borrows two bytes at the thread's PC, which another thread could execute
+  // meanwhile (the instruction after a one-byte site, say): everyone else waits.
+  return with_others_stopped(via, [&](Task& t) { return inject_syscall(t, nr, args); });
+}
+
+std::uint64_t TracedProcess::inject_call(Task& t, RuntimeAddr fn) {
+  pid_t tid = t.tid();
+  const user_regs_struct* current = t.regs();
+  if (!current) throw Error("thread " + std::to_string(tid) + " is gone");
+  user_regs_struct saved = *current;
+  auto gone = [&] {
+    return Error("thread " + std::to_string(tid) + " went away during a call of " + fn.hex());
+  };
+  // A frame below the thread's stack pointer and its 128-byte red zone, aligned as the ABI
+  // wants it at a call (rsp + 8 a multiple of 16 at the function's first instruction), with a
+  // return address that we never let run: the thread is single-stepped, and we stop it the
+  // moment it returns there with the stack popped. Nothing of the tracee's code is borrowed.
+  std::uint64_t sp = ((saved.rsp - 128 - 256) & ~std::uint64_t{15}) - 8;
+  RuntimeAddr ret(saved.rip);
+  std::array<std::uint8_t, 8> ret_bytes{};
+  std::uint64_t ret_value = ret.value();
+  std::memcpy(ret_bytes.data(), &ret_value, sizeof ret_value);
+  memory_.write(RuntimeAddr(sp), ret_bytes);
+  user_regs_struct regs = saved;
+  regs.rsp = sp;
+  regs.rip = fn.value();
+  regs.rax = 0;
+  regs.rdi = regs.rsi = regs.rdx = regs.rcx = regs.r8 = regs.r9 = 0;
+  regs.eflags &= ~(0x400ull | 0x100ull);  // DF clear at a call (ABI); TF is ours to set
+  // As for an injected system call: the kernel must not restart one the thread was in.
+  regs.orig_rax = static_cast<unsigned long long>(-1);
+  bool keep = t.held() && t.last_stop().signal_stop();
+  if (!t.set_regs(regs)) throw gone();
+  RegistersLent lent;
+  // A resolver is tens of instructions; a bound keeps a runaway one from holding us forever.
+  constexpr int kMaxSteps = 200'000;
+  for (int step = 0;; ++step) {
+    if (step == kMaxSteps) {
+      give_back_registers(t, saved, keep);
+      throw Error("the function at " + fn.hex() + " called in thread " + std::to_string(tid) +
+                  " did not return within " + std::to_string(kMaxSteps) + " instructions");
+    }
+    // A system call the function makes is the tracee's filter's to allow, as ours are.
+    if (auto call = syscall_at_pc(memory_, *t.regs())) {
+      try {
+        check_seccomp(pid_, tid, call->first, call->second, RuntimeAddr(t.regs()->rip));
+      } catch (const seccomp::Refused&) {
+        give_back_registers(t, saved, keep);
+        throw;
+      }
+    }
+    const user_regs_struct* now = step_injected(t);
+    if (!now) throw gone();
+    if (now->rip == ret.value() && now->rsp == sp + 8) break;  // returned
+  }
+  std::uint64_t result = t.regs()->rax;
+  if (!give_back_registers(t, saved, keep)) throw gone();
+  return result;
+}
+
+std::optional<std::uint64_t> TracedProcess::call_in_tracee(RuntimeAddr fn, Task* via) {
+  // The function runs on the process's memory: no other thread runs meanwhile.
+  return with_others_stopped(via, [&](Task& t) { return inject_call(t, fn); });
+}
+
+std::optional<RuntimeAddr> TracedProcess::map_scratch(RuntimeAddr near, Task* via) {
+  // Within +-2 GiB of `near` (less a margin), so that a relocated RIP-relative operand and a
+  // 5-byte jmp back both reach. MAP_FIXED_NOREPLACE: never clobber an existing mapping.
+  constexpr std::uint64_t kReach = (1ull << 31) - (1ull << 20);
+  auto hint = free_range_near(read_maps(proc_tid()), near, kPageSize, kReach);
+  long flags = MAP_PRIVATE | MAP_ANONYMOUS | (hint ? MAP_FIXED_NOREPLACE : 0);
+  auto addr = syscall_in_tracee(SYS_mmap,
+                                {static_cast<long>(hint ? hint->value() : 0),
+                                 static_cast<long>(kPageSize), PROT_READ | PROT_EXEC, flags, -1, 0},
+                                via);
+  if (!addr) return std::nullopt;
+  if (*addr < 0 && *addr > -4096) {
+    throw Error::from_errno("mmap of a scratch page in process " + std::to_string(pid_),
+                            static_cast<int>(-*addr));
+  }
+  scratch_pages_.push_back(RuntimeAddr(static_cast<std::uint64_t>(*addr)));
+  return scratch_pages_.back();
+}
+
+}  // namespace probecost

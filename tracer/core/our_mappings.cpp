@@ -1,0 +1,188 @@
+#include "tracer/core/our_mappings.hpp"
+
+#include <sys/ptrace.h>
+#include <sys/syscall.h>
+
+#include <algorithm>
+#include <memory>
+
+#include "common/error.hpp"
+#include "tracer/core/process.hpp"
+#include "tracer/core/stacks.hpp"
+#include "tracer/os/maps.hpp"
+#include "tracer/os/syscalls.hpp"
+
+namespace probecost {
+
+namespace {
+
+// Frames walked per thread looking for signal frames, as JumpProbes does.
+constexpr unsigned kMaxFrames = 256;
+constexpr char kOurs[] = "/memfd:probecost-";
+
+bool inside(const OurMapping& m, RuntimeAddr at) {
+  return m.start <= at && at < m.start + static_cast<std::int64_t>(m.size);
+}
+
+std::uint64_t inode_of(const Mapping& m) {
+  auto colon = m.file_id.rfind(':');
+  return colon == std::string::npos ? 0 : std::stoull(m.file_id.substr(colon + 1));
+}
+
+// Why `m` must not be unmapped as it is in `maps`: a mapping in its range that is not the
+// memfd we made (the program unmapped ours and mapped something there), or nothing of it left.
+std::string why_not_ours(const std::vector<Mapping>& maps, const OurMapping& m) {
+  RuntimeAddr end = m.start + static_cast<std::int64_t>(m.size);
+  bool any = false;
+  for (const Mapping& x : maps) {
+    if (x.end <= m.start || x.start >= end) continue;
+    if (x.path.rfind(kOurs, 0) != 0 || inode_of(x) != m.inode)
+      return "the program has mapped " + (x.path.empty() ? std::string("memory") : x.path) +
+             " at " + x.start.hex() + " since";
+    any = true;
+  }
+  return any ? "" : "the program has unmapped it itself";
+}
+
+// Where every thread is or will return to; false when one cannot be known (a thread not in a
+// ptrace-stop, or in vfork(): it runs on in this address space).
+bool thread_pcs(TracedProcess& proc, std::vector<std::pair<pid_t, RuntimeAddr>>& out,
+                std::string& why) {
+  std::unique_ptr<StackCollector> unwinder;
+  try {
+    unwinder = std::make_unique<StackCollector>(kMaxFrames);
+  } catch (const Error& e) {
+    why = std::string("its threads' stacks cannot be walked (") + e.what() + ")";
+    return false;
+  }
+  for (auto& [tid, t] : proc.tasks()) {
+    if (!t.stopped() || t.in_vfork) {
+      why = "thread " + std::to_string(tid) + " is not stopped where it can be looked at";
+      return false;
+    }
+    auto rip = t.rip();
+    if (!rip) continue;  // gone meanwhile
+    out.emplace_back(tid, *rip);
+    try {
+      for (auto pc : unwinder->interrupted_pcs(tid)) out.emplace_back(tid, RuntimeAddr(pc));
+    } catch (const Error&) {
+      // Gone meanwhile: nothing of it to look at.
+    }
+  }
+  return true;
+}
+
+// The rseq_cs of each stopped thread that points into a mapping about to go: cleared (what the
+// kernel does itself at the thread's next preemption, as its RIP is outside the sequence).
+void clear_rseq_cs(TracedProcess& proc, const std::vector<OurMapping>& going) {
+  for (auto& [tid, t] : proc.tasks()) {
+    __ptrace_rseq_configuration conf{};
+    if (sys::ptrace_call(PTRACE_GET_RSEQ_CONFIGURATION, tid, reinterpret_cast<void*>(sizeof conf),
+                         &conf) < 0 ||
+        !conf.rseq_abi_pointer || conf.rseq_abi_size < 16)
+      continue;
+    RuntimeAddr field(conf.rseq_abi_pointer + 8);  // struct rseq's rseq_cs
+    try {
+      std::uint64_t cs = 0;
+      proc.memory().read(field, {reinterpret_cast<std::uint8_t*>(&cs), sizeof cs});
+      bool ours = std::any_of(going.begin(), going.end(),
+                              [cs](const OurMapping& m) { return inside(m, RuntimeAddr(cs)); });
+      if (!ours) continue;
+      const std::uint64_t zero = 0;
+      proc.memory().write(field, {reinterpret_cast<const std::uint8_t*>(&zero), sizeof zero});
+    } catch (const Error&) {
+      // Gone meanwhile, its memory with it.
+    }
+  }
+}
+
+std::string mib(std::uint64_t bytes) {
+  char s[32];
+  std::snprintf(s, sizeof s, "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
+  return s;
+}
+
+}  // namespace
+
+std::string OurMapping::describe() const {
+  return std::string(kind == Kind::JumpArea ? "jump area" : "call buffer") + " at " + start.hex() +
+         " (" + mib(size) + ")";
+}
+
+void OurMappings::forget(RuntimeAddr start) {
+  std::erase_if(list_, [start](const OurMapping& m) { return m.start == start; });
+}
+
+bool OurMappings::holds(RuntimeAddr start) const {
+  return std::any_of(list_.begin(), list_.end(),
+                     [start](const OurMapping& m) { return m.start == start; });
+}
+
+void OurMappings::release(TracedProcess& proc) {
+  notes_.clear();
+  unmapped_bytes_ = 0;
+  if (list_.empty()) return;
+  std::vector<std::pair<pid_t, RuntimeAddr>> pcs;
+  std::string why_all;
+  std::vector<Mapping> maps;
+  try {
+    if (thread_pcs(proc, pcs, why_all)) maps = read_maps(proc.proc_tid());
+  } catch (const Error& e) {
+    why_all = e.what();
+  }
+  // Which go: areas no thread is in, then the buffers if every area goes.
+  std::vector<OurMapping> going, kept;
+  std::vector<std::string> why_kept;
+  auto keep = [&](const OurMapping& m, std::string why) {
+    kept.push_back(m);
+    why_kept.push_back(std::move(why));
+  };
+  for (const OurMapping& m : list_) {
+    if (m.kind != OurMapping::Kind::JumpArea) continue;
+    auto in =
+        std::find_if(pcs.begin(), pcs.end(), [&](const auto& p) { return inside(m, p.second); });
+    std::string why = !why_all.empty() ? why_all : why_not_ours(maps, m);
+    if (why.empty() && in != pcs.end()) {
+      why = "thread " + std::to_string(in->first) + " is in it (" + in->second.hex() + ")";
+      if (auto s = stuck_.find(in->first); s != stuck_.end()) why += ": " + s->second;
+    }
+    if (why.empty()) {
+      going.push_back(m);
+    } else {
+      keep(m, why);
+    }
+  }
+  bool areas_kept = !kept.empty();
+  for (const OurMapping& m : list_) {
+    if (m.kind != OurMapping::Kind::CallBuffer) continue;
+    std::string why = !why_all.empty() ? why_all : why_not_ours(maps, m);
+    if (why.empty() && areas_kept) why = "a jump area that writes into it stays";
+    if (why.empty()) {
+      going.push_back(m);
+    } else {
+      keep(m, why);
+    }
+  }
+  clear_rseq_cs(proc, going);
+  for (const OurMapping& m : going) {
+    std::optional<long> r;
+    try {
+      r = proc.syscall_in_tracee(
+          SYS_munmap, {static_cast<long>(m.start.value()), static_cast<long>(m.size), 0, 0, 0, 0});
+    } catch (const std::exception& e) {
+      keep(m, std::string("munmap: ") + e.what());
+      continue;
+    }
+    if (!r || *r != 0) {
+      keep(m, r ? "munmap failed (" + std::to_string(*r) + ")" : "no thread can run munmap now");
+      continue;
+    }
+    unmapped_bytes_ += m.size;
+  }
+  for (std::size_t i = 0; i < kept.size(); ++i)
+    notes_.push_back("kept the " + kept[i].describe() + ": " + why_kept[i]);
+  list_ = kept;
+  stuck_.clear();
+}
+
+}  // namespace probecost

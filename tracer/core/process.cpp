@@ -1,0 +1,445 @@
+#include "tracer/core/process.hpp"
+
+#include <linux/kcmp.h>
+#include <linux/sched.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/ptrace.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+
+#include "breakpoint/int3/outline.hpp"
+#include "common/error.hpp"
+#include "tracer/int3/guardian.hpp"
+#include "tracer/int3/int3_area.hpp"
+#include "tracer/os/maps.hpp"
+#include "tracer/os/proc_files.hpp"
+#include "tracer/os/syscalls.hpp"
+#include "tracer/os/ticker.hpp"
+
+namespace probecost {
+
+namespace {
+
+// Whether two tasks share one address space (kcmp(2) KCMP_VM). Nothing when the kernel cannot
+// say (no kcmp, or a task gone).
+std::optional<bool> share_memory(pid_t a, pid_t b) {
+  long r = ::syscall(SYS_kcmp, a, b, KCMP_VM, 0, 0);
+  if (r < 0) return std::nullopt;
+  return r == 0;
+}
+
+}  // namespace
+
+TracedProcess::~TracedProcess() {
+  try {
+    if (launched_) {
+      kill();
+    } else {
+      detach();
+    }
+  } catch (const std::exception&) {
+    // A destructor cannot report; detach()/kill() are called explicitly on the normal paths.
+  }
+}
+
+Task* TracedProcess::task(pid_t tid) {
+  auto it = tasks_.find(tid);
+  return it == tasks_.end() ? nullptr : &it->second;
+}
+
+std::size_t TracedProcess::thread_count() const {
+  return std::count_if(tasks_.begin(), tasks_.end(),
+                       [](const auto& kv) { return kv.second.role() == Task::Role::Thread; });
+}
+
+PatchSite& TracedProcess::add_patch(const JumpPatch& patch, std::string label) {
+  patches_.push_back(std::make_unique<PatchSite>(memory_, patch, std::move(label)));
+  return *patches_.back();
+}
+
+Task& TracedProcess::add_task(pid_t tid, Task::Role role) {
+  return tasks_.try_emplace(tid, tid, role).first->second;
+}
+
+double TracedProcess::cpu_seconds() const {
+  if (end_cpu_seconds_) return *end_cpu_seconds_;
+  return std::max(0.0, process_cpu_seconds(pid_));
+}
+
+pid_t TracedProcess::proc_tid() {
+  if (task_state_letter(pid_) != 'Z') return pid_;
+  for (const auto& [tid, t] : tasks_) {
+    if (t.role() == Task::Role::Thread && task_state_letter(tid) != 'Z') return tid;
+  }
+  return pid_;
+}
+
+bool TracedProcess::dying() {
+  if (end_) return true;
+  // The address space is gone once every thread has let go of it (exit_group() in progress):
+  // reads through /proc/PID/mem fail then (mmget_not_zero), where they worked before. Ask at
+  // an address we wrote to.
+  std::optional<RuntimeAddr> known;
+  if (sites_.size()) known = (*sites_.begin())->address();
+  if (!known && !patches_.empty()) known = patches_.front()->address();
+  if (known) {
+    try {
+      memory_.read_byte(*known);
+    } catch (const Error&) {
+      return true;
+    }
+    return false;
+  }
+  // Nothing written yet: whether any thread still answers.
+  for (auto& [tid, t] : tasks_) {
+    if (t.role() != Task::Role::Thread) continue;
+    char state = task_state_letter(tid);
+    if (state != 'Z' && state != 'X' && state != 0) return false;
+  }
+  return true;
+}
+
+// ---- waiting -------------------------------------------------------------------------------
+
+void TracedProcess::task_gone(pid_t tid, WaitStatus ws) {
+  if (auto vp = vfork_parent_.find(tid); vp != vfork_parent_.end()) {
+    if (Task* parent = task(vp->second)) parent->in_vfork = false;
+    vfork_parent_.erase(vp);
+  }
+  tasks_.erase(tid);
+  if (tid != pid_) return;
+  // The leader is reported last, once every other thread of the process has been reaped.
+  end_ = ws;
+  if (launched_) end_cpu_seconds_ = children_cpu_seconds() - children_cpu_at_launch_;
+  sites_.forget_all();
+  for (auto& p : patches_) p->forget();
+  if (int3_area_) int3_area_->forget();
+  our_mappings_.forget_all();
+  std::erase_if(tasks_, [](const auto& kv) { return kv.second.role() == Task::Role::Thread; });
+  // Nothing is left to restore: the guardian (one process per traced process, with
+  // --follow-forks a shell's every child) goes now, not at the end of the trace.
+  if (guardian_) {
+    guardian_->done();
+    guardian_.reset();
+  }
+}
+
+WaitStatus TracedProcess::park_trap(Task& t, WaitStatus ws) {
+  if (!ws.signal_stop() || ws.stop_signal() != SIGTRAP) return ws;
+  auto rip = t.rip();
+  BreakpointSite* site = rip ? sites_.find(*rip - 1) : nullptr;
+  if (!site || !site->enabled() || t.trap_cause() != TrapCause::Breakpoint) return ws;
+  if (!t.set_rip(site->address())) return ws;  // gone: its end comes next
+  return WaitStatus(0x7f | ((SIGTRAP | (PTRACE_EVENT_STOP << 8)) << 8));
+}
+
+Task* TracedProcess::update_from(const TaskEvent& ev) {
+  pid_t tid = ev.tid;
+  WaitStatus ws = ev.status;
+  if (ws.gone()) {
+    task_gone(tid, ws);
+    return nullptr;
+  }
+  Task* t = task(tid);
+  if (!t) {
+    // A task we have not heard of: a thread or a child whose first stop came before its
+    // parent's clone/fork event (the kernel does not order the two).
+    t = &add_task(tid, tgid_of(tid) == pid_ ? Task::Role::Thread : Task::Role::Unknown);
+  }
+  t->note_stop(ws);
+  t->in_vfork = false;  // any stop means it is out of vfork()
+  if (ws.ptrace_event() == PTRACE_EVENT_EXEC && t->role() == Task::Role::Thread) on_exec(*t);
+  return t;
+}
+
+bool TracedProcess::will_report(Task& t) {
+  char state = task_state_letter(t.tid());
+  // A traced zombie is reported to us, and only then can its parent reap it: a thread at once,
+  // a thread-group leader once the rest of its group is gone (a short-lived fork child). A
+  // leader whose other threads live is not reported meanwhile: do not wait for it.
+  if (state == 'Z' && (tgid_of(t.tid()) != t.tid() || task_ids(t.tid()).size() <= 1)) return true;
+  if (state == 0 || state == 'Z' || state == 'X') {
+    t.note_exiting();
+    return false;
+  }
+  if (blocked_in_vfork(t.tid())) {
+    t.in_vfork = true;
+    return false;
+  }
+  return true;
+}
+
+std::optional<WaitStatus> TracedProcess::wait_for(Task& target) {
+  pid_t tid = target.tid();
+  for (;;) {
+    auto ev = events_.next_event_of(*this);
+    if (!ev) {
+      // A signal (a tick, a stop request): give up only on a task that cannot report. One
+      // that will report does so soon (it is being stepped, or was just resumed).
+      Task* t = task(tid);
+      if (!t || errno == ECHILD || !will_report(*t)) return std::nullopt;
+      continue;
+    }
+    Task* t = task(ev->tid);
+    if (ev->tid == tid) return t ? std::optional<WaitStatus>(ev->status) : std::nullopt;
+    if (!task(tid)) return std::nullopt;  // gone with an exec
+    if (t) events_.defer(*t, ev->status);
+  }
+}
+
+std::vector<pid_t> TracedProcess::stop_all(pid_t except, bool include_listening) {
+  std::vector<pid_t> awaited, stopped;
+  for (auto& [tid, t] : tasks_) {
+    if (tid == except || t.stopped() || t.in_vfork || t.state() == Task::State::Exiting ||
+        !t.runs_with_us())
+      continue;
+    if (t.state() == Task::State::Listening && !include_listening) continue;
+    // ESRCH: it is dying; its exit is reported like any event.
+    if (t.interrupt()) awaited.push_back(tid);
+  }
+  auto settled = [&](pid_t tid) {
+    Task* t = task(tid);
+    return !t || t->stopped() || t->in_vfork || t->state() == Task::State::Exiting;
+  };
+  int forced_ticks = 0;
+  for (;;) {
+    std::erase_if(awaited, settled);
+    if (awaited.empty()) return stopped;
+    // Threads other than a leader always report (their exit, at worst). A leader that is a
+    // zombie waits for them: look before blocking; the tick covers the race after the look.
+    bool only_leaders =
+        std::all_of(awaited.begin(), awaited.end(), [&](pid_t tid) { return tgid_of(tid) == tid; });
+    if (only_leaders) {
+      std::erase_if(awaited, [&](pid_t tid) { return !will_report(*task(tid)); });
+      if (awaited.empty()) return stopped;
+    }
+    auto ev = events_.next_event_of(*this);
+    if (!ev) {
+      // A second stop request gives up on threads that still have not stopped a second later:
+      // something we cannot see holds them, and the user wants out. Letting go of a thread
+      // that is still ours only happens when probecost exits (the kernel detaches it then).
+      if (errno == ECHILD || (force_requested() && ++forced_ticks > 10)) return stopped;
+      std::erase_if(awaited, [&](pid_t tid) { return !task(tid) || !will_report(*task(tid)); });
+      continue;
+    }
+    Task* t = task(ev->tid);
+    if (!t) continue;
+    bool awaited_interrupt = ev->status.interrupt_stop() &&
+                             std::find(awaited.begin(), awaited.end(), ev->tid) != awaited.end();
+    // Anything but the interrupt's own stop (a breakpoint hit, a signal, a clone, a
+    // group-stop, a new task's first stop) is kept for the event loop. The interrupt then
+    // stays pending and shows up later as a plain PTRACE_EVENT_STOP, which is simply resumed.
+    if (awaited_interrupt) {
+      stopped.push_back(ev->tid);
+    } else {
+      events_.defer(*t, ev->status);
+    }
+  }
+}
+
+void TracedProcess::resume_stopped(const std::vector<pid_t>& tids) {
+  for (pid_t tid : tids) {
+    if (Task* t = task(tid)) t->resume_if_settled();
+  }
+}
+
+OthersStopped::~OthersStopped() {
+  try {
+    proc_.resume_stopped(stopped_);
+  } catch (const Error&) {
+    // A resume fails only for a thread that is gone; its exit is reported later.
+  }
+}
+
+// ---- new tasks, exec -----------------------------------------------------------------------
+
+std::optional<NewTask> TracedProcess::new_task_of(Task& parent) {
+  int event = parent.last_stop().ptrace_event();
+  auto msg = parent.event_message();
+  if (!msg || *msg == 0) return std::nullopt;
+  pid_t child = static_cast<pid_t>(*msg);
+  pid_t child_tgid = tgid_of(child);
+  // A thread can run, exit and be reaped before we look at its parent's clone event: then
+  // there is nothing to track, and a Task for it would be waited for forever.
+  if (child_tgid == 0 && !task(child)) return std::nullopt;
+  Task::Role role = Task::Role::ForkChild;
+  if (child_tgid == pid_) {
+    role = Task::Role::Thread;
+  } else if (share_memory(parent.tid(), child).value_or(event == PTRACE_EVENT_VFORK)) {
+    role = Task::Role::MemorySharer;
+  }
+  return NewTask{child, role, event == PTRACE_EVENT_VFORK};
+}
+
+pid_t TracedProcess::add_new_task(const NewTask& child, Task& parent,
+                                  std::optional<WaitStatus> first_stop) {
+  // A child whose first stop came before this event was held if it looked like another
+  // process's (Unknown). One of our own threads was not: it was resumed and may be stopped
+  // again for something else, such as a breakpoint hit waiting in `deferred`, which must not
+  // be dropped (the thread would go on one byte past the site, its first instruction skipped).
+  // A first stop that came before any of us knew the task is held by the event owner.
+  Task* known = task(child.tid);
+  bool reported = first_stop || (known && known->stopped() && known->role() == Task::Role::Unknown);
+  Task& c = add_task(child.tid, child.role);
+  c.set_role(child.role);
+  if (new_thread_ && c.runs_with_us()) {
+    if (auto tp = thread_pointer_of_child(parent)) new_thread_(child.tid, *tp);
+  }
+  if (first_stop) c.note_stop(*first_stop);
+  if (child.vfork) {
+    parent.in_vfork = true;  // from when it is resumed until the child execs or exits
+    vfork_parent_[child.tid] = parent.tid();
+  }
+  if (!reported) return 0;
+  c.deferred.reset();  // its first stop, held until now: settled here
+  return on_first_stop(c) ? child.tid : 0;
+}
+
+// The child's thread pointer, from the clone's arguments as the parent, stopped at its event,
+// still holds them: clone(2)'s tls (r8), or clone3(2)'s clone_args.tls; without CLONE_SETTLS
+// the parent's own.
+std::optional<std::uint64_t> TracedProcess::thread_pointer_of_child(Task& parent) {
+  const user_regs_struct* r = parent.regs();
+  if (!r) return std::nullopt;
+  if (r->orig_rax == SYS_clone) return (r->rdi & CLONE_SETTLS) ? r->r8 : r->fs_base;
+  if (r->orig_rax == SYS_clone3) {
+    clone_args args{};
+    std::span<std::uint8_t> bytes(reinterpret_cast<std::uint8_t*>(&args), sizeof args);
+    try {
+      memory_.read(RuntimeAddr(r->rdi), bytes);
+    } catch (const Error&) {
+      return std::nullopt;
+    }
+    return (args.flags & CLONE_SETTLS) ? args.tls : r->fs_base;
+  }
+  return r->fs_base;
+}
+
+bool TracedProcess::on_first_stop(Task& t) {
+  switch (t.role()) {
+    case Task::Role::Unknown:
+      return false;  // held until its parent's event says what it is
+    case Task::Role::ForkChild:
+      release_fork_child(t);
+      return false;
+    default:
+      return true;
+  }
+}
+
+void TracedProcess::release_fork_child(Task& child) {
+  // It has its own copy of our int3 bytes: put the originals back and let it go. It is never
+  // resumed before this, so it is at its first stop; should it be on a hit all the same, it is
+  // rewound onto the site, whose original instruction then runs.
+  try {
+    if (child.last_stop().signal_stop() && child.last_stop().stop_signal() == SIGTRAP) {
+      if (auto rip = child.rip(); rip && sites_.find(*rip - 1)) child.set_rip(*rip - 1);
+    }
+    ProcMemory child_memory(child.tid());
+    for (const auto& site : sites_) {
+      if (site->enabled()) child_memory.write_byte(site->address(), site->saved_byte());
+    }
+    // Its jumps lead into a shared mapping of ours: they would count its calls as the
+    // process's. Its copy of the text gets the original bytes.
+    for (const auto& p : patches_) {
+      if (p->installed()) child_memory.write(p->address(), p->patch().original_bytes());
+    }
+  } catch (const Error&) {
+    // Gone already: nothing to clean.
+  }
+  child.detach();
+  tasks_.erase(child.tid());
+}
+
+void TracedProcess::take_over_fork(TracedProcess& parent, std::optional<WaitStatus> first_stop) {
+  Task& t = add_task(pid_, Task::Role::Thread);
+  if (first_stop) {
+    t.note_stop(*first_stop);
+  } else if (!wait_for(t)) {
+    return;  // killed before its first stop: there is nothing to set up
+  }
+  if (!alive()) return;
+  for (const auto& site : parent.sites_) {
+    if (site->enabled()) sites_.add(site->address(), site->label()).adopt(site->saved_byte());
+  }
+  // Its copy of the trap area records those int3 bytes, and its SIGTRAP disposition is ours.
+  if (parent.int3_area_) adopt_int3_area(Int3Area::inherit(*this, *parent.int3_area_));
+  Outcome jumps_undone = unless_gone([&] {
+    for (const auto& p : parent.patches_) {
+      if (!p->installed()) continue;
+      memory_.write(p->address(), p->patch().original_bytes());
+      sites_.add(p->address(), p->label()).enable();
+    }
+  });
+  if (jumps_undone == Outcome::Gone) return;  // killed meanwhile: nothing more to set up
+  // Its scratch pages (step-over copies) were copied with the rest of its memory.
+  scratch_pages_ = parent.scratch_pages_;
+  code_ = parent.code_;            // the same files at the same addresses
+  relocated_ = parent.relocated_;  // and so were the copies: a fault in one, a detach
+  if (parent.has_guardian()) start_guardian();
+}
+
+void TracedProcess::take_exec_of_sharer(pid_t tid, WaitStatus ws) {
+  add_task(tid, Task::Role::Thread).note_stop(ws);
+  exec_ended_ = true;  // the tracer runs it to its entry point and probes its image
+}
+
+void TracedProcess::hand_over_sharer(pid_t tid) {
+  release_sharer_bookkeeping(tid);
+  tasks_.erase(tid);
+}
+
+void TracedProcess::release_sharer_bookkeeping(pid_t tid) {
+  if (auto vp = vfork_parent_.find(tid); vp != vfork_parent_.end()) {
+    if (Task* parent = task(vp->second)) parent->in_vfork = false;
+    vfork_parent_.erase(vp);
+  }
+}
+
+void TracedProcess::release_sharer(Task& t) {
+  pid_t tid = t.tid();
+  release_sharer_bookkeeping(tid);
+  t.detach();
+  tasks_.erase(tid);
+}
+
+void TracedProcess::on_exec(Task& t) {
+  // execve() killed every other thread, and the exec'ing thread took the leader's tid (the
+  // event comes from the leader's tid; GETEVENTMSG would give the former one). None of the
+  // others reports anything more that we need.
+  pid_t leader = t.tid();
+  std::erase_if(tasks_, [&](const auto& kv) {
+    return kv.first != leader && kv.second.role() == Task::Role::Thread;
+  });
+  sites_.forget_all();  // the old address space, and our int3 bytes with it, are gone
+  for (auto& p : patches_) p->forget();
+  if (int3_area_) int3_area_->forget();
+  our_mappings_.forget_all();
+  maps_seen_.clear();
+  exec_ended_ = true;
+  memory_.reopen();
+  syscall_insn_tried_ = false;  // a new vDSO
+  gadgets_tried_ = false;
+}
+
+// ---- scratch pages -------------------------------------------------------------------------
+
+Task* TracedProcess::any_stopped_thread() {
+  for (auto& [tid, t] : tasks_) {
+    // A task with a deferred event must stay in the stop it reported (injecting a system call
+    // would turn a group-stop into a SIGTRAP stop, for one).
+    // Nor a thread at a vfork event (to finish its call it would wait for the child) or an
+    // exit event (it runs no user code again).
+    int event = t.last_stop().ptrace_event();
+    if (event == PTRACE_EVENT_VFORK || event == PTRACE_EVENT_EXIT) continue;
+    if (t.stopped() && !t.deferred && t.role() == Task::Role::Thread) return &t;
+  }
+  return nullptr;
+}
+
+}  // namespace probecost

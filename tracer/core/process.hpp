@@ -1,0 +1,389 @@
+#pragma once
+// TracedProcess: the one owner of a process under ptrace, made only by launch() or attach().
+// Every way out (detach(), kill(), the destructor, an exception unwinding through the owner)
+// removes our int3 bytes and rewinds a thread stopped on one before letting go.
+//
+// Every thread is attached with PTRACE_SEIZE (the launched child too, as strace does): unlike
+// PTRACE_ATTACH/TRACEME, it lets us stop a thread with PTRACE_INTERRUPT instead of a SIGSTOP we
+// must later swallow, and it tells a group-stop (a shell's SIGSTOP) from a signal, so the
+// process can stay stopped under PTRACE_LISTEN as it would untraced.
+//
+// A process never waits by itself: every wait goes through its EventSource (the Family it
+// belongs to), which owns the one waitpid(-1, __WALL). Events of other tasks that arrive
+// meanwhile are kept on their Task for the event loop.
+#include <sys/resource.h>
+#include <sys/types.h>
+
+#include <array>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "breakpoint/int3/site_table.hpp"
+#include "breakpoint/jump/patch_site.hpp"
+#include "breakpoint/x86/copy_map.hpp"
+#include "common/error.hpp"
+#include "common/phases.hpp"
+#include "tracer/core/events.hpp"
+#include "tracer/core/our_mappings.hpp"
+#include "tracer/core/task.hpp"
+#include "tracer/core/way_back.hpp"
+#include "tracer/os/code_identity.hpp"
+#include "tracer/os/memory.hpp"
+#include "tracer/os/wait_status.hpp"
+
+namespace probecost {
+
+class Guardian;
+class Int3Area;
+
+// A site or jump whose bytes were left alone (TracedProcess::forget_moved_code).
+struct LeftAlone {
+  RuntimeAddr at;
+  std::string label, why;
+  std::string text() const { return at.hex() + " (" + label + "): " + why; }
+};
+
+struct LaunchSpec {
+  std::vector<std::string> argv;  // argv[0] is looked up in PATH
+  int stdin_fd = -1;              // dup2'd onto 0/1/2 in the child when >= 0
+  int stdout_fd = -1;
+  int stderr_fd = -1;
+  int cpu = -1;  // pin the child to this CPU before exec when >= 0
+};
+
+// Once every traced process is let go: takes the reports of `tids`, tasks we still trace but
+// could not detach (TracedProcess::leftovers: a zombie whose exit was not reported yet, a
+// thread that was in vfork()), so that none stays held by us: a zombie cannot be reaped by
+// its parent until we take its report, a stopped thread does not run. A stop is detached, an
+// exit consumed. With `block`, until `command` (a child of ours) ends, and then its wait
+// status; otherwise only what is there now.
+std::optional<int> release_leftovers(std::vector<pid_t> tids, pid_t command, bool block);
+
+// fork + exec with the spec's redirections and CPU, untraced; an exec failure is reported
+// through a close-on-exec pipe and thrown here. The caller waits for the child.
+pid_t spawn(const LaunchSpec& spec);
+// spawn(), then wait for the child's end. A stop request (stop_requested()) kills it: the
+// caller looks at the flag.
+WaitStatus spawn_and_wait(const LaunchSpec& spec);
+
+// What an operation on a traced process came to: Done, or Gone when the thread it worked on or
+// the whole process went away under it (a SIGKILL, another thread's exit_group(): writes to
+// its memory fail then). That is an expected outcome, not an error: its end is reported next.
+enum class Outcome { Done, Gone };
+
+// A new task as its parent's fork/vfork/clone event tells it (TracedProcess::new_task_of).
+struct NewTask {
+  pid_t tid;
+  Task::Role role;
+  bool vfork;  // its parent waits in vfork() until it execs or exits
+};
+
+class TracedProcess {
+ public:
+  // Starts the command, seized, stopped at its exec (before the dynamic loader has run).
+  static std::unique_ptr<TracedProcess> launch(const LaunchSpec& spec, EventSource& events);
+  // Seizes every thread of a running process and stops them all. UsageError for a PID that
+  // cannot be traced (none, a kernel thread, a zombie), Error when the kernel refuses (no
+  // permission, traced already), with the reason. `with_guardian`: its guardian
+  // (start_guardian) is started between the seize and the stop, while the process still runs.
+  static std::unique_ptr<TracedProcess> attach(pid_t pid, EventSource& events,
+                                               bool with_guardian = false);
+  // A process the family follows (a fork child, or a process sharing a member's memory that
+  // exec'd): traced already, with no task yet. Made by Family, which then calls
+  // take_over_fork() or take_exec_of_sharer().
+  static std::unique_ptr<TracedProcess> follower(pid_t pid, EventSource& events);
+  ~TracedProcess();
+  TracedProcess(const TracedProcess&) = delete;
+  TracedProcess& operator=(const TracedProcess&) = delete;
+
+  pid_t pid() const { return pid_; }
+  // A thread whose /proc entry shows the process's memory: the leader, or while the leader is
+  // a zombie (it called pthread_exit), a live thread (/proc/TID/maps of any thread works).
+  pid_t proc_tid();
+  bool launched() const { return launched_; }
+  ProcMemory& memory() { return memory_; }
+  SiteTable& sites() { return sites_; }
+  // Jump-patched sites: owned here so that every way out removes them, as it does int3 bytes.
+  PatchSite& add_patch(const JumpPatch& patch, std::string label);
+  const std::vector<std::unique_ptr<PatchSite>>& patches() const { return patches_; }
+  // Where relocated copies of its instructions run (out-of-line copies, jump trampolines): a
+  // fault raised in one is given to the program as the original's (tracer/core/fault_fixup.hpp).
+  CopyMap& relocated() { return relocated_; }
+  // What our jumps mapped in the process (trampoline areas, the call buffer), which detach()
+  // takes out again where no thread can be in it (tracer/core/our_mappings.hpp).
+  OurMappings& our_mappings() { return our_mappings_; }
+  std::map<pid_t, Task>& tasks() { return tasks_; }
+  Task* task(pid_t tid);
+  // The Task `ref` names, if it still exists: after anything that waits (stop_all), a thread
+  // may have been reaped, or ended by another thread's exec, and its Task destroyed.
+  Task* task(const TaskRef& ref) {
+    Task* t = task(ref.tid);
+    return t && t->ref().serial == ref.serial ? t : nullptr;
+  }
+  std::size_t thread_count() const;  // threads of the process itself (not memory sharers)
+  bool alive() const { return !end_.has_value() && !detached_ && !exec_ended_; }
+  bool detached() const { return detached_; }
+  bool exec_ended() const { return exec_ended_; }
+  // How the process ended (its thread-group leader's final status), once it has.
+  const std::optional<WaitStatus>& end() const { return end_; }
+  // The CPU time the whole process has used so far (user + system), in seconds: from
+  // its CPU clock while it lives (0 once it is reaped); for a launched process that ended, the
+  // growth of our RUSAGE_CHILDREN (exact, and what is left once the process is reaped).
+  double cpu_seconds() const;
+
+  // True when the process is going away under us: none of its threads answers ptrace any more
+  // (exit_group() or a SIGKILL in progress; its memory may be gone already, so writes to it
+  // fail with EIO). A failure to restore a byte then harms nobody.
+  bool dying();
+  // Runs `op` on the process: a failure that comes from the thread or the process going away
+  // under it (TaskGone, or an Error while dying()) is Outcome::Gone; any other is thrown.
+  template <typename Op>
+  Outcome unless_gone(Op&& op) {
+    try {
+      op();
+    } catch (const TaskGone&) {
+      return Outcome::Gone;
+    } catch (const Error&) {
+      if (!dying()) throw;
+      return Outcome::Gone;
+    }
+    return Outcome::Done;
+  }
+
+  // Runs the stopped process until its executable's entry point (AT_ENTRY), so that the
+  // libraries it needs at start-up are mapped; all threads are stopped again afterwards.
+  void run_to_entry();
+  // After an exec (exec_ended()): the old image's sites, jumps and scratch pages
+  // are dropped, and the new image is run to its entry point, ready to be probed.
+  void resume_after_exec();
+
+  // The bookkeeping every reported status of one of our tasks goes through, done by the event
+  // owner as the status arrives: a gone thread is dropped (the leader last: the process has
+  // ended), an unknown task is added, a thread's exec is settled. Returns the task, or nullptr
+  // when the event needs nothing more (a thread gone, a task we do not know). A task that is
+  // not a thread of ours and exec'd is left to the event owner (release_sharer or
+  // hand_over_sharer).
+  Task* update_from(const TaskEvent& ev);
+  // A stop of `task` seen now and handled later (EventSource::defer): when it is the trap of
+  // one of our int3 bytes, the thread is put back on the site and the status it should be
+  // handled as returned (a plain interrupt stop: resumed, the int3 traps again and the hit is
+  // counted then). The stop is collected at the next wait (Family), after which the kernel
+  // keeps no signal for it: were probecost to die then, a thread one byte past the int3 would
+  // be let go inside the displaced instruction (issue 16: SIGILL at probe_fn+3). On the site,
+  // it takes the int3 again, or runs the original instruction once the byte is back.
+  WaitStatus park_trap(Task& task, WaitStatus ws);
+  // Waits until `task` reports, deferring other tasks' events. Nothing when it is gone.
+  std::optional<WaitStatus> wait_for(Task& task);
+  // Collects `task`'s held stop now (EventSource::take_stop).
+  void take_stop(Task& task) { events_.take_stop(task); }
+
+  // Brings every running task but `except` into a ptrace-stop with PTRACE_INTERRUPT. An event
+  // that arrives instead of the interrupt's stop is deferred on its task. A task inside vfork()
+  // or already exiting cannot stop and is not waited for. A second stop request (SIGINT twice)
+  // abandons the wait. Returns the tasks it stopped (those that reported the interrupt).
+  std::vector<pid_t> stop_all(pid_t except = 0, bool include_listening = false);
+  // Resumes those of `tids` that are still stopped with nothing deferred.
+  void resume_stopped(const std::vector<pid_t>& tids);
+
+  // A fork/vfork/clone event of `parent`, settled by the event owner (EventSource::on_new_task):
+  // the child becomes one of our tasks, or, while following forks, a process of its own. When
+  // the child's first stop came earlier and it is now ready to run, returns its tid: the caller
+  // resumes it (or not, when it is letting go of everything).
+  pid_t on_new_task(Task& parent) { return events_.on_new_task(*this, parent); }
+  // What the child of `parent`'s fork/vfork/clone event is: a thread of ours, another process
+  // that shares our memory (kept and traced: our int3 bytes are in its text), or a process
+  // with a copy of our memory (its copy of the int3 bytes is removed and it is let go). Decided
+  // by thread-group and address-space membership, not by which event the kernel reported:
+  // clone(CLONE_VM|SIGCHLD) reports a fork, clone(0) a clone. Nothing when there is nothing to
+  // track (the parent or the child is gone).
+  std::optional<NewTask> new_task_of(Task& parent);
+  // Makes `child` one of our tasks; `first_stop`: its first stop, if it came before its
+  // parent's event. Returns its tid when it is ready to run (on_new_task).
+  pid_t add_new_task(const NewTask& child, Task& parent, std::optional<WaitStatus> first_stop);
+  // The first stop of a task made by fork/clone: resumed, held, or released by its kind.
+  // False when the task is held or gone (nothing for the caller to resume).
+  bool on_first_stop(Task& task);
+  // Called with each new thread (or task sharing our memory) and its thread pointer (fs_base)
+  // at its parent's clone event, before it runs anything (`probecost record`).
+  void set_new_thread_observer(std::function<void(pid_t, std::uint64_t)> f) {
+    new_thread_ = std::move(f);
+  }
+
+  // This process is a fork child of `parent`: wait for its first stop unless it came
+  // (`first_stop`), then take over the copy of the parent's probes its memory holds: the int3
+  // sites as they are, each jump put back to the original bytes with an int3 over its first
+  // (the jump's trampoline and counters are the parent's, in memory both share).
+  void take_over_fork(TracedProcess& parent, std::optional<WaitStatus> first_stop);
+  // This process is one that shared a member's memory and exec'd: its task `tid` reported the
+  // exec (`ws`). The tracer runs it to its entry point and probes its new image.
+  void take_exec_of_sharer(pid_t tid, WaitStatus ws);
+  // A process that shared our memory exec'd (it has an address space of its own now, without
+  // our bytes): let go of it, or hand it over (the family follows it as a process of its own).
+  void release_sharer(Task& task);
+  void hand_over_sharer(pid_t tid);
+
+  // Runs system call `nr` in a stopped thread of the tracee (`via`, or any), every other
+  // thread stopped meanwhile, and returns its raw result (-errno on failure). Nothing when no
+  // thread can run it now.
+  std::optional<long> syscall_in_tracee(long nr, const std::array<long, 6>& args,
+                                        Task* via = nullptr);
+  // Calls the function at `fn` with no arguments in a stopped thread of the tracee (`via`, or
+  // any), every other thread stopped meanwhile, and returns RAX; the thread's registers are
+  // as before afterwards. For IFUNC resolvers. Nothing when no thread can run it now.
+  std::optional<std::uint64_t> call_in_tracee(RuntimeAddr fn, Task* via = nullptr);
+  // A stopped thread that may run an injected system call (one with no deferred event).
+  Task* any_stopped_thread();
+
+  // Maps one executable scratch page in the tracee, as close to `near` as possible (an mmap
+  // injected into `via`, or any stopped thread). It stays mapped after detach, as the kernel's
+  // uprobes leave their [uprobes] page: a thread may still be executing a copy in it.
+  // Nothing when no thread can run it now (every thread running, or held in a group-stop).
+  std::optional<RuntimeAddr> map_scratch(RuntimeAddr near, Task* via = nullptr);
+
+  bool has_guardian() const { return guardian_ != nullptr; }
+  // Where the time goes while every thread is held stopped for the probes to go in: attach()
+  // starts it as it stops the threads; each step marks its phase, the caller stops it once
+  // they run again.
+  PhaseClock& held() { return held_; }
+
+  // The trap area of this process's int3 probes (tracer/int3/int3_area.hpp), mapped near `near`
+  // the first time, every thread stopped: from then on every int3 written is recorded there
+  // first, and its SIGTRAP handler stands in for us should we die. Nothing when it cannot be
+  // mapped now (the probes go in unrecorded, the guardian their only backstop).
+  Int3Area* ensure_int3_area(RuntimeAddr near);
+  Int3Area* int3_area() { return int3_area_.get(); }
+
+  // Watches over our int3 bytes from a separate process that puts them back if probecost
+  // dies (SIGKILL, OOM) before it could. For processes we attached to.
+  void start_guardian();
+
+  // Puts back every original byte, rewinds threads stopped on our int3 (including one whose
+  // trap is still queued behind another stop), and detaches: the process runs on untraced.
+  // Idempotent.
+  void detach();
+  // SIGKILL and reap. Idempotent.
+  void kill();
+  // Records which code (file, offset: code_identity.hpp) each enabled int3 site and installed
+  // jump holds, for those not recorded yet: one read of /proc/PID/maps.
+  void note_code();
+  // The mapping that holds `at` now, nullptr if none: from /proc/PID/maps as read last, read
+  // again for an address it did not cover; forget_moved_code() reads it afresh, so a library
+  // dlclose'd and another dlopen'd at its address is never taken for the first.
+  const Mapping* mapping_at(RuntimeAddr at);
+  // Forgets, without writing a byte, every site and jump whose code is no longer the one it
+  // went into (its library dlclose'd, another mapped there) or whose bytes are no longer ours.
+  // Returns what it left alone and why. detach() and kill() do this before restoring; the
+  // trace does it when the dynamic linker's map changes.
+  std::vector<LeftAlone> forget_moved_code();
+  // What detach() and kill() left alone (forget_moved_code), for the user.
+  const std::vector<std::string>& left_alone() const { return left_alone_; }
+
+  // Tasks detach() could not let go of (not in a ptrace-stop): for release_leftovers.
+  const std::vector<pid_t>& leftovers() const { return leftovers_; }
+
+ private:
+  std::optional<std::uint64_t> thread_pointer_of_child(Task& parent);
+  // Runs `inject` on `via` (or any stopped thread) with every other thread stopped meanwhile;
+  // nothing when there is no such thread, or it ended while the others stopped.
+  template <typename Inject>
+  auto with_others_stopped(Task* via, Inject inject)
+      -> std::optional<decltype(inject(std::declval<Task&>()))>;
+
+  TracedProcess(pid_t pid, bool launched, EventSource& events);
+  void seize_all_threads();
+  Task& add_task(pid_t tid, Task::Role role);
+  void task_gone(pid_t tid, WaitStatus ws);
+  // PTRACE_EVENT_EXEC of a thread of ours.
+  void on_exec(Task& task);
+  bool will_report(Task& task);
+  void release_fork_child(Task& child);
+  void release_sharer_bookkeeping(pid_t tid);  // a vfork waiter is out of vfork()
+  // Detach's fix-up of one stopped task: a thread whose int3 trapped is rewound onto the site,
+  // and its SIGTRAP consumed, before the byte goes back.
+  void fix_up_trap(Task& task);
+  bool consume_queued_sigtrap(Task& task, RuntimeAddr site);
+  bool is_our_trap_at(RuntimeAddr site);
+  void detach_vfork_waiters();
+  void remove_patches();
+  void let_go_of_int3_area();
+  void adopt_int3_area(std::unique_ptr<Int3Area> area);
+  void leave_moved_code();  // forget_moved_code(), its notes kept in left_alone_
+  // Detach's: each stopped thread inside one of our jump areas single-stepped until it has left
+  // it (run_out.cpp); why one could not be is noted for OurMappings::release.
+  void run_out_of_our_areas();
+  std::string step_out_of(TaskRef ref, const std::vector<OurMapping>& areas);
+  void settle_new_tasks();
+  // One single-step of injected code in `task`; the registers after it, nullptr when it is
+  // gone.
+  const user_regs_struct* step_injected(Task& task);
+  // After injected code ran in `ref` by single-steps: from the last step's stop to an
+  // interrupt stop, which holds no signal and no step flag should probecost die (inject.cpp).
+  void park_after_steps(TaskRef ref);
+  void park_at_interrupt(TaskRef ref);  // the same from any stop
+  // The frame of a way back (tracer/core/way_back.hpp) for `task`, about to lend it with `saved`
+  // its own; nothing when the process has no way back or there is no room for one.
+  std::optional<RuntimeAddr> way_back_frame(Task& task, const user_regs_struct& saved);
+  long inject_with_way_back(Task& task, user_regs_struct regs, const user_regs_struct& saved,
+                            RuntimeAddr frame);
+  // The thread's own registers back after injected code, from that interrupt stop (from the
+  // last step's, `keep_step_stop`). False when it is gone.
+  bool give_back_registers(Task& task, const user_regs_struct& saved, bool keep_step_stop);
+  // A thread in a clone/fork/exec event stop is inside that system call, whose result the
+  // kernel stores in RAX only at its exit: taken to the syscall-exit-stop first. False when
+  // it is gone or the stop is not one to inject in.
+  bool leave_syscall_event(Task& task);
+  long inject_syscall(Task& task, long nr, const std::array<long, 6>& args);
+  std::uint64_t inject_call(Task& task, RuntimeAddr fn);
+
+  pid_t pid_;
+  bool launched_;
+  EventSource& events_;
+  ProcMemory memory_;
+  std::function<void(pid_t, std::uint64_t)> new_thread_;
+  SiteTable sites_;
+  std::vector<std::unique_ptr<PatchSite>> patches_;
+  CopyMap relocated_;
+  OurMappings our_mappings_;
+  std::map<pid_t, Task> tasks_;
+  std::map<pid_t, pid_t> vfork_parent_;  // vfork child -> the thread waiting in vfork()
+  std::optional<WaitStatus> end_;
+  std::optional<double> end_cpu_seconds_;
+  double children_cpu_at_launch_ = 0;
+  bool detached_ = false;
+  bool exec_ended_ = false;
+  std::vector<RuntimeAddr> scratch_pages_;
+  std::unique_ptr<Guardian> guardian_;
+  std::unique_ptr<Int3Area> int3_area_;
+  // The vDSO's syscall instruction, where injected system calls run (inject.cpp).
+  std::optional<RuntimeAddr> syscall_insn_;
+  bool syscall_insn_tried_ = false;
+  std::optional<way_back::Gadgets> gadgets_;  // inject.cpp
+  bool gadgets_tried_ = false;
+  std::optional<std::uint64_t> lent_mask_;  // of the thread lent now, as it was
+  bool int3_area_tried_ = false;
+  std::vector<pid_t> leftovers_;
+  std::map<RuntimeAddr, CodeIdentity> code_;  // note_code()
+  std::vector<Mapping> maps_seen_;            // mapping_at()
+  std::vector<std::string> left_alone_;
+  PhaseClock held_;
+};
+
+// Stops every task of `proc` but `keep` (stop_all) for its lifetime, and resumes them whatever
+// happens (resume_stopped): around a step-over that removes an int3, or injected code.
+class OthersStopped {
+ public:
+  OthersStopped(TracedProcess& proc, pid_t keep) : proc_(proc), stopped_(proc.stop_all(keep)) {}
+  ~OthersStopped();
+  OthersStopped(const OthersStopped&) = delete;
+  OthersStopped& operator=(const OthersStopped&) = delete;
+
+ private:
+  TracedProcess& proc_;
+  std::vector<pid_t> stopped_;
+};
+
+}  // namespace probecost

@@ -1,0 +1,160 @@
+#include "tracer/int3/guardian.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+#include "common/error.hpp"
+#include "tracer/int3/trap_records.hpp"
+#include "tracer/os/maps.hpp"
+
+namespace probecost {
+
+namespace {
+
+struct Message {
+  std::uint64_t address;
+  std::uint8_t original;
+  std::uint8_t kind;  // 'W' watch, 'D' done
+  std::uint8_t pad[6];
+  trap::FileIdentity code;
+};
+static_assert(sizeof(Message) == 40);  // < PIPE_BUF: every write is atomic
+
+bool read_message(int fd, Message& m) {
+  std::size_t got = 0;
+  while (got < sizeof m) {
+    ssize_t n = ::read(fd, reinterpret_cast<char*>(&m) + got, sizeof m - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    got += static_cast<std::size_t>(n);
+  }
+  return true;
+}
+
+// The process's mappings now, from its /proc/PID/maps opened at the start (a seq_file: read
+// again from offset 0, it describes the address space as it is).
+std::vector<Mapping> mappings_now(int maps) {
+  std::string text;
+  char buf[4096];
+  for (off_t at = 0;;) {
+    ssize_t n = ::pread(maps, buf, sizeof buf, at);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    text.append(buf, static_cast<std::size_t>(n));
+    at += n;
+  }
+  return parse_maps(text);
+}
+
+// Whether the code at the site is still the code our int3 went into.
+bool same_code(const std::vector<Mapping>& maps, const Message& s) {
+  if (s.code == trap::FileIdentity{}) return true;  // anonymous: nothing to tell it by
+  RuntimeAddr at(s.address);
+  for (const Mapping& m : maps) {
+    if (m.contains(at)) return file_identity(m, at) == s.code;
+  }
+  return false;  // unmapped
+}
+
+// The guardian's whole life: collect the sites, and if the pipe ends without 'D', put back
+// every byte that still holds our int3 in the code it was written into.
+[[noreturn]] void guard(pid_t pid, int in, int mem, int maps_fd) {
+  std::vector<Message> sites;
+  Message m;
+  while (read_message(in, m)) {
+    if (m.kind == 'D') ::_exit(0);
+    sites.push_back(m);
+  }
+  std::vector<Mapping> maps = mappings_now(maps_fd);
+  int restored = 0, gone = 0, other = 0;
+  for (const Message& s : sites) {
+    std::uint8_t byte = 0;
+    auto off = static_cast<off_t>(s.address);
+    // 0 bytes read: the address space is gone (the process died first).
+    if (::pread(mem, &byte, 1, off) != 1) {
+      ++gone;
+    } else if (byte != 0xCC || !same_code(maps, s)) {
+      ++other;
+    } else if (::pwrite(mem, &s.original, 1, off) == 1) {
+      ++restored;
+    }
+  }
+  char note[200];
+  int len =
+      std::snprintf(note, sizeof note,
+                    gone ? "probecost guardian: probecost ended without restoring process %d, "
+                           "and the process is gone\n"
+                         : "probecost guardian: probecost ended without restoring process %d; "
+                           "put back %d int3 byte(s), left %d that are no longer ours\n",
+                    pid, restored, other);
+  if (len > 0) [[maybe_unused]]
+    ssize_t w = ::write(2, note, static_cast<std::size_t>(len));
+  ::_exit(0);
+}
+
+void close_all_but(std::initializer_list<int> keep) {
+  for (int fd = 3; fd < 1024; ++fd) {
+    if (std::find(keep.begin(), keep.end(), fd) == keep.end()) ::close(fd);
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<Guardian> Guardian::start(pid_t pid, int mem_fd) {
+  std::string maps_path = "/proc/" + std::to_string(pid) + "/maps";
+  int maps = ::open(maps_path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (maps < 0) throw Error::from_errno("opening " + maps_path + " for the guardian");
+  int p[2];
+  if (::pipe2(p, O_CLOEXEC) < 0) {
+    ::close(maps);
+    throw Error::from_errno("pipe2 for the guardian");
+  }
+  pid_t middle = ::fork();
+  if (middle < 0) {
+    ::close(maps);
+    throw Error::from_errno("fork of the guardian");
+  }
+  if (middle == 0) {
+    // The middle process exits at once, so the guardian is re-parented to init and our
+    // waitpid(-1, __WALL) never reports it.
+    if (::fork() != 0) ::_exit(0);
+    ::setsid();
+    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGTSTP, SIGPIPE, SIGALRM})
+      ::signal(sig, SIG_IGN);
+    ::prctl(PR_SET_NAME, "probecost-guard");
+    ::close(p[1]);
+    close_all_but({p[0], mem_fd, maps});
+    guard(pid, p[0], mem_fd, maps);
+  }
+  ::close(p[0]);
+  ::close(maps);
+  int status;
+  while (::waitpid(middle, &status, 0) < 0 && errno == EINTR) {
+  }
+  return std::unique_ptr<Guardian>(new Guardian(p[1]));
+}
+
+Guardian::~Guardian() {
+  ::close(fd_);  // without done(): the guardian restores, as if we had died
+}
+
+void Guardian::watch(RuntimeAddr at, std::uint8_t original, const trap::FileIdentity& code) {
+  Message m = {at.value(), original, 'W', {}, code};
+  [[maybe_unused]] ssize_t n = ::write(fd_, &m, sizeof m);
+}
+
+void Guardian::done() {
+  Message m = {0, 0, 'D', {}, {}};
+  [[maybe_unused]] ssize_t n = ::write(fd_, &m, sizeof m);
+}
+
+}  // namespace probecost

@@ -1,0 +1,275 @@
+// The jump areas' memfd: made by the tracee, mapped by it near the sites and by us, and found
+// again by its header (probecost restore).
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <functional>
+
+#include "common/error.hpp"
+#include "common/fd.hpp"
+#include "tracer/jump/jump_probes.hpp"
+#include "tracer/os/syscalls.hpp"
+
+namespace probecost {
+
+namespace {
+
+// The header and site table of a jump area the tracee maps at `m` (its first mapping: header
+// and sites), and the per-CPU counters when it has them (a mapping of their own, further on).
+std::optional<jump::ParsedArea> read_area(TracedProcess& proc, const Mapping& m, std::string& why) {
+  std::uint64_t size = m.end - m.start;
+  std::vector<std::uint8_t> bytes(std::min<std::uint64_t>(size, sizeof(jump::AreaHeader)));
+  proc.memory().read(m.start, bytes);
+  if (bytes.size() == sizeof(jump::AreaHeader)) {
+    jump::AreaHeader h;
+    std::memcpy(&h, bytes.data(), sizeof h);
+    // Only as far as the site table goes, within the mapping (parse_area checks it all again).
+    std::uint64_t table = h.sites_offset + std::uint64_t{h.site_capacity} * sizeof(jump::SiteEntry);
+    if (table > bytes.size() && table <= size && h.site_capacity <= 65536) {
+      bytes.resize(table);
+      proc.memory().read(m.start, bytes);
+      std::uint64_t counters = std::uint64_t{h.site_capacity} * h.cpus * 64;
+      if (h.cpus && h.cpus <= 65536 && h.counters_offset >= table && counters <= (64u << 20) &&
+          h.counters_offset + counters <= h.area_size) {
+        bytes.resize(h.counters_offset + counters);
+        try {
+          proc.memory().read(m.start + static_cast<std::int64_t>(h.counters_offset),
+                             std::span(bytes).subspan(h.counters_offset));
+        } catch (const Error&) {
+          bytes.resize(table);  // not mapped there: the hits are the hit counters' alone
+        }
+      }
+    }
+  }
+  return jump::parse_area(bytes, m.start, why);
+}
+
+bool refused(long r) {
+  return r == -EPERM || r == -EACCES;
+}
+
+}  // namespace
+
+std::vector<jump::ParsedArea> read_jump_areas(TracedProcess& proc,
+                                              std::vector<std::string>& notes) {
+  std::vector<jump::ParsedArea> out;
+  for (const Mapping& m : read_maps(proc.proc_tid())) {
+    // The header's mapping: the start of the memfd, read-write (the code is mapped apart).
+    if (m.path.rfind(std::string("/memfd:") + jump::kAreaName, 0) != 0 || m.offset != 0 || !m.write)
+      continue;
+    std::string why;
+    if (auto area = read_area(proc, m, why)) {
+      out.push_back(*area);
+    } else {
+      notes.push_back("jump area at " + m.start.hex() + " not read: " + why);
+    }
+  }
+  return out;
+}
+
+// The raw result (-errno on failure); Error when no thread can run it.
+long JumpProbes::tracee_syscall(long nr, const std::array<long, 6>& args, const char* what) {
+  auto r = proc_.syscall_in_tracee(nr, args);
+  if (!r)
+    throw Error(std::string(what) + " in process " + std::to_string(proc_.pid()) +
+                ": no thread of it is stopped where a system call can be made to run");
+  return *r;
+}
+
+namespace {
+
+// What map_area has made so far, undone unless it completes: a refused jump leaves no mapping
+// and no file descriptor in the process.
+struct Undo {
+  std::function<long(long, const std::array<long, 6>&, const char*)> syscall;
+  long tracee_fd = -1;
+  long tracee_at = 0;
+  std::size_t size = 0;
+  void* view = nullptr;
+  std::uint64_t inode = 0;  // the memfd's
+  ~Undo() {
+    try {
+      if (tracee_at)
+        syscall(SYS_munmap, {tracee_at, static_cast<long>(size), 0, 0, 0, 0}, "munmap");
+      if (tracee_fd >= 0) syscall(SYS_close, {tracee_fd, 0, 0, 0, 0, 0}, "close");
+    } catch (...) {
+      // The process is gone or cannot run a system call now: nothing more to undo here.
+    }
+    if (view) ::munmap(view, size);
+  }
+};
+
+Error failed(const std::string& what, pid_t pid, long r) {
+  return Error::from_errno(what + " in process " + std::to_string(pid), static_cast<int>(-r));
+}
+
+// A memfd the tracee makes (its fd in undo.tracee_fd), `undo.size` bytes, mapped here too
+// (undo.view). It is made by the tracee itself (its name on the tracee's stack, below the red
+// zone), so that its fd is the tracee's to map; pidfd_getfd(2) gives us a duplicate.
+// `populate`: its pages allocated (and zeroed) now, by us, in our mapping.
+void shared_memfd(TracedProcess& proc, Undo& undo, const std::string& name, const char* what,
+                  bool populate = false) {
+  Task* t = proc.any_stopped_thread();
+  if (!t || !t->regs()) {
+    // Every thread is held in a group-stop (SIGSTOP): running a system call in one would take
+    // it out of the stop. The area waits until the process runs again; int3 needs none.
+    throw Error(std::string("the process is stopped (SIGSTOP), so no thread can map ") + what);
+  }
+  RuntimeAddr name_at((t->regs()->rsp - 512) & ~std::uint64_t{15});
+  std::vector<std::uint8_t> saved(name.size() + 1), bytes(name.begin(), name.end());
+  bytes.push_back(0);
+  proc.memory().read(name_at, saved);
+  proc.memory().write(name_at, bytes);
+  long fd = 0;
+  try {
+    fd =
+        undo.syscall(SYS_memfd_create,
+                     {static_cast<long>(name_at.value()), MFD_CLOEXEC, 0, 0, 0, 0}, "memfd_create");
+  } catch (...) {
+    proc.memory().write(name_at, saved);
+    throw;
+  }
+  proc.memory().write(name_at, saved);
+  if (fd < 0) throw failed(std::string("memfd_create of ") + what, proc.pid(), fd);
+  undo.tracee_fd = fd;
+
+  Fd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, proc.proc_tid(), 0)));
+  Fd ours(!pidfd ? -1 : static_cast<int>(::syscall(SYS_pidfd_getfd, pidfd.get(), fd, 0)));
+  if (!ours) throw failed(std::string("pidfd_getfd of ") + what, proc.pid(), -errno);
+  struct stat st {};
+  if (::fstat(ours.get(), &st) == 0) undo.inode = st.st_ino;
+  if (::ftruncate(ours.get(), static_cast<off_t>(undo.size)) != 0)
+    throw Error::from_errno(std::string("ftruncate of ") + what);
+  void* view = ::mmap(nullptr, undo.size, PROT_READ | PROT_WRITE,
+                      MAP_SHARED | (populate ? MAP_POPULATE : 0), ours.get(), 0);
+  if (view == MAP_FAILED) throw Error::from_errno(std::string("mmap of ") + what);
+  undo.view = view;
+}
+
+// The tracee's page table entries for [at, at + size) of a shared mapping whose pages exist:
+// a read of one byte per page through process_vm_readv faults each in, writable (a shared
+// writable shmem mapping needs no write notification), as MAP_POPULATE would have.
+void fault_in(pid_t pid, RuntimeAddr at, std::uint64_t size) {
+  constexpr std::size_t kBatch = 1024;  // IOV_MAX
+  std::vector<iovec> remote;
+  std::vector<char> sink(kBatch);
+  iovec local{sink.data(), sink.size()};
+  constexpr std::uint64_t kPage = 4096;
+  for (std::uint64_t off = 0; off < size; off += kPage) {
+    remote.push_back({reinterpret_cast<void*>(at.value() + off), 1});
+    if (remote.size() == kBatch || off + kPage >= size) {
+      local.iov_len = remote.size();
+      sys::before_call();  // a system call on the tracee, as ProcMemory's are
+      ::process_vm_readv(pid, &local, 1, remote.data(), remote.size(), 0);
+      remote.clear();
+    }
+  }
+}
+
+}  // namespace
+
+JumpProbes::Area JumpProbes::map_area(RuntimeAddr near) {
+  Undo undo{[this](long nr, const std::array<long, 6>& a, const char* w) {
+    return tracee_syscall(nr, a, w);
+  }};
+  undo.size = layout_.size;
+  shared_memfd(proc_, undo, jump::kAreaName, "the jump's trampoline area");
+  long fd = undo.tracee_fd;
+  void* view = undo.view;
+
+  // In the tracee: within +-2 GiB of the site (less the area and a margin), so that the jump
+  // and the trampolines' RIP-relative operands reach.
+  std::uint64_t reach = (1ull << 31) - undo.size - (1ull << 20);
+  auto hint = free_range_near(read_maps(proc_.proc_tid()), near, undo.size, reach);
+  if (!hint)
+    throw Error("no free address range within reach of " + near.hex() + " for a jump area");
+  long at = tracee_syscall(SYS_mmap,
+                           {static_cast<long>(hint->value()), static_cast<long>(undo.size),
+                            PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED_NOREPLACE, fd, 0},
+                           "mmap of a jump area");
+  if (at < 0 && at > -4096) throw failed("mmap of a jump area", proc_.pid(), at);
+  undo.tracee_at = at;
+  // The trampolines, read and execute only (we write them through our view), mapped over the
+  // area's code pages rather than made executable with mprotect: the kernel's
+  // PR_SET_MDWE_REFUSE_EXEC_GAIN and systemd's MemoryDenyWriteExecute= refuse a mapping that
+  // gains PROT_EXEC, not one made executable and never writable.
+  long code = tracee_syscall(
+      SYS_mmap,
+      {static_cast<long>(at + layout_.code_offset), static_cast<long>(layout_.code_size),
+       PROT_READ | PROT_EXEC, MAP_SHARED | MAP_FIXED, fd, static_cast<long>(layout_.code_offset)},
+      "mmap of the trampolines");
+  if (refused(code)) {
+    mapping_refused_ = failed("mmap(PROT_EXEC) of the jump trampolines", proc_.pid(), code).what() +
+                       std::string(": the process refuses executable mappings");
+    throw Error(mapping_refused_);
+  }
+  if (code < 0 && code > -4096) throw failed("mmap of the trampolines", proc_.pid(), code);
+  tracee_syscall(SYS_close, {fd, 0, 0, 0, 0, 0}, "close of the jump area's fd");
+  undo.tracee_fd = -1;
+
+  Area a;
+  a.view = static_cast<std::uint8_t*>(view);
+  a.size = undo.size;
+  a.tracee_at = RuntimeAddr(static_cast<std::uint64_t>(at));
+  a.writer = std::make_unique<jump::AreaWriter>(std::span(a.view, a.size), a.tracee_at, layout_,
+                                                ::getpid());
+  proc_.our_mappings().add({OurMapping::Kind::JumpArea, a.tracee_at, a.size, undo.inode});
+  undo.tracee_at = 0;
+  undo.view = nullptr;
+  return a;
+}
+
+JumpProbes::CallBuffer JumpProbes::map_call_buffer(const jump::CallBufferLayout& layout) {
+  Undo undo{[this](long nr, const std::array<long, 6>& a, const char* w) {
+    return tracee_syscall(nr, a, w);
+  }};
+  undo.size = layout.size;
+  // Populated now, while the threads are stopped anyway: else each first write into a page of
+  // the rings is a page fault in the writer (a 4 KiB page holds 128 records: ~10 ns more per
+  // record until every ring has wrapped once). But never inside the injected mmap: a
+  // MAP_POPULATE there ran 20 to 210 ms (32 MiB, load 14) with the thread's registers
+  // borrowed, and a SIGKILL of probecost meanwhile let it go so (7 of 20 killed within 0.3 s
+  // of the seize died of SIGSEGV, issue 23 item 2; 3.4 ms still with the pages made first).
+  // So we allocate and zero the pages (in our mapping), and map them into the tracee's page
+  // tables afterwards by reading a byte of each (fault_in), with its registers its own.
+  shared_memfd(proc_, undo, jump::kCallBufferName, "the call buffer", true);
+  // Anywhere: the trampolines load its address whole. Data only, read-write.
+  long at = tracee_syscall(
+      SYS_mmap,
+      {0, static_cast<long>(undo.size), PROT_READ | PROT_WRITE, MAP_SHARED, undo.tracee_fd, 0},
+      "mmap of the call buffer");
+  if (at < 0 && at > -4096) throw failed("mmap of the call buffer", proc_.pid(), at);
+  undo.tracee_at = at;
+  fault_in(proc_.pid(), RuntimeAddr(static_cast<std::uint64_t>(at)), undo.size);
+  tracee_syscall(SYS_close, {undo.tracee_fd, 0, 0, 0, 0, 0}, "close of the call buffer's fd");
+  undo.tracee_fd = -1;
+  CallBuffer b;
+  b.view = static_cast<std::uint8_t*>(undo.view);
+  b.size = undo.size;
+  b.tracee_at = RuntimeAddr(static_cast<std::uint64_t>(at));
+  jump::format_call_buffer({b.view, b.size}, b.tracee_at.value(), layout);
+  proc_.our_mappings().add({OurMapping::Kind::CallBuffer, b.tracee_at, b.size, undo.inode});
+  undo.tracee_at = 0;
+  undo.view = nullptr;
+  return b;
+}
+
+void JumpProbes::unmap_area(Area& area) {
+  try {
+    tracee_syscall(
+        SYS_munmap,
+        {static_cast<long>(area.tracee_at.value()), static_cast<long>(area.size), 0, 0, 0, 0},
+        "munmap of a jump area");
+  } catch (const Error&) {
+    // No thread can run it now: the unused area stays (nothing jumps into it).
+  }
+  proc_.our_mappings().forget(area.tracee_at);
+  ::munmap(area.view, area.size);
+  area.view = nullptr;
+}
+
+}  // namespace probecost

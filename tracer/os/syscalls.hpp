@@ -1,0 +1,55 @@
+#pragma once
+// Every ptrace request, wait and signal the tracer makes on a tracee goes through these
+// wrappers (and every access to its memory through ProcMemory, which counts itself), so that
+// the count per hit is a measured figure (see `probecost compare -v`), not a guess. Children
+// that are no tracee wait with plain waitpid: compare's untraced inferior (compare/child.cpp)
+// and the guardian's middle process (tracer/int3/guardian.cpp).
+#include <signal.h>
+#include <sys/ptrace.h>
+#include <sys/types.h>
+
+#include <cstdint>
+
+namespace probecost::sys {
+
+struct Counters {
+  std::uint64_t ptrace = 0;
+  std::uint64_t wait = 0;
+  std::uint64_t memory = 0;  // pread/pwrite on /proc/PID/mem
+  std::uint64_t other = 0;   // tgkill, ...
+  std::uint64_t total() const { return ptrace + wait + memory + other; }
+};
+
+Counters& counters();
+
+// Fault injection for tests of a tracer death mid-hit (tests/fault/test_sigkill.cpp):
+// PROBECOST_DIE_AT_HIT=K+N in the environment makes probecost SIGKILL itself right before the
+// N-th system call it makes on a tracee after it has counted its K-th hit (N = 0: at once,
+// with the thread stopped at the hit). The hit path calls at_hit() once per hit counted.
+void at_hit();
+// PROBECOST_DIE_AT_HIT=attach+N: right before the N-th system call on a tracee from the start
+// (the seize's first); if the attach is over first (at_stage("attached"): every thread let
+// run), a line on stderr says so and nothing dies. detach+N: the N-th call from
+// at_stage("detach") (letting go of the processes). A death inside an injected call
+// (set_injecting) is said on stderr first.
+void at_stage(const char* stage);
+void set_injecting(bool on);
+// Called before every system call on a tracee (these wrappers, ProcMemory).
+void before_call();
+
+long ptrace_call(enum __ptrace_request request, pid_t tid, void* addr = nullptr,
+                 void* data = nullptr);
+// Wraps waitpid. Retries on EINTR (probecost's timer and stop signals have no SA_RESTART)
+// unless `interruptible`: the event loop wants EINTR back to notice a tick or a stop request.
+pid_t wait_for(pid_t tid, int* status, int options, bool interruptible = false);
+// waitid(P_ALL, __WALL | WEXITED | WSTOPPED | WNOWAIT): the next event of any child or
+// tracee, left reportable (a ptrace-stop keeps its signal in the kernel; see Family). The
+// reporting task's tid, or -1 with errno (EINTR only when `interruptible`, as wait_for).
+pid_t peek_any(siginfo_t* info, bool interruptible);
+int tgkill(pid_t tgid, pid_t tid, int sig);
+// kill: a signal to a whole process (SIGKILL, SIGCONT), or 0 to ask whether it exists.
+int kill(pid_t pid, int sig);
+// tkill: a signal to one thread by its tid alone (re-sending a signal the thread received).
+int tkill(pid_t tid, int sig);
+
+}  // namespace probecost::sys
