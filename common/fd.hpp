@@ -15,10 +15,11 @@ namespace probecost {
 class Fd {
  public:
   explicit Fd(int fd = -1) noexcept : fd_(fd) {}
-  // open(2), close-on-exec. A path that cannot be opened is one the user gave: UsageError.
+  // open(2), close-on-exec. Error when it cannot be opened: a path the user gave is checked
+  // where it is parsed (cli/), and exit 2 is decided there, not here.
   static Fd open(const std::string& path, int flags) {
     Fd fd(::open(path.c_str(), flags | O_CLOEXEC));
-    if (!fd) throw UsageError("cannot open " + path + ": " + std::strerror(errno));
+    if (!fd) throw Error("cannot open " + path + ": " + std::strerror(errno));
     return fd;
   }
   ~Fd() {

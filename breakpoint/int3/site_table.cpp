@@ -34,10 +34,6 @@ BreakpointSite* SiteTable::find(RuntimeAddr at) {
   return (it != sites_.end() && (*it)->address() == at) ? it->get() : nullptr;
 }
 
-void SiteTable::enable_all() {
-  for (auto& s : sites_) s->enable();
-}
-
 void SiteTable::disable_all() {
   std::exception_ptr first;
   for (auto& s : sites_) {

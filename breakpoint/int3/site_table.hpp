@@ -18,7 +18,6 @@ class SiteTable {
   void remove(RuntimeAddr at);
   BreakpointSite* find(RuntimeAddr at);
 
-  void enable_all();
   void disable_all();  // best effort on every site; rethrows the first failure afterwards
   void forget_all();   // the address space went away (exit, exec)
   void clear() { sites_.clear(); }  // drops every site, writing nothing

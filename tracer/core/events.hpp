@@ -1,7 +1,8 @@
 #pragma once
 // What a TracedProcess needs from the one owner of tracer events (Family), without knowing it.
 //
-// ptrace reports every traced task of ours through one waitpid(-1, __WALL): waiting for one
+// ptrace reports every traced task of ours through one wait for any task (Family peeks with
+// waitid(P_ALL, __WALL | WNOWAIT), then collects that task with waitpid): waiting for one
 // particular thread can block forever (a thread-group leader that has exited is not reported
 // while other threads live, and they are not reaped while we wait for it; a thread inside
 // vfork() reports nothing until its child execs). So a process never waits by itself: it asks

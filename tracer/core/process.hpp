@@ -9,8 +9,9 @@
 // process can stay stopped under PTRACE_LISTEN as it would untraced.
 //
 // A process never waits by itself: every wait goes through its EventSource (the Family it
-// belongs to), which owns the one waitpid(-1, __WALL). Events of other tasks that arrive
-// meanwhile are kept on their Task for the event loop.
+// belongs to), which owns the one wait for any task (waitid(P_ALL, __WALL | WNOWAIT) to peek,
+// then waitpid of that task). Events of other tasks that arrive meanwhile are kept on their
+// Task for the event loop.
 #include <sys/resource.h>
 #include <sys/types.h>
 
@@ -33,6 +34,7 @@
 #include "tracer/core/way_back.hpp"
 #include "tracer/os/code_identity.hpp"
 #include "tracer/os/memory.hpp"
+#include "tracer/os/remote_process.hpp"
 #include "tracer/os/wait_status.hpp"
 
 namespace probecost {
@@ -82,7 +84,7 @@ struct NewTask {
   bool vfork;  // its parent waits in vfork() until it execs or exits
 };
 
-class TracedProcess {
+class TracedProcess final : public RemoteProcess {
  public:
   // Starts the command, seized, stopped at its exec (before the dynamic loader has run).
   static std::unique_ptr<TracedProcess> launch(const LaunchSpec& spec, EventSource& events);
@@ -96,16 +98,16 @@ class TracedProcess {
   // exec'd): traced already, with no task yet. Made by Family, which then calls
   // take_over_fork() or take_exec_of_sharer().
   static std::unique_ptr<TracedProcess> follower(pid_t pid, EventSource& events);
-  ~TracedProcess();
+  ~TracedProcess() override;
   TracedProcess(const TracedProcess&) = delete;
   TracedProcess& operator=(const TracedProcess&) = delete;
 
-  pid_t pid() const { return pid_; }
+  pid_t pid() const override { return pid_; }
   // A thread whose /proc entry shows the process's memory: the leader, or while the leader is
   // a zombie (it called pthread_exit), a live thread (/proc/TID/maps of any thread works).
-  pid_t proc_tid();
+  pid_t proc_tid() override;
   bool launched() const { return launched_; }
-  ProcMemory& memory() { return memory_; }
+  ProcMemory& memory() override { return memory_; }
   SiteTable& sites() { return sites_; }
   // Jump-patched sites: owned here so that every way out removes them, as it does int3 bytes.
   PatchSite& add_patch(const JumpPatch& patch, std::string label);
@@ -238,6 +240,15 @@ class TracedProcess {
   // A stopped thread that may run an injected system call (one with no deferred event).
   Task* any_stopped_thread();
 
+  // RemoteProcess, for the int3 floor (tracer/int3/): the same, by thread ID
+  // (tracer/core/remote_calls.cpp).
+  std::vector<pid_t> thread_ids(bool stopped_only) override;
+  std::optional<std::uint64_t> thread_blocked_signals(pid_t tid) override;
+  bool set_thread_blocked_signals(pid_t tid, std::uint64_t mask) override;
+  std::optional<CallThread> call_thread() override;
+  std::optional<long> remote_syscall(long nr, const std::array<long, 6>& args,
+                                     pid_t via = 0) override;
+
   // Maps one executable scratch page in the tracee, as close to `near` as possible (an mmap
   // injected into `via`, or any stopped thread). It stays mapped after detach, as the kernel's
   // uprobes leave their [uprobes] page: a thread may still be executing a copy in it.
@@ -273,7 +284,7 @@ class TracedProcess {
   // The mapping that holds `at` now, nullptr if none: from /proc/PID/maps as read last, read
   // again for an address it did not cover; forget_moved_code() reads it afresh, so a library
   // dlclose'd and another dlopen'd at its address is never taken for the first.
-  const Mapping* mapping_at(RuntimeAddr at);
+  const Mapping* mapping_at(RuntimeAddr at) override;
   // Forgets, without writing a byte, every site and jump whose code is no longer the one it
   // went into (its library dlclose'd, another mapped there) or whose bytes are no longer ours.
   // Returns what it left alone and why. detach() and kill() do this before restoring; the

@@ -10,10 +10,11 @@
 
 #include "breakpoint/in_tracee/trap_handler.hpp"
 #include "common/error.hpp"
-#include "tracer/core/process.hpp"
 #include "tracer/int3/trap_handler_state.hpp"
 #include "tracer/int3/trap_records.hpp"
 #include "tracer/os/maps.hpp"
+#include "tracer/os/memory.hpp"
+#include "tracer/os/remote_process.hpp"
 #include "tracer/os/seccomp.hpp"
 
 namespace probecost {
@@ -24,15 +25,15 @@ constexpr std::uint32_t kRecords = 1024;  // 80 KiB of records, touched only as 
 constexpr std::uint32_t kCopies = 256;    // 8 KiB of 32-byte copies
 
 // mmap of `size` bytes near `near` in the tracee: its address, or why not.
-std::optional<RuntimeAddr> map_in(TracedProcess& proc, RuntimeAddr near, std::uint64_t size,
+std::optional<RuntimeAddr> map_in(RemoteProcess& proc, RuntimeAddr near, std::uint64_t size,
                                   long prot, std::string& why) {
   constexpr std::uint64_t kReach = (1ull << 31) - (1ull << 24);
   auto hint = free_range_near(read_maps(proc.proc_tid()), near, size, kReach);
   long flags = MAP_PRIVATE | MAP_ANONYMOUS | (hint ? MAP_FIXED_NOREPLACE : 0);
   std::optional<long> r;
   try {
-    r = proc.syscall_in_tracee(SYS_mmap, {static_cast<long>(hint ? hint->value() : 0),
-                                          static_cast<long>(size), prot, flags, -1, 0});
+    r = proc.remote_syscall(SYS_mmap, {static_cast<long>(hint ? hint->value() : 0),
+                                       static_cast<long>(size), prot, flags, -1, 0});
   } catch (const seccomp::Refused& e) {
     why = e.what();
     return std::nullopt;
@@ -64,9 +65,9 @@ std::array<long, 6> handler_args(long nr, pid_t pid, pid_t tid, RuntimeAddr area
 }
 
 // Threads of `proc` that block SIGTRAP now (SigBlk of /proc/TID/status).
-std::vector<pid_t> threads_blocking_sigtrap(TracedProcess& proc) {
+std::vector<pid_t> threads_blocking_sigtrap(RemoteProcess& proc) {
   std::vector<pid_t> out;
-  for (const auto& [tid, task] : proc.tasks()) {
+  for (pid_t tid : proc.thread_ids(false)) {
     std::ifstream in("/proc/" + std::to_string(tid) + "/status");
     for (std::string line; std::getline(in, line);) {
       if (line.rfind("SigBlk:", 0) != 0) continue;
@@ -79,7 +80,7 @@ std::vector<pid_t> threads_blocking_sigtrap(TracedProcess& proc) {
 
 }  // namespace
 
-std::unique_ptr<Int3Area> Int3Area::map(TracedProcess& proc, RuntimeAddr near) {
+std::unique_ptr<Int3Area> Int3Area::map(RemoteProcess& proc, RuntimeAddr near) {
   std::string why_exec, why;
   trap::Layout layout = trap::Layout::of(kRecords, true, kCopies);
   auto at = map_in(proc, near, layout.size, PROT_READ | PROT_EXEC, why_exec);
@@ -101,7 +102,7 @@ std::unique_ptr<Int3Area> Int3Area::map(TracedProcess& proc, RuntimeAddr near) {
   return area;
 }
 
-std::unique_ptr<Int3Area> Int3Area::inherit(TracedProcess& child, const Int3Area& parent) {
+std::unique_ptr<Int3Area> Int3Area::inherit(RemoteProcess& child, const Int3Area& parent) {
   auto writer = std::make_unique<trap::AreaWriter>(parent.writer_->copy_for(child.memory()));
   std::unique_ptr<Int3Area> area(new Int3Area(child, std::move(writer)));
   area->installed_ = parent.installed_;
@@ -114,8 +115,7 @@ Int3Area::~Int3Area() = default;
 
 std::optional<std::string> Int3Area::why_no_handler() {
   // Every call the handler may make, as it makes it, in every thread that may take a SIGTRAP.
-  for (const auto& [tid, task] : proc_.tasks()) {
-    if (!task.stopped()) continue;
+  for (pid_t tid : proc_.thread_ids(true)) {
     auto filters = seccomp::ThreadFilters::of(tid);
     for (const auto& c : writer_->calls()) {
       auto o = filters.outcome(seccomp::x86_64_call(
@@ -238,10 +238,8 @@ void Int3Area::undo_forced_reset() {
   put_back_disposition(proc_, address());
   constexpr std::uint64_t bit = 1ull << (SIGTRAP - 1);
   for (pid_t tid : blocking_) {
-    Task* t = proc_.task(tid);
-    if (!t || !t->stopped()) continue;
-    auto mask = t->blocked_signals();
-    if (mask && !(*mask & bit)) t->set_blocked_signals(*mask | bit);
+    auto mask = proc_.thread_blocked_signals(tid);
+    if (mask && !(*mask & bit)) proc_.set_thread_blocked_signals(tid, *mask | bit);
   }
 }
 

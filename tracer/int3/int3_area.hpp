@@ -25,7 +25,7 @@
 
 namespace probecost {
 
-class TracedProcess;
+class RemoteProcess;
 
 class Int3Area {
  public:
@@ -34,10 +34,10 @@ class Int3Area {
   // with the handler, or read-only with the records alone when the process may not map
   // executable memory or make the handler's calls (how() says why). Nothing when no thread
   // can map anything now, or the process refuses even that.
-  static std::unique_ptr<Int3Area> map(TracedProcess& proc, RuntimeAddr near);
+  static std::unique_ptr<Int3Area> map(RemoteProcess& proc, RuntimeAddr near);
   // The area of `parent` in a fork child `child`, whose memory holds a copy of it, records and
   // handler (installed in the child too: it inherited the disposition).
-  static std::unique_ptr<Int3Area> inherit(TracedProcess& child, const Int3Area& parent);
+  static std::unique_ptr<Int3Area> inherit(RemoteProcess& child, const Int3Area& parent);
   ~Int3Area();
   Int3Area(const Int3Area&) = delete;
   Int3Area& operator=(const Int3Area&) = delete;
@@ -59,7 +59,6 @@ class Int3Area {
   void forget() { gone_ = true; }
 
   RuntimeAddr address() const { return writer_->address(); }
-  bool has_handler() const { return installed_; }
   // How a hit is taken care of if probecost dies, for the report.
   const std::string& how() const { return how_; }
   // What the user should hear, once: why there is no handler, or what it cannot cover (empty
@@ -67,14 +66,14 @@ class Int3Area {
   std::string caveat();
 
  private:
-  Int3Area(TracedProcess& proc, std::unique_ptr<trap::AreaWriter> writer)
+  Int3Area(RemoteProcess& proc, std::unique_ptr<trap::AreaWriter> writer)
       : proc_(proc), writer_(std::move(writer)) {}
   void install_handler();
   void set_handler();
   std::optional<std::string> why_no_handler();
   std::optional<Instruction> decode_at(RuntimeAddr site);
 
-  TracedProcess& proc_;
+  RemoteProcess& proc_;
   std::unique_ptr<trap::AreaWriter> writer_;
   void undo_forced_reset();
 

@@ -22,21 +22,15 @@ std::atomic<bool>& tick_requested() {
 
 namespace {
 std::atomic<int> g_stop_signals{0};
-std::atomic<int> g_last_stop_signal{0};
 }  // namespace
 
-void note_stop_signal(int sig) {
-  g_last_stop_signal = sig;
+void note_stop_signal(int /*sig*/) {
   ++g_stop_signals;
   if (stop_requested().exchange(true)) force_requested() = true;
 }
 
 int stop_signals_seen() {
   return g_stop_signals;
-}
-
-int last_stop_signal() {
-  return g_last_stop_signal;
 }
 
 namespace {

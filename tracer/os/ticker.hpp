@@ -18,10 +18,8 @@ std::atomic<bool>& force_requested();
 std::atomic<bool>& tick_requested();
 // What probecost's handler of SIGINT/SIGTERM/SIGHUP does (async-signal-safe).
 void note_stop_signal(int sig);
-// How many stop signals have arrived, and the last one (to pass on to a launched command
-// that runs on untraced while probecost waits for it).
+// How many stop signals have arrived.
 int stop_signals_seen();
-int last_stop_signal();
 
 // While at least one Ticker lives, SIGALRM arrives every 100 ms (ITIMER_REAL).
 class Ticker {
