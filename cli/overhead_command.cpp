@@ -152,8 +152,7 @@ OverheadConfig measurement_config(const Args& a, const std::vector<std::string>&
   for (const auto& p : cfg.probes) parse_probe(p);  // syntax errors before anything runs
   cfg.all_matches = a.all_matches;
   cfg.follow_forks = a.follow_forks;
-  check_via(a.via);
-  cfg.via = a.via;
+  cfg.via = parse_via(a.via);
   check_step_over_name(a.step_over);
   cfg.step_over = a.step_over;
   constexpr unsigned kMostRuns = 1000;

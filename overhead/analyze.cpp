@@ -24,12 +24,12 @@ bool OverheadResult::uses(MechanismId id) const {
 
 std::string mechanism_of(const ProbeUse& probe, const std::string& step_over) {
   auto id = mechanism_id_of(probe, step_over);
-  return id ? mechanism(*id).name : probe.via;
+  return id ? mechanism(*id).name : via_name(probe.via);
 }
 
 std::optional<MechanismId> mechanism_id_of(const ProbeUse& probe, const std::string& step_over) {
-  // Any other --via is named as compare names its mechanism (jump; a uprobe would be "uprobe").
-  if (probe.via != "int3") return find_mechanism(probe.via);
+  // A jump is compare's mechanism of the same name.
+  if (probe.via != Via::Int3) return find_mechanism(via_name(probe.via));
   return step_over == "singlestep" ? MechanismId::Int3Ptrace : MechanismId::Int3PtraceFast;
 }
 

@@ -87,7 +87,7 @@ void where_jumps_fit(const OverheadConfig& cfg, Measurement& m) {
                            [&](const NoJump& n) { return n.spec == spec; });
     if (!out) m.reference_probes.push_back(spec);
   }
-  if (cfg.via == "jump" && !m.no_jump.empty()) {
+  if (cfg.via == Via::Jump && !m.no_jump.empty()) {
     throw UsageError("cannot patch a jump at " + m.no_jump.front().spec + " in process " +
                      std::to_string(cfg.pid) + ": " + m.no_jump.front().why +
                      " (--via auto falls back to int3 there)");

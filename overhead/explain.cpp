@@ -147,7 +147,7 @@ class Why {
   void step_over() {
     if (!row_ || row_->step_over.empty()) return;
     for (const auto& p : m_.probes) {
-      if (p.via == "int3" && first_word(p.how) != first_word(row_->step_over)) {
+      if (p.via == Via::Int3 && first_word(p.how) != first_word(row_->step_over)) {
         why_.push_back(p.spec + " is stepped over by '" + p.how + "', the calibration's site by '" +
                        row_->step_over +
                        "': the two cost differently (probecost bench step-over).");

@@ -22,6 +22,7 @@
 #include "compare/runner.hpp"
 #include "compare/stats.hpp"
 #include "overhead/calibration.hpp"
+#include "trace/via.hpp"
 
 namespace probecost {
 
@@ -32,7 +33,7 @@ struct OverheadConfig {
   std::vector<std::string> probes;
   bool all_matches = false;
   bool follow_forks = false;  // traced runs follow the command's children (trace -F)
-  std::string via = "auto";
+  Via via = Via::Auto;
   std::string step_over = "auto";
   unsigned repeat = 3;  // untraced + traced pairs
   unsigned warmup = 1;  // untraced runs before them, not counted (launched only)
@@ -78,7 +79,7 @@ struct RunRecord {
 
 struct ProbeUse {
   std::string spec;
-  std::string via;  // int3 or jump
+  Via via;          // Int3 or Jump
   std::string how;  // the step-over, or how many bytes the jump replaced
   std::string why_not_jump;
 };
@@ -93,7 +94,8 @@ struct Measurement {
   pid_t pid = 0;  // attached; 0 launched
   bool attached = false;
   double duration_s = 0;
-  std::string via, step_over;
+  Via via = Via::Auto;
+  std::string step_over;
   Placement placement = Placement::Free;
   std::string cpus;  // where probecost and the command ran
   unsigned warmup = 0;

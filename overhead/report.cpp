@@ -75,7 +75,7 @@ void write_header(std::ostream& out, const OverheadResult& r) {
         << m.warmup << " warm-up run" << (m.warmup == 1 ? "" : "s") << "; stdin " << m.stdin_path
         << ", output " << (m.show_output ? "to probecost's stderr" : "discarded") << "\n";
   }
-  out << "  probes: --via " << m.via << ", --step-over " << m.step_over
+  out << "  probes: --via " << via_name(m.via) << ", --step-over " << m.step_over
       << "; mechanism used: " << r.mechanism << "\n";
   out << "  placement " << placement_name(m.placement) << " (" << m.cpus << ")"
       << (m.placement == Placement::Free ? ": nothing pinned, as 'probecost trace' runs" : "")
@@ -92,7 +92,7 @@ void write_header(std::ostream& out, const OverheadResult& r) {
     const auto& p = m.probes[i];
     out << pad(p.spec, 32, true)
         << pad(group_thousands(i < r.probe_hits.size() ? r.probe_hits[i] : 0), 12) << "  "
-        << (p.via == "int3" ? "int3, " : "") << p.how
+        << (p.via == Via::Int3 ? "int3, " : "") << p.how
         << (p.why_not_jump.empty() ? "" : "; no jump: " + p.why_not_jump) << "\n";
   }
 }

@@ -59,7 +59,7 @@ json probes_json(const OverheadResult& r) {
     const auto& p = r.m.probes[i];
     probes.push_back({{"spec", p.spec},
                       {"hits", i < r.probe_hits.size() ? r.probe_hits[i] : 0},
-                      {"via", p.via},
+                      {"via", via_name(p.via)},
                       {"how", p.how},
                       {"why_not_jump", p.why_not_jump}});
   }
@@ -123,7 +123,7 @@ nlohmann::json overhead_json(const OverheadResult& r) {
       {"repeat", std::max(m.traced.size(), m.untraced.size())},
       {"planned", m.planned},
       {"partial", m.partial},
-      {"via", m.via},
+      {"via", via_name(m.via)},
       {"mechanism", r.mechanism},
       {"probes", probes_json(r)},
       {"hits", r.hits},

@@ -344,10 +344,6 @@ Via parse_via(const std::string& text) {
   throw UsageError("unknown --via '" + text + "' (int3, jump or auto)");
 }
 
-void check_via(const std::string& via) {
-  parse_via(via);
-}
-
 std::vector<Symbol> list_target_symbols(const TraceOptions& opts, const std::string& pattern) {
   auto family = TraceRun::start_target(opts);
   return ProcessSymbols(family->root().proc_tid()).list(pattern);

@@ -14,6 +14,7 @@
 
 #include "breakpoint/int3/step_over.hpp"
 #include "common/phases.hpp"
+#include "trace/via.hpp"
 #include "tracer/symbols/probes.hpp"
 
 namespace probecost {
@@ -39,15 +40,6 @@ struct CallRecording {
   // ProbeInfo per function probed: the recording their events go to.
   std::function<record::Recorder&(const std::vector<record::ProbeInfo>&)> start;
 };
-
-// How a probe goes in (--via): an int3, a jump to a trampoline (no trap, no stop per hit), or
-// Auto: a jump where the site allows one, an int3 elsewhere. A probe's report says Int3 or Jump.
-enum class Via { Int3, Jump, Auto };
-// "int3", "jump" or "auto"; UsageError for anything else.
-Via parse_via(const std::string& text);
-const char* via_name(Via via);
-// UsageError unless `via` is int3, jump or auto.
-void check_via(const std::string& via);
 
 struct TraceOptions {
   pid_t pid = 0;                     // attach to this process (and to more_pids), or

@@ -57,12 +57,12 @@ RunRecord traced(double wall, double cpu, double tracer, std::uint64_t hits) {
 Measurement fixture_measurement() {
   Measurement m;
   m.command = {"/bin/work"};
-  m.via = "int3";
+  m.via = Via::Int3;
   m.step_over = "auto";
   m.placement = Placement::SameCpu;
   m.cpus_online = 2;
   m.load_before = m.load_after = {0.1, 0.1, 0.1};
-  m.probes = {{"work_fn", "int3", "outline 'push %rbp' (1 byte)", ""}};
+  m.probes = {{"work_fn", Via::Int3, "outline 'push %rbp' (1 byte)", ""}};
   m.untraced = {untraced(1.0, 0.8), untraced(1.1, 0.9), untraced(0.9, 0.7)};
   m.traced = {traced(3.0, 1.6, 1.0, 100'000), traced(3.3, 1.8, 1.1, 100'000),
               traced(2.7, 1.4, 0.9, 100'000)};
@@ -210,8 +210,8 @@ TEST(OverheadModel, HitCountsThatDifferAreAWarning) {
 
 TEST(OverheadModel, ProbesOnDifferentMechanismsArePredictedByTheirHits) {
   Measurement m = fixture_measurement();
-  m.via = "auto";
-  m.probes.push_back({"other_fn", "jump", "jump over 5 bytes", ""});
+  m.via = Via::Auto;
+  m.probes.push_back({"other_fn", Via::Jump, "jump over 5 bytes", ""});
   for (auto& t : m.traced) t.probe_hits = {25'000, 75'000};
   OverheadResult r = analyze(m, fixture_calibration());
   EXPECT_EQ(r.mechanism, "mixed: int3-ptrace-fast + jump");
@@ -247,12 +247,10 @@ TEST(OverheadModel, AttachedHasNoSlowdownAndSaysWhatItCannotKnow) {
 }
 
 TEST(OverheadModel, MechanismOfAProbe) {
-  EXPECT_EQ(mechanism_of({"f", "jump", "", ""}, "auto"), "jump");
-  EXPECT_EQ(mechanism_of({"f", "int3", "", ""}, "auto"), "int3-ptrace-fast");
-  EXPECT_EQ(mechanism_of({"f", "int3", "", ""}, "outline"), "int3-ptrace-fast");
-  EXPECT_EQ(mechanism_of({"f", "int3", "", ""}, "singlestep"), "int3-ptrace");
-  // Any other via is compare's name of its mechanism: a new one needs no change here.
-  EXPECT_EQ(mechanism_of({"f", "uprobe", "", ""}, "auto"), "uprobe");
+  EXPECT_EQ(mechanism_of({"f", Via::Jump, "", ""}, "auto"), "jump");
+  EXPECT_EQ(mechanism_of({"f", Via::Int3, "", ""}, "auto"), "int3-ptrace-fast");
+  EXPECT_EQ(mechanism_of({"f", Via::Int3, "", ""}, "outline"), "int3-ptrace-fast");
+  EXPECT_EQ(mechanism_of({"f", Via::Int3, "", ""}, "singlestep"), "int3-ptrace");
 }
 
 TEST(OverheadModel, BothSidesDearerAtTheSamePlacementIsTheMachinesSpeed) {
@@ -294,8 +292,8 @@ TEST(OverheadModel, AttachedBusyProcessThatSlowsDownIsSaidSo) {
 
 TEST(OverheadModel, AJumpThatOnlyCountsCostsLessThanTheCalibrationsRecordingJump) {
   Measurement m = fixture_measurement();
-  m.via = "jump";
-  m.probes = {{"work_fn", "jump", "jump over 5 bytes", ""}};
+  m.via = Via::Jump;
+  m.probes = {{"work_fn", Via::Jump, "jump over 5 bytes", ""}};
   m.untraced = {untraced(1.0, 0.8)};
   m.traced = {traced(1.5, 0.8001, 0.0, 100'000)};  // 1 ns of CPU per hit; the wall time is noise
   OverheadResult r = analyze(m, fixture_calibration());
@@ -315,8 +313,8 @@ TEST(OverheadModel, AJumpThatOnlyCountsCostsLessThanTheCalibrationsRecordingJump
 // not "within 10% of no slowdown": that line is said only when both figures are near 1.
 TEST(OverheadModel, ASpeedupIsNotSaidToBeWithinTenPercentOfNoSlowdown) {
   Measurement m = fixture_measurement();
-  m.via = "jump";
-  m.probes = {{"work_fn", "jump", "jump over 5 bytes", ""}};
+  m.via = Via::Jump;
+  m.probes = {{"work_fn", Via::Jump, "jump over 5 bytes", ""}};
   m.untraced = {untraced(1.0, 0.8)};
   m.traced = {traced(0.5, 0.8001, 0.0, 100'000)};
   OverheadResult r = analyze(m, fixture_calibration());
@@ -375,7 +373,8 @@ TEST(OverheadModel, AttachedReferenceCountsTheWorkAtItsOwnProbesOnly) {
   m.reference = Reference::Jump;
   m.reference_probes = {"work_fn"};
   m.no_jump = {{"tiny_fn", "the function is shorter than a jump"}};
-  m.probes.push_back({"tiny_fn", "int3", "emulate 'ret'", "the function is shorter than a jump"});
+  m.probes.push_back(
+      {"tiny_fn", Via::Int3, "emulate 'ret'", "the function is shorter than a jump"});
   RunRecord reference = traced(1.0, 0.5, 0.0, 1000);
   reference.reference_hits = 1000;
   RunRecord tested = traced(1.0, 0.5, 0.5, 1000);  // 500 at each probe
