@@ -19,34 +19,66 @@ std::string utc_now() {
 
 }  // namespace
 
+namespace {
+
+struct Kind {
+  ExperimentId id;
+  const char* name;
+  Experiment (*run)(const ExperimentConfig&, const Progress&);
+};
+
+// The one table of the experiments, in the order `all` runs them.
+constexpr Kind kKinds[] = {
+    {ExperimentId::Markers, "markers", run_markers},
+    {ExperimentId::Scalability, "scalability", run_scalability},
+    {ExperimentId::MultiProbe, "multi-probe", run_multi_probe},
+    {ExperimentId::Int3VsMarker, "int3-vs-marker", run_int3_vs_marker},
+};
+
+const Kind& kind_of(ExperimentId id) {
+  for (const auto& k : kKinds) {
+    if (k.id == id) return k;
+  }
+  throw Error("no experiment " + std::to_string(static_cast<int>(id)));
+}
+
+}  // namespace
+
+const char* experiment_name(ExperimentId id) {
+  return kind_of(id).name;
+}
+
+std::optional<ExperimentId> find_experiment(const std::string& name) {
+  for (const auto& k : kKinds) {
+    if (name == k.name) return k.id;
+  }
+  return std::nullopt;
+}
+
 const std::vector<std::string>& experiment_names() {
-  static const std::vector<std::string> names = {"markers", "scalability", "multi-probe",
-                                                 "int3-vs-marker"};
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> out;
+    for (const auto& k : kKinds) out.push_back(k.name);
+    return out;
+  }();
   return names;
 }
 
 void check_experiment_name(const std::string& name) {
-  const auto& names = experiment_names();
-  if (std::find(names.begin(), names.end(), name) != names.end()) return;
+  if (find_experiment(name)) return;
   std::string known;
-  for (const auto& n : names) known += (known.empty() ? "" : ", ") + n;
+  for (const auto& n : experiment_names()) known += (known.empty() ? "" : ", ") + n;
   throw UsageError("unknown experiment '" + name + "' (" + known + ", or all)");
 }
 
 Experiment run_experiment(const std::string& name, const ExperimentConfig& cfg,
                           const Progress& progress) {
   check_experiment_name(name);
+  const Kind& kind = kind_of(*find_experiment(name));
   std::string before = load_now();
-  Experiment e;
-  if (name == "markers") {
-    e = run_markers(cfg, progress);
-  } else if (name == "scalability") {
-    e = run_scalability(cfg, progress);
-  } else if (name == "multi-probe") {
-    e = run_multi_probe(cfg, progress);
-  } else {
-    e = run_int3_vs_marker(cfg, progress);
-  }
+  Experiment e = kind.run(cfg, progress);
+  e.id = kind.id;
+  e.name = kind.name;
   e.load = before + " before, " + load_now() + " after";
   e.when = utc_now();
   e.command = "probecost experiment " + name + " --repeat " + std::to_string(cfg.repeat) +
@@ -131,6 +163,7 @@ nlohmann::json experiment_json(const Experiment& e) {
 Experiment experiment_from_json(const nlohmann::json& j) {
   Experiment e;
   e.name = j.at("name").get<std::string>();
+  e.id = find_experiment(e.name);
   e.title = j.value("title", "");
   e.seeds = j.value("seeds", "");
   const auto& m = j.at("machine");

@@ -4,6 +4,7 @@
 // since. The same result goes to JSON, which `probecost report` draws.
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -20,10 +21,17 @@ struct Table {
   std::vector<std::vector<std::string>> rows;
 };
 
+// The experiments, one table in experiment.cpp giving each its name and its run.
+enum class ExperimentId { Markers, Scalability, MultiProbe, Int3VsMarker };
+const char* experiment_name(ExperimentId id);
+// Nothing for a name that is no experiment (a JSON file of another version, say).
+std::optional<ExperimentId> find_experiment(const std::string& name);
+
 struct Experiment {
-  std::string name;   // markers, scalability, multi-probe, int3-vs-marker
-  std::string title;  // one line
-  std::string seeds;  // "000, 002"
+  std::optional<ExperimentId> id;  // from the name; none for a name this version lacks
+  std::string name;                // markers, scalability, multi-probe, int3-vs-marker
+  std::string title;               // one line
+  std::string seeds;               // "000, 002"
   Machine machine;
   std::string placement;  // where everything ran
   std::string load;       // the machine's load average before and after

@@ -125,7 +125,6 @@ Experiment run_int3_vs_marker(const ExperimentConfig& cfg, const Progress& progr
   }
   CompareResult r = run_mechanisms(mechs, c, progress);
   Experiment e;
-  e.name = "int3-vs-marker";
   e.title = "a breakpoint against a marker, and the CPU share at 749,994 events/s";
   e.seeds = "004";
   e.machine = r.machine;

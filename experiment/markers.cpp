@@ -203,7 +203,6 @@ Experiment run_markers(const ExperimentConfig& cfg, const Progress& progress) {
   r.code = code_bytes(cfg.inferior);
 
   Experiment e;
-  e.name = "markers";
   e.title = "disabled and enabled marker variants in an empty loop and a 4 KiB memcpy loop";
   e.seeds = "000, 002";
   e.machine = r.empty.machine;

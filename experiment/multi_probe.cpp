@@ -149,7 +149,6 @@ Experiment run_multi_probe(const ExperimentConfig& cfg, const Progress& progress
     record(all, r, s, 0);
     exp::collect_problems(r, what, e);
   }
-  e.name = "multi-probe";
   e.title = "one handler against several on one address, and against 1,000 probes elsewhere";
   e.seeds = "003";
   e.today = {

@@ -99,7 +99,6 @@ Experiment run_scalability(const ExperimentConfig& cfg, const Progress& progress
     for (std::size_t i = 0; i < all.size(); ++i) all[i].second.push_back({t, r.mechanisms[i + 1]});
     exp::collect_problems(r, std::to_string(t) + " threads", e);
   }
-  e.name = "scalability";
   e.title = "cost per hit as 1, 2, 4 and 8 threads hit one probe at once";
   e.seeds = "001";
   e.today = {

@@ -107,10 +107,17 @@ const Experiment* find(const std::vector<Experiment>& list, const std::string& n
 }
 
 std::vector<std::string> charts_of(const Experiment& e) {
-  if (e.name == "int3-vs-marker") return {cost_chart(e), cpu_share_chart(e)};
-  if (e.name == "scalability") return {scalability_chart(e)};
-  if (e.name == "multi-probe") return {multi_probe_chart(e)};
-  if (e.name == "markers") return {markers_disabled_chart(e), markers_enabled_chart(e)};
+  if (!e.id) return {};  // an experiment this version does not know: its table alone
+  switch (*e.id) {
+    case ExperimentId::Int3VsMarker:
+      return {cost_chart(e), cpu_share_chart(e)};
+    case ExperimentId::Scalability:
+      return {scalability_chart(e)};
+    case ExperimentId::MultiProbe:
+      return {multi_probe_chart(e)};
+    case ExperimentId::Markers:
+      return {markers_disabled_chart(e), markers_enabled_chart(e)};
+  }
   return {};
 }
 
