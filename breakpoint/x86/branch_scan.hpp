@@ -30,7 +30,7 @@ class BranchIndex {
   // Sorts the index now (else the first into() does, in the middle of an attach).
   void sort() const;
   // Every (target, source), sorted by target; and an index made of such a list (the on-disk
-  // cache of tracer/branch_cache).
+  // cache of tracer/jump/branch_cache).
   using Pair = std::pair<std::uint64_t, std::uint64_t>;
   const std::vector<Pair>& pairs() const {
     sort();
