@@ -315,6 +315,11 @@ void TracedProcess::run_to_entry() {
     if (ws->signal_stop() && ws->stop_signal() == SIGTRAP && leader.rip() == at + 1) {
       leader.set_rip(at);
       sites_.remove(at);
+      // The leader is in the SIGTRAP's signal-delivery-stop while the new image is probed
+      // (seconds for a large one). A tracer that dies now lets it go with that SIGTRAP
+      // delivered, and a program without a handler dies of it (once in a SIGKILL of probecost
+      // following an exec under ASan). An interrupt stop holds no signal: it is parked there.
+      park_at_interrupt(leader.ref());
       return;
     }
     if (ws->signal_stop()) leader.pending_signals.push_back(ws->stop_signal());
