@@ -313,10 +313,13 @@ long TracedProcess::inject_with_way_back(Task& t, user_regs_struct regs,
       if (info->op == PTRACE_SYSCALL_INFO_EXIT && info->instruction_pointer == regs.rip + 2) break;
     } else if (ws->signal_stop()) {
       t.pending_signals.push_back(ws->stop_signal());  // delivered after
-    } else {
+    } else if (!ws->stopped() || ws->ptrace_event() == PTRACE_EVENT_EXIT) {
       events_.defer(t, *ws);  // an exit: the event loop's
       throw gone();
     }
+    // Else the trap of a PTRACE_INTERRUPT sent before (a stop-the-world that found the thread
+    // stopped already): on to the call, as the single-steps go on past it. Thrown, it lost
+    // the report of a busy-churn cycle ("thread went away during an injected system call").
   }
   const user_regs_struct* now = t.regs();
   if (!now) throw gone();
