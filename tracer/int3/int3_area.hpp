@@ -76,6 +76,8 @@ class Int3Area {
   RemoteProcess& proc_;
   std::unique_ptr<trap::AreaWriter> writer_;
   void undo_forced_reset();
+  std::optional<trap::KernelSigaction> disposition_now();
+  bool put_back_now();
 
   bool installed_ = false;
   std::uint64_t program_handler_ = 0;  // the program's SIGTRAP handler when ours went in
