@@ -183,12 +183,16 @@ bool any_thread_traced() {
 
 // "own" when our SIGTRAP handler is the disposition, "other" when not; "traced" when a tracer
 // held a thread of ours just before or just after we looked (its handler may be in meanwhile).
-const char* sigtrap_state() {
+// "other:HANDLER" says what it is instead (SIG_DFL 0, SIG_IGN 0x1, or an address).
+std::string sigtrap_state() {
   bool before = any_thread_traced();
   struct sigaction now = {};
   sigaction(SIGTRAP, nullptr, &now);
   if (before || any_thread_traced()) return "traced";
-  return now.sa_sigaction == g_own_handler.load() ? "own" : "other";
+  if (now.sa_sigaction == g_own_handler.load()) return "own";
+  char what[40];
+  std::snprintf(what, sizeof what, "other:%#lx", reinterpret_cast<unsigned long>(now.sa_handler));
+  return what;
 }
 
 }  // namespace
@@ -212,7 +216,7 @@ void say_end(const std::string& extra) {
   std::string text = !check ? "traced" : diffs.empty() ? "ok" : diffs.front();
   // A tracer's SIGTRAP handler (probecost's stands in for it if it dies) must have given the
   // disposition back to the program when it let go.
-  const char* sigtrap = sigtrap_state();
+  std::string sigtrap = sigtrap_state();
   for (auto& c : text) c = c == ' ' ? '_' : c;
   say("end calls=" + std::to_string(g_calls.load()) + " bad=" + std::to_string(g_bad.load()) +
       " traps=" + std::to_string(g_traps.load()) + trap + " text=" + text + " sigtrap=" + sigtrap +
