@@ -2,10 +2,13 @@
 
 #include <sys/ptrace.h>
 #include <sys/syscall.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <memory>
 
+#include "breakpoint/in_tracee/trap_area.hpp"
 #include "common/error.hpp"
 #include "tracer/core/process.hpp"
 #include "tracer/core/stacks.hpp"
@@ -42,6 +45,32 @@ std::string why_not_ours(const std::vector<Mapping>& maps, const OurMapping& m) 
     any = true;
   }
   return any ? "" : "the program has unmapped it itself";
+}
+
+// The same for the trap area (tracer/int3/int3_area.hpp), anonymous memory: every mapping in its
+// range anonymous, and its header still ours (magic, address, size, this probecost), never a
+// program's memory mapped where it was.
+std::string why_not_our_trap_area(TracedProcess& proc, const std::vector<Mapping>& maps,
+                                  const OurMapping& m) {
+  RuntimeAddr end = m.start + static_cast<std::int64_t>(m.size), covered = m.start;
+  for (const Mapping& x : maps) {
+    if (x.end <= m.start || x.start >= end) continue;
+    if (!x.path.empty() || inode_of(x) != 0 || x.start > covered)
+      return "the program has mapped " + (x.path.empty() ? std::string("memory") : x.path) +
+             " at " + x.start.hex() + " since";
+    covered = x.end;
+  }
+  if (covered < end) return "the program has unmapped it itself";
+  trap::TrapHeader h{};
+  try {
+    proc.memory().read(m.start, {reinterpret_cast<std::uint8_t*>(&h), sizeof h});
+  } catch (const Error& e) {
+    return std::string("its header cannot be read (") + e.what() + ")";
+  }
+  if (std::memcmp(h.magic, trap::kMagic, sizeof h.magic) != 0 ||
+      h.area_address != m.start.value() || h.area_size != m.size || h.tracer_pid != ::getpid())
+    return "its header is not the one probecost wrote";
+  return "";
 }
 
 // Where every thread is or will return to; false when one cannot be known (a thread not in a
@@ -105,8 +134,10 @@ std::string mib(std::uint64_t bytes) {
 }  // namespace
 
 std::string OurMapping::describe() const {
-  return std::string(kind == Kind::JumpArea ? "jump area" : "call buffer") + " at " + start.hex() +
-         " (" + mib(size) + ")";
+  const char* what = kind == Kind::JumpArea   ? "jump area"
+                     : kind == Kind::TrapArea ? "trap area"
+                                              : "call buffer";
+  return std::string(what) + " at " + start.hex() + " (" + mib(size) + ")";
 }
 
 void OurMappings::forget(RuntimeAddr start) {
@@ -137,11 +168,14 @@ void OurMappings::release(TracedProcess& proc) {
     kept.push_back(m);
     why_kept.push_back(std::move(why));
   };
+  bool areas_kept = false;  // a jump area stays: the call buffer too
   for (const OurMapping& m : list_) {
-    if (m.kind != OurMapping::Kind::JumpArea) continue;
+    if (m.kind == OurMapping::Kind::CallBuffer) continue;
     auto in =
         std::find_if(pcs.begin(), pcs.end(), [&](const auto& p) { return inside(m, p.second); });
-    std::string why = !why_all.empty() ? why_all : why_not_ours(maps, m);
+    std::string why = !why_all.empty()                       ? why_all
+                      : m.kind == OurMapping::Kind::TrapArea ? why_not_our_trap_area(proc, maps, m)
+                                                             : why_not_ours(maps, m);
     if (why.empty() && in != pcs.end()) {
       why = "thread " + std::to_string(in->first) + " is in it (" + in->second.hex() + ")";
       if (auto s = stuck_.find(in->first); s != stuck_.end()) why += ": " + s->second;
@@ -149,10 +183,10 @@ void OurMappings::release(TracedProcess& proc) {
     if (why.empty()) {
       going.push_back(m);
     } else {
+      areas_kept |= m.kind == OurMapping::Kind::JumpArea;
       keep(m, why);
     }
   }
-  bool areas_kept = !kept.empty();
   for (const OurMapping& m : list_) {
     if (m.kind != OurMapping::Kind::CallBuffer) continue;
     std::string why = !why_all.empty() ? why_all : why_not_ours(maps, m);

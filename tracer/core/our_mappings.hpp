@@ -40,11 +40,12 @@ namespace probecost {
 class TracedProcess;
 
 struct OurMapping {
-  enum class Kind { JumpArea, CallBuffer };
+  enum class Kind { JumpArea, CallBuffer, TrapArea };
   Kind kind = Kind::JumpArea;
   RuntimeAddr start;
   std::uint64_t size = 0;
-  std::uint64_t inode = 0;  // of its memfd, as /proc/PID/maps shows it
+  std::uint64_t inode =
+      0;  // of its memfd, as /proc/PID/maps shows it (0: the trap area's anonymous memory)
   std::string describe() const;
 };
 

@@ -271,22 +271,24 @@ bool Int3Area::put_back_now() {
   return false;
 }
 
-void Int3Area::let_go() {
-  if (gone_) return;
+bool Int3Area::let_go() {
+  if (gone_) return false;
   writer_->remove_all();
-  if (!installed_) return;
+  if (!installed_) return !let_go_tried_;  // no handler went in (or a failed let_go before)
   installed_ = false;
+  let_go_tried_ = true;
   auto now = disposition_now();
-  if (!now) return;  // not known now: ours stays (it passes everything on), restore can look
-  if (now->handler == writer_->handler().value()) {
-    put_back_now();
-  } else if (now->handler == reinterpret_cast<std::uint64_t>(SIG_DFL) &&
-             program_handler_ != now->handler) {
+  if (!now) return false;  // not known now: ours stays (it passes everything on), restore can look
+  if (now->handler == writer_->handler().value()) return put_back_now();
+  if (now->handler == reinterpret_cast<std::uint64_t>(SIG_DFL) &&
+      program_handler_ != now->handler) {
     undo_forced_reset();
-  } else {
-    // The program has set its own since: it stays as it is.
-    writer_->set_state(trap::HandlerState::PutBack);
+    auto after = disposition_now();
+    return after && after->handler != writer_->handler().value();
   }
+  // The program has set its own since: it stays as it is.
+  writer_->set_state(trap::HandlerState::PutBack);
+  return true;
 }
 
 }  // namespace probecost

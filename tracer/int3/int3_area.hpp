@@ -53,12 +53,15 @@ class Int3Area {
   // The int3 at `site` is out.
   void removed(RuntimeAddr site);
   // Every int3 is out, every thread stopped: the records say so, and the program's
-  // disposition is put back if ours is still the process's.
-  void let_go();
+  // disposition is put back if ours is still the process's. True when nothing of the process
+  // leads into the area any more (our handler is not its disposition): it may be unmapped
+  // once no thread is in it (OurMappings).
+  bool let_go();
   // The address space went away (exec, exit): nothing to write any more.
   void forget() { gone_ = true; }
 
   RuntimeAddr address() const { return writer_->address(); }
+  std::uint64_t size() const { return writer_->layout().size; }
   // How a hit is taken care of if probecost dies, for the report.
   const std::string& how() const { return how_; }
   // What the user should hear, once: why there is no handler, or what it cannot cover (empty
@@ -80,6 +83,7 @@ class Int3Area {
   bool put_back_now();
 
   bool installed_ = false;
+  bool let_go_tried_ = false;          // a let_go() took our handler out, or tried to
   std::uint64_t program_handler_ = 0;  // the program's SIGTRAP handler when ours went in
   std::vector<pid_t> blocking_;        // threads that blocked SIGTRAP then
   bool gone_ = false;
