@@ -67,6 +67,7 @@ class Collected : public Sink {
   int arg_count_ = 0;
   std::vector<std::string> functions_, reasons_;
   std::map<std::pair<std::int32_t, std::int32_t>, Thread> threads_;
+  Thread* last_ = nullptr;  // the thread of the last call (std::map's nodes stay put)
   std::map<std::int32_t, std::string> process_names_;
   std::uint64_t lost_ = 0, calls_ = 0;
   std::int64_t first_ns_ = INT64_MAX;
