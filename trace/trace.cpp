@@ -247,7 +247,7 @@ void TraceRun::announce_stacks(ProcessTrace& tr) {
   double t0 = now_s();
   std::size_t frames = tr.rec.collector->capture(tid).size();
   double unwind_s = now_s() - t0;
-  notes_ << "probecost trace: --stacks: every hit stops the thread while probecost unwinds up to "
+  notes_ << opts_.tool << ": --stacks: every hit stops the thread while probecost unwinds up to "
          << opts_.stack_depth << " frames, so every probe is an int3 (a jump never stops the "
          << "thread); besides the stop, an unwind of " << frames
          << (frames == 1 ? " frame" : " frames") << " (thread " << tid << " now) took "
