@@ -187,12 +187,12 @@ int record_command(const std::vector<std::string>& all_args) {
       "drop",
       "a writer that finds its ring full drops the record (counted lost) instead of waiting for "
       "the drain (at most 1 s, then it drops)")("duration,d", po::value(&duration),
-                                                "record for this many seconds")(
+                                                "record for this long: seconds, or 500ms, 2m, 1h")(
       "all-matches", po::bool_switch(&opts.all_matches),
       "a symbol found in several modules: record all of them")(
       "follow-forks,F", "also record the processes it forks, as strace -f does")(
-      "quiet,q", "no notes")("verbose,v",
-                             "also how long each phase of the attach held the process");
+      "quiet,q", "no notes, no status line, no 'wrote' line")(
+      "verbose,v", "also how long each phase of the attach held the process");
   po::variables_map vm = parse_options(args, desc, "record");
   if (vm.count("help")) {
     std::cout << desc << "\n";

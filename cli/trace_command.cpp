@@ -93,7 +93,7 @@ int trace_command(const std::vector<std::string>& all_args) {
       "with --stacks: also write them folded to FILE (flamegraph.pl, speedscope)")(
       "stack-depth", po::value(&stack_depth)->default_value("16"), "frames per stack")(
       "top", po::value(&top_text)->default_value("5"), "stacks to print per probe")(
-      "duration,d", po::value(&duration), "trace for this many seconds")(
+      "duration,d", po::value(&duration), "trace for this long: seconds, or 500ms, 2m, 1h")(
       "kill-on-exit", po::bool_switch(&opts.kill_on_exit),
       "kill a launched command when the trace ends (default: it runs on untraced)")(
       "via", po::value(&via)->default_value("auto"),
