@@ -242,15 +242,22 @@ int record_command(const std::vector<std::string>& all_args) {
   opts.announce = !vm.count("quiet");
   opts.tool = "probecost record";
   opts.follow_forks = vm.count("follow-forks") > 0;
-  // On a terminal, a status line of its own thread, until the process is let go.
+  // On a terminal, a status line of its own thread, from the first tick of the run (once the
+  // attach, and its guardian's fork, are done) until the process is let go.
   bool terminal = !vm.count("quiet") && status_line_allowed(opts.pid);
   trace_run::LiveCounts live;
   std::optional<StatusLine> status;
+  bool let_go = false;
   if (terminal) {
     calls.live = &live;
-    status.emplace(status_text(live));
+    opts.on_tick = [&](pid_t) {
+      if (!status && !let_go) status.emplace(status_text(live));
+    };
   }
-  calls.on_let_go = [&status] { status.reset(); };
+  calls.on_let_go = [&] {
+    let_go = true;
+    status.reset();
+  };
   TraceReport report = run_trace(opts, std::cerr);
   status.reset();
   // The process ended before any probe went in: an empty recording of the probes asked for.
