@@ -15,6 +15,7 @@ int trace_command(const std::vector<std::string>& args);
 int record_command(const std::vector<std::string>& args);
 int experiment_command(const std::vector<std::string>& args);
 int report_command(const std::vector<std::string>& args);
+int replay_command(const std::vector<std::string>& args);
 
 // `name` (or every experiment for "all"), with progress on stderr (progress_for, none when
 // `quiet`), said to come from `command`.

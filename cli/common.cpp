@@ -1,6 +1,7 @@
 #include "cli/common.hpp"
 
 #include <limits.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -113,6 +114,18 @@ std::function<void(int, int, const std::string&)> progress_for(const std::string
     std::fprintf(stderr, "probecost %s: [%d/%d] %s (%.0f s)\n", command.c_str(), done, total,
                  what.c_str(), t);
   };
+}
+
+bool status_line_allowed(pid_t pid) {
+  struct stat err;
+  if (!::isatty(STDERR_FILENO) || ::fstat(STDERR_FILENO, &err) != 0) return false;
+  for (int fd = 0; fd <= 1; ++fd) {
+    struct stat st;
+    std::string path = "/proc/" + std::to_string(pid) + "/fd/" + std::to_string(fd);
+    int r = pid ? ::stat(path.c_str(), &st) : ::fstat(fd, &st);
+    if (r == 0 && S_ISCHR(st.st_mode) && st.st_rdev == err.st_rdev) return false;
+  }
+  return true;
 }
 
 }  // namespace probecost::cli

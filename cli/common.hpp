@@ -1,5 +1,7 @@
 #pragma once
 // What the subcommands share: rates and lists, the inferior's path, rendering, progress.
+#include <sys/types.h>
+
 #include <functional>
 #include <sstream>
 #include <string>
@@ -44,6 +46,13 @@ class StepLines {
 std::function<void(int, int, const std::string&)> progress_for(const std::string& command,
                                                                bool quiet = false,
                                                                bool heartbeat = true);
+
+// Whether a status line may be drawn (common/status_line.hpp): standard error is a terminal, and
+// the traced program
+// (`pid`, or, for a command we launch, our own streams, which it inherits) has neither its
+// standard input nor its standard output on that terminal: a full-screen program (vim, less,
+// top) draws there, and a line of ours would land in the middle of its screen.
+bool status_line_allowed(pid_t pid);
 
 // Renders a report into a string, for Output::write.
 template <typename F>

@@ -52,6 +52,8 @@ void usage(std::ostream& out) {
          "  record     every call of some functions (entry, return, args, latency) to a trace\n"
          "             file (Chrome JSON for Perfetto, or CTF), from a running process or a "
          "command\n"
+         "  replay     a recording's calls nested per thread, or (--report) per function: calls,\n"
+         "             total, self, percentiles\n"
          "  compare    measure the cost per hit of each instrumentation mechanism\n"
          "  overhead   what probes cost a command (or a running process): measured, and\n"
          "             predicted for every mechanism; or the arithmetic alone (--cost)\n"
@@ -72,6 +74,7 @@ Command find_command(const std::string& name) {
   static const std::pair<const char*, Command> commands[] = {
       {"trace", probecost::cli::trace_command},
       {"record", probecost::cli::record_command},
+      {"replay", probecost::cli::replay_command},
       {"compare", probecost::cli::compare_command},
       {"overhead", probecost::cli::overhead_command},
       {"experiment", probecost::cli::experiment_command},

@@ -90,6 +90,29 @@ double parse_seconds(const std::string& option, const std::string& text) {
   return v;
 }
 
+std::int64_t parse_elapsed_ns(const std::string& option, const std::string& text) {
+  char* end = nullptr;
+  double v = std::strtod(text.c_str(), &end);
+  std::string unit = end ? end : "";
+  double scale = 0;
+  for (auto [name, s] : {std::pair{"", 1e9},
+                         {"s", 1e9},
+                         {"ms", 1e6},
+                         {"us", 1e3},
+                         {"ns", 1.0},
+                         {"m", 60e9},
+                         {"min", 60e9},
+                         {"h", 3600e9}}) {
+    if (unit == name) scale = s;
+  }
+  v *= scale;
+  if (text.empty() || end == text.c_str() || scale == 0 || !std::isfinite(v) || v < 0 ||
+      v > kMaxSeconds * 1e9)
+    throw UsageError("bad " + option + " '" + text +
+                     "': want a time from the start, such as 250ns, 100us, 500ms, 2.5s or 2m");
+  return static_cast<std::int64_t>(v);
+}
+
 namespace {
 
 std::string size_text(std::uint64_t bytes) {

@@ -37,6 +37,9 @@ constexpr double kMaxRate = 1e10;  // 10G events per second
 // "1e3") or one with a unit ("500ms", "1s", "2m", "1h", also "us", "min"). Else a UsageError
 // naming `option` and the bounds.
 double parse_seconds(const std::string& option, const std::string& text);
+// A time from a start, >= 0, in ns: a number with a unit ("500ms", "2.5s", "100us", "3m",
+// "250ns"; also "min", "h") or a bare number of seconds. Else a UsageError naming `option`.
+std::int64_t parse_elapsed_ns(const std::string& option, const std::string& text);
 // A cost per event with its unit (parse_duration_ns: "2.01us"), from kMinCostNs to kMaxCostNs.
 double parse_cost_ns(const std::string& text);
 // Events per second (parse_rate: "750k"), from kMinRate to kMaxRate.

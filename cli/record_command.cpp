@@ -8,17 +8,21 @@
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <sstream>
 
 #include "cli/commands.hpp"
+#include "cli/common.hpp"
 #include "cli/output.hpp"
 #include "cli/parse.hpp"
 #include "cli/trace_place.hpp"
 #include "common/error.hpp"
 #include "common/format.hpp"
+#include "common/status_line.hpp"
 #include "common/tsc.hpp"
 #include "record/chrome.hpp"
 #include "record/ctf.hpp"
 #include "record/recorder.hpp"
+#include "trace/call_drain.hpp"
 #include "trace/report.hpp"
 #include "trace/trace.hpp"
 #include "tracer/os/wait_status.hpp"
@@ -37,9 +41,11 @@ struct Recording {
   int args = 0;
   tsc::Calibration clock;
   std::unique_ptr<record::Recorder> rec;
+  std::size_t probes = 0;
 
-  record::Recorder& start(const std::vector<record::ProbeInfo>& probes) {
-    record::RunInfo run{probes, args, clock};
+  record::Recorder& start(const std::vector<record::ProbeInfo>& infos) {
+    probes = infos.size();
+    record::RunInfo run{infos, args, clock};
     std::unique_ptr<record::Output> writer;
     if (format == record::Format::chrome)
       writer = std::make_unique<record::ChromeWriter>(place->fd(), path, run);
@@ -71,6 +77,62 @@ void say_trace_error(const std::string& error, const TracePlace& place, const st
 
 bool ends_with(const std::string& s, const std::string& tail) {
   return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+// The status line's text: what the drains have kept, and how fast.
+std::function<std::string(double)> status_text(const trace_run::LiveCounts& live) {
+  return [&live, last = std::uint64_t{0}, last_t = 0.0](double t) mutable {
+    std::uint64_t records = live.records.load(std::memory_order_relaxed);
+    double rate = t > last_t ? static_cast<double>(records - last) / (t - last_t) : 0;
+    last = records, last_t = t;
+    std::ostringstream out;
+    out << "probecost record: " << static_cast<long>(t) << " s: " << records << " events ("
+        << static_cast<std::uint64_t>(rate) << "/s), " << std::fixed << std::setprecision(1)
+        << static_cast<double>(live.bytes.load(std::memory_order_relaxed)) / 1e6 << " MB, "
+        << live.lost.load(std::memory_order_relaxed) << " lost";
+    return out.str();
+  };
+}
+
+std::uintmax_t bytes_at(const std::filesystem::path& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(path, ec)) {
+    auto n = std::filesystem::file_size(path, ec);
+    return ec ? 0 : n;
+  }
+  std::uintmax_t n = 0;
+  for (const auto& f : std::filesystem::directory_iterator(path, ec)) n += f.file_size(ec);
+  return n;
+}
+
+// On a terminal, once the trace is whole: "wrote N events (X MB) to PATH".
+void say_written(const record::Summary& summary, std::size_t probes, const TracePlace& place,
+                 const std::string& output) {
+  std::uint64_t events = 0;
+  for (std::size_t i = 0; i < probes; ++i)
+    events += summary.probe(static_cast<std::uint32_t>(i)).events_written;
+  std::cerr << "probecost record: wrote " << events << " events";
+  if (!place.stream())
+    std::cerr << " (" << std::fixed << std::setprecision(1)
+              << static_cast<double>(bytes_at(output)) / 1e6 << std::defaultfloat << " MB)";
+  std::cerr << " to " << output << "\n";
+}
+
+// Records lost: what that means, and what to do about it.
+void warn_lost(const record::Summary& summary, std::size_t probes, bool drop) {
+  std::uint64_t lost = summary.lost_unattributed();
+  for (std::size_t i = 0; i < probes; ++i)
+    lost += summary.probe(static_cast<std::uint32_t>(i)).events_lost;
+  if (!lost) return;
+  std::cerr << "probecost record: warning: " << lost
+            << " records lost (each an entry or a return: a call without its entry is not "
+               "counted, one without its return is unmatched); "
+            << (drop ? "--drop drops a record whose ring is full: without it the writers wait "
+                       "for the drain, and a bigger -m (--buffer-size) gives bursts more room"
+                     : "the writers waited for the drain up to 1 s and then dropped (a drain that "
+                       "could not keep up, or a slow disk): a bigger -m (--buffer-size), or an "
+                       "output on a faster file system")
+            << "\n";
 }
 
 int command_status(const TraceReport& report) {
@@ -125,12 +187,12 @@ int record_command(const std::vector<std::string>& all_args) {
       "drop",
       "a writer that finds its ring full drops the record (counted lost) instead of waiting for "
       "the drain (at most 1 s, then it drops)")("duration,d", po::value(&duration),
-                                                "record for this many seconds")(
+                                                "record for this long: seconds, or 500ms, 2m, 1h")(
       "all-matches", po::bool_switch(&opts.all_matches),
       "a symbol found in several modules: record all of them")(
       "follow-forks,F", "also record the processes it forks, as strace -f does")(
-      "quiet,q", "no notes")("verbose,v",
-                             "also how long each phase of the attach held the process");
+      "quiet,q", "no notes, no status line, no 'wrote' line")(
+      "verbose,v", "also how long each phase of the attach held the process");
   po::variables_map vm = parse_options(args, desc, "record");
   if (vm.count("help")) {
     std::cout << desc << "\n";
@@ -180,7 +242,24 @@ int record_command(const std::vector<std::string>& all_args) {
   opts.announce = !vm.count("quiet");
   opts.tool = "probecost record";
   opts.follow_forks = vm.count("follow-forks") > 0;
+  // On a terminal, a status line of its own thread, from the first tick of the run (once the
+  // attach, and its guardian's fork, are done) until the process is let go.
+  bool terminal = !vm.count("quiet") && status_line_allowed(opts.pid);
+  trace_run::LiveCounts live;
+  std::optional<StatusLine> status;
+  bool let_go = false;
+  if (terminal) {
+    calls.live = &live;
+    opts.on_tick = [&](pid_t) {
+      if (!status && !let_go) status.emplace(status_text(live));
+    };
+  }
+  calls.on_let_go = [&] {
+    let_go = true;
+    status.reset();
+  };
   TraceReport report = run_trace(opts, std::cerr);
+  status.reset();
   // The process ended before any probe went in: an empty recording of the probes asked for.
   if (!recording.rec) {
     std::vector<record::ProbeInfo> none;
@@ -190,7 +269,12 @@ int record_command(const std::vector<std::string>& all_args) {
   // A trace that cannot be written (a full disk, EIO) loses nothing else: the summary, whole,
   // is printed and written all the same, then the error, exit 1, and no partial trace is left.
   std::string trace_error = finish_trace(recording, place);
-  recording.rec->summary().print(std::cerr);
+  const record::Summary& summary = recording.rec->summary();
+  std::size_t probes = recording.probes;
+  summary.print(std::cerr);
+  warn_lost(summary, probes, calls.drop);
+  if (!vm.count("quiet") && stderr_is_terminal() && trace_error.empty())
+    say_written(summary, probes, place, output);
   // The hold, as `trace` reports it: in the notes, every phase with -v, and in the JSON.
   if (opts.announce && report.held_s > 0)
     std::cerr << "probecost record: process " << report.pid << " held stopped " << std::fixed

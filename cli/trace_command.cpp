@@ -15,6 +15,7 @@
 
 #include "breakpoint/int3/step_over.hpp"
 #include "cli/commands.hpp"
+#include "cli/common.hpp"
 #include "cli/output.hpp"
 #include "cli/parse.hpp"
 #include "common/error.hpp"
@@ -31,10 +32,6 @@ namespace probecost::cli {
 
 namespace {
 
-// Whether the progress line may be drawn: standard error is a terminal, and the traced program
-// (`pid`, or, for a command we launch, our own streams, which it inherits) has neither its
-// standard input nor its standard output on that terminal: a full-screen program (vim, less,
-// top) draws there, and a line of ours would land in the middle of its screen.
 // Every -p, each a PID or a list of them (strace's -p "1 2", and 1,2): in order, each once.
 std::vector<pid_t> parse_pids(const std::vector<std::string>& texts) {
   std::vector<pid_t> out;
@@ -50,18 +47,6 @@ std::vector<pid_t> parse_pids(const std::vector<std::string>& texts) {
     }
   }
   return out;
-}
-
-bool progress_allowed(pid_t pid) {
-  struct stat err;
-  if (!::isatty(STDERR_FILENO) || ::fstat(STDERR_FILENO, &err) != 0) return false;
-  for (int fd = 0; fd <= 1; ++fd) {
-    struct stat st;
-    std::string path = "/proc/" + std::to_string(pid) + "/fd/" + std::to_string(fd);
-    int r = pid ? ::stat(path.c_str(), &st) : ::fstat(fd, &st);
-    if (r == 0 && S_ISCHR(st.st_mode) && st.st_rdev == err.st_rdev) return false;
-  }
-  return true;
 }
 
 }  // namespace
@@ -108,7 +93,7 @@ int trace_command(const std::vector<std::string>& all_args) {
       "with --stacks: also write them folded to FILE (flamegraph.pl, speedscope)")(
       "stack-depth", po::value(&stack_depth)->default_value("16"), "frames per stack")(
       "top", po::value(&top_text)->default_value("5"), "stacks to print per probe")(
-      "duration,d", po::value(&duration), "trace for this many seconds")(
+      "duration,d", po::value(&duration), "trace for this long: seconds, or 500ms, 2m, 1h")(
       "kill-on-exit", po::bool_switch(&opts.kill_on_exit),
       "kill a launched command when the trace ends (default: it runs on untraced)")(
       "via", po::value(&via)->default_value("auto"),
@@ -167,7 +152,7 @@ int trace_command(const std::vector<std::string>& all_args) {
   if (vm.count("folded")) folded_out.emplace(folded);
   if (folded_out) folded_out->refuse_same_file(out, "--folded", "-o");
   bool quiet = vm.count("quiet") > 0;
-  opts.progress = !quiet && progress_allowed(opts.pid);
+  opts.progress = !quiet && status_line_allowed(opts.pid);
   opts.announce = !quiet;
   opts.follow_exec = !vm.count("no-follow-exec");
   opts.follow_forks = vm.count("follow-forks") > 0;

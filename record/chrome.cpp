@@ -54,9 +54,14 @@ void append_us(std::string& out, std::int64_t ns) {
   out.append(decimals, 4);
 }
 
+// From 4 GiB to the top of user space: where a PIE's code and data, the heap's mmap'd chunks,
+// the libraries and the stacks are. A pointer, almost surely (a count that large is rare).
+constexpr std::uint64_t kPointerLow = std::uint64_t{1} << 32, kUserTop = std::uint64_t{1} << 47;
+
 void append_value(std::string& out, std::uint64_t v) {
   auto s = static_cast<std::int64_t>(v);
-  if (s >= -kExactInDouble && s <= kExactInDouble) return append_int(out, s);
+  bool pointer = v >= kPointerLow && v < kUserTop;
+  if (!pointer && s >= -kExactInDouble && s <= kExactInDouble) return append_int(out, s);
   char buf[24];
   auto res = std::to_chars(buf, buf + sizeof buf, v, 16);
   out += "\"0x";

@@ -15,10 +15,11 @@
 // process names are "M" events, written as they are learnt (the last one wins in the viewers).
 //
 // Argument and return values are registers: written as signed 64-bit integers (so -1 and -ENOMEM
-// read right; user-space pointers are below 2^47 and are unaffected), as JSON numbers when the
-// magnitude is at most 2^53, which every JSON reader holds exactly in a double. Beyond that a
-// JavaScript viewer would silently show a rounded number, so those are written as hex strings
-// ("0xfedcba9876543210") instead.
+// read right), as JSON numbers when the magnitude is at most 2^53, which every JSON reader holds
+// exactly in a double. Beyond that a JavaScript viewer would silently show a rounded number, so
+// those are written as hex strings ("0xfedcba9876543210") instead; and so are the values from
+// 4 GiB to the top of user space (2^47), where pointers are: "0x7ffd12345678", as a debugger
+// shows one, not 140724908873336.
 //
 // The file is valid JSON whenever the writer is closed: by finish(), or by the destructor on any
 // other way out (an exception, an interrupted run). It is written with write(2) from a buffer of
@@ -73,8 +74,8 @@ class ChromeWriter : public Output {
   bool closed_ = false;
 };
 
-// A register value as the writer puts it in args (see above): "-1", "140737488355328",
-// "\"0xfedcba9876543210\"".
+// A register value as the writer puts it in args (see above): "-1", "4096",
+// "\"0x7ffd12345678\"", "\"0xfedcba9876543210\"".
 std::string chrome_value(std::uint64_t v);
 // ns as µs with ns decimals: 1234567 -> "1234.567", -5 -> "-0.005".
 std::string chrome_us(std::int64_t ns);

@@ -9,6 +9,7 @@ packages=(
   libboost-program-options-dev
   googletest libgtest-dev
   libzydis-dev nlohmann-json3-dev
+  rapidjson-dev  # probecost replay: record's Chrome JSON read by its SAX reader, as a stream
   clang-format
   chromium  # tests/cli/report_render.sh renders `probecost report` headless
   bpftrace  # scripts/uprobe-vs-bpftrace.sh: the kernel uprobe measured by bpftrace too

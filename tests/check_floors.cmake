@@ -18,6 +18,7 @@ set(floors
   "compare"
   "overhead experiment"
   "report"
+  "replay"
   "cli")
 
 set(n 0)

@@ -7,6 +7,7 @@
 #include <unistd.h>
 #include <x86intrin.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <ctime>
@@ -126,7 +127,18 @@ std::uint64_t CallDrain::pass(bool final) {
         spool_.append(cpu, data, bytes);
       });
   bytes_ += n;
+  if (options_.live) publish(n);
   return n;
+}
+
+void CallDrain::publish(std::uint64_t bytes) {
+  LiveCounts& live = *options_.live;
+  live.bytes.fetch_add(bytes, std::memory_order_relaxed);
+  live.records.fetch_add(bytes / std::max<std::uint32_t>(spool_.record_size(), 1),
+                         std::memory_order_relaxed);
+  std::uint64_t lost = reader_.lost_total();
+  if (lost > lost_seen_) live.lost.fetch_add(lost - lost_seen_, std::memory_order_relaxed);
+  lost_seen_ = std::max(lost_seen_, lost);
 }
 
 // Nothing to copy: sleep until a writer wakes us or the flush interval ends, or, where the

@@ -67,6 +67,13 @@ class CallSpool {
   std::vector<std::uint64_t> not_kept_;
 };
 
+// What the drains have kept so far, for record's status line on a terminal: each drain adds to
+// it after each pass (its own thread), anyone may read it. lost: what the writers counted
+// dropped, as the tracee's memory says it (shown, never trusted for anything else).
+struct LiveCounts {
+  std::atomic<std::uint64_t> records{0}, bytes{0}, lost{0};
+};
+
 class CallDrain {
  public:
   struct Options {
@@ -77,6 +84,7 @@ class CallDrain {
     // Off for a process under seccomp, whose filter could kill on them: then we never sleep
     // where a writer would wake us, but poll every kPollNs, and no writer waits.
     bool writers_syscall = true;
+    LiveCounts* live = nullptr;  // added to after each pass, when given
   };
   static constexpr long kPollNs = 1'000'000;
   // Starts the thread. `reader` and `spool` outlive it.
@@ -98,13 +106,14 @@ class CallDrain {
   void run();
   void idle(std::uint32_t seen);
   std::uint64_t pass(bool final);
+  void publish(std::uint64_t bytes);
 
   jump::CallReader& reader_;
   CallSpool& spool_;
   Options options_;
   std::atomic<bool> stop_{false};
   double cpu_s_ = 0;
-  std::uint64_t bytes_ = 0, passes_ = 0;
+  std::uint64_t bytes_ = 0, passes_ = 0, lost_seen_ = 0;
   std::string error_;
   bool finished_ = false;
   std::thread thread_;

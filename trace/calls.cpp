@@ -119,6 +119,7 @@ std::vector<ProbeInstall> TraceRun::place_calls(ProcessTrace& tr) {
     CallDrain::Options o;
     o.block = !opts_.calls->drop;
     o.wait_bound_ns = opts_.calls->wait_bound_ns;
+    o.live = opts_.calls->live;
     // A seccomp filter applies to the trampolines' futex calls too, and may kill on them.
     o.writers_syscall = !seccomp::any_thread_under_seccomp(p.pid());
     if (!o.writers_syscall && opts_.announce)

@@ -48,7 +48,7 @@ void TraceRun::enable_int3(ProcessTrace& tr, const ResolvedProbe& probe) {
                  probe.spec + " (" + probe.symbol + " at " + probe.address.hex() + ")");
   Int3Area* area = p.int3_area();
   if (std::string caveat = area ? area->caveat() : ""; !caveat.empty() && opts_.announce)
-    notes_ << "probecost trace: process " << p.pid() << ": " << caveat << std::endl;
+    notes_ << opts_.tool << ": process " << p.pid() << ": " << caveat << std::endl;
 }
 
 namespace {

@@ -4,6 +4,7 @@
 // ProbeReports) and per hit (Recorder). Private to trace/.
 #include <sys/types.h>
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -161,6 +162,7 @@ class TraceRun {
   std::uint64_t jump_hits(const ProcessTrace& tr) const;
   std::uint64_t hits_so_far() const;
   long stack_us_per_hit() const;
+  std::string progress_text(double t) const;
 
   const TraceOptions& opts_;
   std::ostream& notes_;
@@ -172,7 +174,9 @@ class TraceRun {
   TraceReport report_;
   std::set<std::string> probed_specs_;  // specs that named something in some image
   std::map<pid_t, pid_t> sharers_;      // a process that shared a traced one's memory -> that one
-  double t0_ = 0, next_progress_ = 0;
+  double t0_ = 0;
+  std::atomic<std::uint64_t> live_hits_{0};  // for the status line's thread
+  std::atomic<long> live_stack_us_{0};
   bool ran_ = false;  // the root was let run: a failure lets it go (let_go_after_failure)
   record::Recorder* recording_ = nullptr;  // `probecost record`: made at the first image
   std::vector<record::ProbeInfo> recorded_;

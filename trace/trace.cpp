@@ -1,8 +1,10 @@
 #include "trace/trace.hpp"
 
 #include <optional>
+#include <sstream>
 
 #include "common/error.hpp"
+#include "common/status_line.hpp"
 #include "trace/run.hpp"
 #include "tracer/jump/module_code.hpp"
 #include "tracer/os/syscalls.hpp"
@@ -97,7 +99,6 @@ std::uint64_t TraceRun::hits_so_far() const {
 }
 
 void TraceRun::on_tick() {
-  double t = now_s();
   for (auto& tr : processes_) {
     if (tr->proc->alive()) tr->cpu_last = tr->proc->cpu_seconds();
     // A recording's call buffers have a drain of their own (call_drain.hpp).
@@ -108,14 +109,22 @@ void TraceRun::on_tick() {
     report_.events_cpu_s += thread_cpu_s() - drain0;
   }
   if (opts_.on_tick && root().alive()) opts_.on_tick(root().pid());
-  if (opts_.progress && t >= next_progress_) {
-    next_progress_ += 1;
-    std::uint64_t hits = hits_so_far();
-    notes_ << "\r\033[K[" << static_cast<int>(t - t0_) << "s] " << hits << " hits ("
-           << static_cast<std::uint64_t>(hits / (t - t0_)) << "/s)";
-    if (opts_.stacks) notes_ << ", " << stack_us_per_hit() << " us of probecost's a stack";
-    notes_ << std::flush;
+  // The figures for the status line, which a thread of its own draws (progress_text): this
+  // thread never waits for a terminal.
+  if (opts_.progress) {
+    live_hits_.store(hits_so_far(), std::memory_order_relaxed);
+    if (opts_.stacks) live_stack_us_.store(stack_us_per_hit(), std::memory_order_relaxed);
   }
+}
+
+std::string TraceRun::progress_text(double t) const {
+  std::uint64_t hits = live_hits_.load(std::memory_order_relaxed);
+  std::ostringstream text;
+  text << "[" << static_cast<int>(t) << "s] " << hits << " hits ("
+       << static_cast<std::uint64_t>(static_cast<double>(hits) / t) << "/s)";
+  if (opts_.stacks)
+    text << ", " << live_stack_us_.load(std::memory_order_relaxed) << " us of probecost's a stack";
+  return text.str();
 }
 
 Session* TraceRun::session_of(TracedProcess& proc) {
@@ -238,7 +247,7 @@ void TraceRun::announce_stacks(ProcessTrace& tr) {
   double t0 = now_s();
   std::size_t frames = tr.rec.collector->capture(tid).size();
   double unwind_s = now_s() - t0;
-  notes_ << "probecost trace: --stacks: every hit stops the thread while probecost unwinds up to "
+  notes_ << opts_.tool << ": --stacks: every hit stops the thread while probecost unwinds up to "
          << opts_.stack_depth << " frames, so every probe is an int3 (a jump never stops the "
          << "thread); besides the stop, an unwind of " << frames
          << (frames == 1 ? " frame" : " frames") << " (thread " << tid << " now) took "
@@ -306,15 +315,17 @@ TraceReport TraceRun::run_to_end() {
   ran_ = true;
   sys::at_stage("attached");
   report_.start_s = now_s();
-  next_progress_ = t0_ + 1;
+  std::optional<StatusLine> status;
+  if (opts_.progress) status.emplace([this](double t) { return progress_text(t); });
   attach_others();
   RunEnd end = loop();
   report_.tracer_cpu_s = thread_cpu_s() - cpu0;
-  if (opts_.progress) notes_ << "\r\033[K" << std::flush;
+  status.reset();
   report_.duration_s = now_s() - t0_;
   report_.ending = describe_end(end, root());
   std::uint64_t syscalls = sys::counters().total() - syscalls0;
   let_go();
+  if (opts_.calls && opts_.calls->on_let_go) opts_.calls->on_let_go();
   report_processes();
   replay_calls();
   report_figures(syscalls);

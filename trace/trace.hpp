@@ -23,6 +23,9 @@ namespace record {
 class Recorder;
 struct ProbeInfo;
 }  // namespace record
+namespace trace_run {
+struct LiveCounts;
+}  // namespace trace_run
 
 // `probecost record`: call probes (each function's entry and every way out) instead of
 // counting ones, their events handed to a recording while the process runs.
@@ -34,8 +37,11 @@ struct CallRecording {
   // `drop` drops the record at once (counted lost).
   bool drop = false;
   long wait_bound_ns = 1'000'000'000;
-  std::string spool_dir = ".";  // where the raw records wait until the trace is written
-  double tsc_hz = 0;            // TSC ticks per second (the drain's flush interval)
+  std::string spool_dir = ".";            // where the raw records wait until the trace is written
+  double tsc_hz = 0;                      // TSC ticks per second (the drain's flush interval)
+  trace_run::LiveCounts* live = nullptr;  // what the drains kept so far (a status line's)
+  // Called once the process is let go, before the trace is written from the spool.
+  std::function<void()> on_let_go;
   // Called once, when the first image's probes are resolved and before any event, with one
   // ProbeInfo per function probed: the recording their events go to.
   std::function<record::Recorder&(const std::vector<record::ProbeInfo>&)> start;

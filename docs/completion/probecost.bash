@@ -48,7 +48,7 @@ _probecost_target() {
 _probecost() {
   local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD - 1]}
   local probecost=${COMP_WORDS[0]} cmd= i
-  local commands="trace record compare overhead experiment report restore bench help"
+  local commands="trace record replay compare overhead experiment report restore bench help"
   COMPREPLY=()
   for ((i = 1; i < COMP_CWORD; i++)); do
     if [[ ${COMP_WORDS[i]} != -* ]]; then
@@ -82,6 +82,13 @@ _probecost() {
         return 0
       fi
       ;;
+    replay)
+      # PATH: a recording, a file or a CTF directory; wherever no option wants a value.
+      if [[ $cur != -* ]] && ! [[ $prev =~ ^(-t|--tid|-F|--function|-r|--time-range|-D|--depth|-f|--format)$ ]]; then
+        COMPREPLY=($(compgen -f -- "$cur"))
+        return 0
+      fi
+      ;;
     experiment)
       if [[ $cur != -* && $prev != -* ]]; then
         COMPREPLY=($(compgen -W "markers scalability multi-probe int3-vs-marker all" -- "$cur"))
@@ -111,6 +118,8 @@ _probecost() {
       --format)
         if [[ $cmd == record ]]; then
           COMPREPLY=($(compgen -W "chrome ctf" -- "$cur"))
+        elif [[ $cmd == replay ]]; then
+          COMPREPLY=($(compgen -W "text json" -- "$cur"))
         else
           COMPREPLY=($(compgen -W "text json csv" -- "$cur"))
         fi

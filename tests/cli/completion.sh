@@ -31,7 +31,9 @@ expect() {
   failed=1
 }
 expect "record" 1 "$probecost" rec
-expect "record report restore" 2 "$probecost" help re
+expect "record replay report restore" 2 "$probecost" help re
+expect "--report" 3 "$probecost" replay t.json --rep
+expect "json text" 3 "$probecost" replay --format ""
 expect "--summary-json" 2 "$probecost" record --su
 expect "--via" 4 "$probecost" trace -p 1 --vi
 expect "auto int3 jump" 3 "$probecost" trace --via ""

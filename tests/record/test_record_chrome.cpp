@@ -162,10 +162,14 @@ TEST_F(RecordChrome, EmptyRunAndUnwritablePath) {
       Recorder(testing::run_of({"f"}), Format::chrome, (dir / "no/such/dir.json").string()), Error);
 }
 
-TEST(RecordChromeValues, RegistersAsSignedNumbersHexBeyond53Bits) {
+TEST(RecordChromeValues, RegistersAsSignedNumbersHexForPointersAndBeyond53Bits) {
   EXPECT_EQ(chrome_value(0), "0");
   EXPECT_EQ(chrome_value(static_cast<std::uint64_t>(-1)), "-1");
-  EXPECT_EQ(chrome_value(0x7ffd12345678), "140724908873336");
+  EXPECT_EQ(chrome_value(0xffffffff), "4294967295");        // below 4 GiB: a number
+  EXPECT_EQ(chrome_value(0x100000000), "\"0x100000000\"");  // a pointer's range: hex
+  EXPECT_EQ(chrome_value(0x7ffd12345678), "\"0x7ffd12345678\"");
+  EXPECT_EQ(chrome_value(0x55d0c3a2b000), "\"0x55d0c3a2b000\"");
+  EXPECT_EQ(chrome_value(1ull << 47), "140737488355328");  // past user space: a number again
   EXPECT_EQ(chrome_value(1ull << 53), "9007199254740992");
   EXPECT_EQ(chrome_value((1ull << 53) + 1), "\"0x20000000000001\"");
   EXPECT_EQ(chrome_value(static_cast<std::uint64_t>(-(1ll << 53))), "-9007199254740992");
