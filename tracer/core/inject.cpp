@@ -268,6 +268,9 @@ void TracedProcess::park_at_interrupt(TaskRef ref) {
       auto ws = wait_for(*t);
       if (!ws || !(t = task(ref))) return;
       if (ws->interrupt_stop()) return;
+      // A thread of a stopped group lent to a detach's call goes back into the group-stop:
+      // a stop as good as the interrupt's, where the detach leaves it (free_stopped_for_calls).
+      if (ws->group_stop() && letting_go_) return;
       if (!ws->signal_stop()) {  // a group-stop, an exit: the event loop's
         events_.defer(*t, *ws);
         return;

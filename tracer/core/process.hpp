@@ -219,7 +219,8 @@ class TracedProcess final : public RemoteProcess {
   // (`first_stop`), then take over the copy of the parent's probes its memory holds: the int3
   // sites as they are, each jump put back to the original bytes with an int3 over its first
   // (the jump's trampoline and counters are the parent's, in memory both share).
-  void take_over_fork(TracedProcess& parent, std::optional<WaitStatus> first_stop);
+  void take_over_fork(TracedProcess& parent, std::optional<WaitStatus> first_stop,
+                      bool with_guardian = true);
   // This process is one that shared a member's memory and exec'd: its task `tid` reported the
   // exec (`ws`). The tracer runs it to its entry point and probes its new image.
   void take_exec_of_sharer(pid_t tid, WaitStatus ws);
@@ -312,6 +313,8 @@ class TracedProcess final : public RemoteProcess {
   void on_exec(Task& task);
   bool will_report(Task& task);
   void release_fork_child(Task& child);
+  void release_fork_child_fully(Task& child);
+  void free_stopped_for_calls(Task& t);  // detach's: a job-control stop may run injected calls
   void release_sharer_bookkeeping(pid_t tid);  // a vfork waiter is out of vfork()
   // Detach's fix-up of one stopped task: a thread whose int3 trapped is rewound onto the site,
   // and its SIGTRAP consumed, before the byte goes back.
@@ -365,6 +368,7 @@ class TracedProcess final : public RemoteProcess {
   std::optional<double> end_cpu_seconds_;
   double children_cpu_at_launch_ = 0;
   bool detached_ = false;
+  bool letting_go_ = false;  // in detach(): a group-stop is as good a stop as any (detach.cpp)
   bool exec_ended_ = false;
   std::vector<RuntimeAddr> scratch_pages_;
   std::unique_ptr<Guardian> guardian_;
