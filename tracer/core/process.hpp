@@ -326,10 +326,11 @@ class TracedProcess final : public RemoteProcess {
   void let_go_of_int3_area();
   void adopt_int3_area(std::unique_ptr<Int3Area> area);
   void leave_moved_code();  // forget_moved_code(), its notes kept in left_alone_
-  // Detach's: each stopped thread inside one of our jump areas single-stepped until it has left
-  // it (run_out.cpp); why one could not be is noted for OurMappings::release.
+  // Detach's: each stopped thread inside one of our jump areas let run alone, and interrupted,
+  // until it has left it (run_out.cpp); why one could not be is noted for OurMappings::release.
   void run_out_of_our_areas();
-  std::string step_out_of(TaskRef ref, const std::vector<OurMapping>& areas);
+  std::string bring_out_of(TaskRef ref, const std::vector<OurMapping>& areas);
+  std::string stop_after_run(TaskRef ref);
   void settle_new_tasks();
   // One single-step of injected code in `task`; the registers after it, nullptr when it is
   // gone.

@@ -41,24 +41,26 @@ struct DeathPlan {
   std::string stage;  // "attach" or "detach"; empty: a hit
 };
 
+DeathPlan parse_plan(const char* v) {
+  DeathPlan p;
+  if (!v) return p;
+  unsigned long long k = 0, n = 0;
+  char stage[8] = "";
+  if (std::sscanf(v, "%6[a-z]+%llu", stage, &n) == 2 && n > 0 &&
+      (std::strcmp(stage, "attach") == 0 || std::strcmp(stage, "detach") == 0 ||
+       std::strcmp(stage, "runout") == 0)) {
+    p.stage = stage;
+    p.calls = n;
+    if (p.stage == "attach") p.countdown = n;  // from the first call on
+  } else if (std::sscanf(v, "%llu+%llu", &k, &n) >= 1) {
+    p.hit = k;
+    p.calls = n;
+  }
+  return p;
+}
+
 DeathPlan& death_plan() {
-  static DeathPlan plan = [] {
-    DeathPlan p;
-    const char* v = std::getenv("PROBECOST_DIE_AT_HIT");
-    if (!v) return p;
-    unsigned long long k = 0, n = 0;
-    char stage[8] = "";
-    if (std::sscanf(v, "%6[a-z]+%llu", stage, &n) == 2 && n > 0 &&
-        (std::strcmp(stage, "attach") == 0 || std::strcmp(stage, "detach") == 0)) {
-      p.stage = stage;
-      p.calls = n;
-      if (p.stage == "attach") p.countdown = n;  // from the first call on
-    } else if (std::sscanf(v, "%llu+%llu", &k, &n) >= 1) {
-      p.hit = k;
-      p.calls = n;
-    }
-    return p;
-  }();
+  static DeathPlan plan = parse_plan(std::getenv("PROBECOST_DIE_AT_HIT"));
   return plan;
 }
 
@@ -96,9 +98,13 @@ void at_stage(const char* stage) {
     std::fprintf(stderr, "probecost: PROBECOST_DIE_AT_HIT=attach+%llu: the attach is over\n",
                  static_cast<unsigned long long>(p.calls));
     p.countdown = 0;
-  } else if (p.stage == "detach" && std::strcmp(stage, "detach") == 0) {
-    p.countdown = p.calls;
+  } else if (p.stage != "attach" && p.stage == stage) {
+    p.countdown = p.calls;  // detach, runout
   }
+}
+
+void plan_death(const char* plan) {
+  death_plan() = parse_plan(plan);
 }
 
 void set_injecting(bool on) {

@@ -30,9 +30,12 @@ void at_hit();
 // PROBECOST_DIE_AT_HIT=attach+N: right before the N-th system call on a tracee from the start
 // (the seize's first); if the attach is over first (at_stage("attached"): every thread let
 // run), a line on stderr says so and nothing dies. detach+N: the N-th call from
-// at_stage("detach") (letting go of the processes). A death inside an injected call
+// at_stage("detach") (letting go of the processes); runout+N: from at_stage("runout") (the
+// detach's threads caught in a trampoline, brought out). A death inside an injected call
 // (set_injecting) is said on stderr first.
 void at_stage(const char* stage);
+// The same plan, given by a test that traces from a process of its own (fork, no exec).
+void plan_death(const char* plan);
 void set_injecting(bool on);
 // Called before every system call on a tracee (these wrappers, ProcMemory).
 void before_call();
