@@ -226,7 +226,7 @@ auto TracedProcess::with_others_stopped(Task* via, Inject inject)
   TaskRef ref = t->ref();
   OthersStopped others(*this, ref.tid);
   t = task(ref);  // another thread's exec may have ended it meanwhile
-  if (!t || !leave_syscall_event(*t)) return std::nullopt;
+  if (!t || !leave_syscall_event(*t) || !leave_rseq_sequence(*t)) return std::nullopt;
   lent_mask_ = t->blocked_signals();  // before SIGTRAP is unblocked: the way back's mask
   SigtrapUnblocked unblocked(*t);
   return inject(*t);

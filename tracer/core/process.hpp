@@ -351,6 +351,9 @@ class TracedProcess final : public RemoteProcess {
   // kernel stores in RAX only at its exit: taken to the syscall-exit-stop first. False when
   // it is gone or the stop is not one to inject in.
   bool leave_syscall_event(Task& task);
+  // A thread inside a restartable sequence of the program's is sent to its abort handler first,
+  // as the kernel would at its resume (rseq_leave.cpp). False when it is gone.
+  bool leave_rseq_sequence(Task& task);
   long inject_syscall(Task& task, long nr, const std::array<long, 6>& args);
   std::uint64_t inject_call(Task& task, RuntimeAddr fn);
 
