@@ -2,6 +2,7 @@
 
 #include <signal.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -11,6 +12,7 @@
 #include <cstring>
 #include <ctime>
 #include <string>
+#include <vector>
 
 namespace probecost::sys {
 
@@ -178,6 +180,16 @@ int tkill(pid_t tid, int sig) {
   ++counters().other;
   if (std::FILE* f = log_file()) std::fprintf(f, "%.6f tkill %d sig %d\n", log_time(), tid, sig);
   return static_cast<int>(::syscall(SYS_tkill, tid, sig));
+}
+
+ssize_t vm_read(pid_t tid, void* out, std::size_t size, std::uint64_t from, std::size_t pieces) {
+  before_call();
+  ++counters().memory;
+  iovec local{out, size};
+  std::vector<iovec> remote(pieces);
+  for (std::size_t i = 0; i < pieces; ++i)
+    remote[i] = {reinterpret_cast<void*>(from + i * (size / pieces)), size / pieces};
+  return ::process_vm_readv(tid, &local, 1, remote.data(), pieces, 0);
 }
 
 }  // namespace probecost::sys

@@ -8,6 +8,7 @@
 #include <sys/ptrace.h>
 #include <sys/types.h>
 
+#include <cstddef>
 #include <cstdint>
 
 namespace probecost::sys {
@@ -54,5 +55,9 @@ int tgkill(pid_t tgid, pid_t tid, int sig);
 int kill(pid_t pid, int sig);
 // tkill: a signal to one thread by its tid alone (re-sending a signal the thread received).
 int tkill(pid_t tid, int sig);
+// process_vm_readv of `size` bytes at `from` in thread `tid`'s memory, as `pieces` equal remote
+// pieces (so that a read stopped by an unmapped piece still gives those before it): the bytes
+// read, or -1 with errno.
+ssize_t vm_read(pid_t tid, void* out, std::size_t size, std::uint64_t from, std::size_t pieces);
 
 }  // namespace probecost::sys
