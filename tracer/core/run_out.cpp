@@ -42,10 +42,13 @@ namespace probecost {
 
 namespace {
 
-// Runs of the thread before it is given up on, the n-th lasting kFirstRun << 2n (50 us to
-// 13 ms, 17 ms in all): a wait for a CPU on a loaded machine, a wait for room in a ring.
-constexpr int kRuns = 5;
+// Runs of the thread before it is given up on, the n-th lasting kFirstRunNs << 2n up to
+// kLongestRunNs (50 us, 200 us, 0.8 ms, 3.2 ms, 12.8 ms, then 25 ms: 0.26 s in all): a wait
+// for a CPU on a loaded machine (1 of 40 detaches at load 30 kept its area with 17 ms in all:
+// fault_regression MemoryBusy), a wait for room in a ring.
+constexpr int kRuns = 15;
 constexpr long kFirstRunNs = 50'000;
+constexpr long kLongestRunNs = 25'000'000;
 
 bool in_any(const std::vector<OurMapping>& areas, RuntimeAddr at) {
   return std::any_of(areas.begin(), areas.end(), [at](const OurMapping& m) {
@@ -54,7 +57,7 @@ bool in_any(const std::vector<OurMapping>& areas, RuntimeAddr at) {
 }
 
 void pause_for_run(int run) {
-  long ns = kFirstRunNs << (2 * run);
+  long ns = run < 5 ? kFirstRunNs << (2 * run) : kLongestRunNs;
   timespec ts{ns / 1'000'000'000, ns % 1'000'000'000};
   while (::nanosleep(&ts, &ts) != 0 && errno == EINTR) {
   }
