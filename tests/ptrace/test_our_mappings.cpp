@@ -1,12 +1,15 @@
 // A detach takes out the jump areas no thread can be in (tracer/core/our_mappings.hpp), after
 // bringing a thread caught inside a trampoline out of it (tracer/core/run_out.cpp): the area goes,
 // the thread goes on in the program's own code and the program ends well.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "restore/restore.hpp"
 #include "tracer/core/family.hpp"
 #include "tracer/jump/jump_probes.hpp"
+#include "tracer/os/syscalls.hpp"
 #include "tracer/symbols/symbols.hpp"
 
 using namespace probecost;
@@ -132,4 +135,70 @@ TEST(OurMappings, AnAreaAnEarlierDetachKeptGoesAtTheNextAttach) {
   EXPECT_FALSE(mapped());
   int status = exit_status(proc);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+}
+
+namespace {
+
+// probecost-inferior looping over its probe, attached by a tracer process of the test's own
+// (forked) that catches a thread in the trampoline, then lets go with PROBECOST_DIE_AT_HIT's
+// `plan`: its exit status (0: let go, 10: never caught; killed: the plan's death).
+int trace_and_die(pid_t target, const std::string& plan) {
+  pid_t tracer = ::fork();
+  if (tracer == 0) {
+    int code = 3;
+    try {
+      auto family = Family::attach(target, false);
+      TracedProcess& proc = family->root();
+      ProcessSymbols symbols(target);
+      Symbol sym = symbols.resolve("probecost_site_probe");
+      JumpProbes jumps(proc, JumpOptions{});
+      std::string why;
+      if (!jumps.add(sym.address, symbols, 1, sym.name, why)) ::_exit(4);
+      pid_t caught = 0;
+      for (int attempt = 0; attempt < 5000 && !caught; ++attempt) {
+        proc.resume_stopped(all_tids(proc));
+        proc.stop_all();
+        caught = thread_in_trampoline(proc);
+      }
+      if (!caught) ::_exit(10);
+      sys::plan_death(plan.c_str());
+      proc.detach();
+      code = 0;
+    } catch (const std::exception&) {
+    }
+    ::_exit(code);
+  }
+  int status = 0;
+  ::waitpid(tracer, &status, 0);
+  return status;
+}
+
+}  // namespace
+
+// Issue 23 §1b: probecost SIGKILLed at each system call of bringing a caught thread out of a
+// trampoline. The program goes on as untraced and ends well. Failed before, single-stepped:
+// a death after a PTRACE_SINGLESTEP left the thread with TF set, killed by the next
+// instruction's SIGTRAP.
+TEST(OurMappings, ADeathWhileAThreadIsBroughtOutLeavesItRunning) {
+  int caught = 0;
+  for (int n = 1; n <= 12; ++n) {
+    int null = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
+    pid_t target = ::fork();
+    if (target == 0) {
+      ::dup2(null, STDOUT_FILENO);
+      ::execl(INFERIOR_BIN, INFERIOR_BIN, "--site", "probe", "--iterations", "30000000",
+              static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    ::close(null);
+    int tracer = trace_and_die(target, "runout+" + std::to_string(n));
+    int status = 0;
+    ::waitpid(target, &status, 0);
+    if (WIFEXITED(tracer) && WEXITSTATUS(tracer) == 10) continue;  // never caught: no run-out
+    ++caught;
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        << "death at runout+" << n << ": the program's status " << status << " (tracer " << tracer
+        << ")";
+  }
+  EXPECT_GT(caught, 6) << "threads seldom caught in the trampoline";
 }

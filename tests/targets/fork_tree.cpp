@@ -10,10 +10,14 @@
 //
 // fork_tree serve: says "ready", then for each line "fork K" on stdin calls probe_me() once and
 // forks a child that calls it K times and exits; once the child is reaped it answers
-// "child=<pid> status=<wait status>". "quit" (or the end of stdin) ends it.
+// "child=<pid> status=<wait status>". "quit" (or the end of stdin) ends it. "forksig K": the
+// same, and the child exits 3 instead of 0 if its SIGTRAP disposition is not the program's own
+// (own_trap, set at start). "forkstop K": the same, but the child says "stopping=<pid>"
+// after its calls and stops itself (SIGSTOP), and looks at its disposition once continued.
 #include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -21,6 +25,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string_view>
 
 extern "C" void probe_me(long i);
 
@@ -32,6 +37,16 @@ volatile long sink = 0;
 void report() {
   std::printf("pid=%d calls=%ld\n", static_cast<int>(::getpid()), calls.load());
   std::fflush(stdout);
+}
+
+void own_trap(int) {}
+
+// 0 when the SIGTRAP disposition is own_trap, as the program set it; 3 when it is anything else
+// (a tracer's handler left behind).
+int own_sigtrap_status() {
+  struct sigaction sa {};
+  ::sigaction(SIGTRAP, nullptr, &sa);
+  return sa.sa_handler == own_trap ? 0 : 3;
 }
 
 void call_n(long n) {
@@ -90,14 +105,24 @@ int main(int argc, char** argv) {
   if (argc == 2 && std::strcmp(argv[1], "serve") == 0) {
     std::printf("ready\n");
     std::fflush(stdout);
-    char line[64];
+    struct sigaction sa {};
+    sa.sa_handler = own_trap;
+    ::sigaction(SIGTRAP, &sa, nullptr);
+    char line[64], cmd[16];
     long k = 0;
-    while (std::fgets(line, sizeof line, stdin) && std::sscanf(line, "fork %ld", &k) == 1) {
+    while (std::fgets(line, sizeof line, stdin) && std::sscanf(line, "%15s %ld", cmd, &k) == 2) {
+      std::string_view what(cmd);
+      if (what != "fork" && what != "forksig" && what != "forkstop") break;
       probe_me(0);
       pid_t c = ::fork();
       if (c == 0) {
         call_n(k);
-        std::_Exit(0);
+        if (what == "forkstop") {
+          std::printf("stopping=%d\n", static_cast<int>(::getpid()));
+          std::fflush(stdout);
+          ::raise(SIGSTOP);
+        }
+        std::_Exit(what == "fork" ? 0 : own_sigtrap_status());
       }
       int status = 0;
       ::waitpid(c, &status, 0);

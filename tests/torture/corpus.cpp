@@ -144,6 +144,10 @@ std::vector<Function> functions_of(const std::string& path) {
     f.skipped = missing_feature(f.name);
     decode_all(f, image, path);
   }
+  for (auto& f : out) {
+    f.has_cold_part = std::any_of(out.begin(), out.end(),
+                                  [&](const Function& g) { return g.name == f.name + ".cold"; });
+  }
   std::sort(out.begin(), out.end(),
             [](const Function& a, const Function& b) { return a.address < b.address; });
   return out;

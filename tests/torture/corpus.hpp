@@ -29,6 +29,9 @@ struct Function {
   // instruction, counts otherwise, or changes what the program does (compare/uprobe.hpp).
   std::vector<std::string> uncounted;
   std::string skipped;  // why it is not probed on this machine (a CPU feature it lacks)
+  // Part of its code is in another symbol (GCC's NAME.cold): `record` patches the returns of
+  // the function's own range only, so a call that returns from there is unmatched.
+  bool has_cold_part = false;
 };
 
 // The t_* functions of the ELF file at `path`, sorted by address. Error (std::runtime_error)

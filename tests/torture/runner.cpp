@@ -41,9 +41,11 @@ class ReportFile {
   }
   ~ReportFile() {
     ::unlink(path_.c_str());
+    ::unlink(trace_path().c_str());
     ::rmdir(dir_.c_str());
   }
   const std::string& path() const { return path_; }
+  std::string trace_path() const { return dir_ + "/trace.json"; }  // record's trace
   std::optional<nlohmann::json> read() const {
     std::ifstream in(path_);
     if (!in) return std::nullopt;
@@ -195,10 +197,16 @@ Reference attached_reference(const Config& cfg, const Program& p,
   return r;
 }
 
+// The report at argv[5] either way: trace's JSON, or record's summary (its trace beside it).
 std::vector<std::string> probecost_argv(const Config& cfg, const ReportFile& report,
                                         const std::vector<std::string>& args) {
   std::vector<std::string> argv = {cfg.probecost, "trace", "-f", "json", "-o", report.path()};
-  argv.insert(argv.end(), args.begin(), args.end());
+  auto rest = args.begin();
+  if (!args.empty() && args.front() == "record") {
+    argv = {cfg.probecost, "record", "-o", report.trace_path(), "--summary-json", report.path()};
+    ++rest;
+  }
+  argv.insert(argv.end(), rest, args.end());
   return argv;
 }
 

@@ -46,7 +46,8 @@ struct Traced {
   std::vector<std::string> argv;  // the command line, to reproduce the run
 };
 
-// `args`: what follows `probecost trace -f json -o REPORT` (--via, --step-over, -b ...).
+// `args`: what follows `probecost trace -f json -o REPORT` (--via, --step-over, -b ...); or,
+// after a first "record", what follows `probecost record -o TRACE --summary-json REPORT`.
 Traced run_traced(const Config& cfg, const Program& p, const std::vector<std::string>& args);
 
 // The command line of a run as a shell would take it.

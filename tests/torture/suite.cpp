@@ -18,6 +18,7 @@ const std::vector<Way>& ways() {
       // Per site, auto is jump where jump goes and int3/auto elsewhere: only its mix of the
       // two, with every boundary of a function probed at once, is new.
       {"auto", {"--via", "auto"}, false},
+      {"record", {"record"}, false, true, true},
   };
   return all;
 }
@@ -84,8 +85,58 @@ bool same_as_untraced(const Ended& ref, const Ended& e, Verdict& v) {
   return false;
 }
 
+// What one row of record's summary says wrong of the function's calls: nothing lost, and no
+// return with no entry, but in an attached program (a call under way when the attach came: a
+// parked program waits inside its function). A call whose return record does not see (thrown
+// through, longjmp'd out of, or returning from the function's .cold part, whose returns are
+// not patched) is closed unmatched by its caller's return: said in `note`, not a failure.
+void check_pairs(const Case& c, const nlohmann::json& row, std::ostringstream& wrong,
+                 std::string& note) {
+  auto n = [&](const char* k) { return row.value(k, std::uint64_t{0}); };
+  if (n("events_lost")) wrong << "events_lost " << n("events_lost") << "; ";
+  if (n("orphan_returns") && !c.subject->program->attach)
+    wrong << "orphan_returns " << n("orphan_returns") << "; ";
+  auto ended = n("returns") + n("unwound") + n("open_at_end") + n("unmatched");
+  if (ended != n("calls") && !n("unmatched"))
+    wrong << n("calls") << " calls but " << ended << " returned, unwound or open; ";
+  if (n("unmatched")) {
+    // Their pairing is record's (record/pairing.hpp), being reworked: its figures are said.
+    note = std::to_string(n("unmatched")) + " of " + std::to_string(n("calls")) +
+           " calls unmatched (no return seen" +
+           (c.function->has_cold_part ? ": part of it is in " + c.function->name + ".cold" : "") +
+           "), " + std::to_string(n("returns")) + " returned";
+  }
+}
+
+// record's summary: the function's calls against the kernel's hits at its entry.
+void check_calls(const Case& c, const nlohmann::json& summary, Verdict& v) {
+  std::ostringstream wrong;
+  std::string note;
+  for (const auto& row : summary.value("probes", nlohmann::json::array())) {
+    if (row.value("function", "") != c.function->name) continue;
+    auto calls = row.value("calls", std::uint64_t{0});
+    auto expected = c.subject->counts.at(c.fn_index).at(0);
+    if (expected) {
+      ++v.counts_checked;
+      if (calls != *expected) wrong << calls << " calls, the kernel's uprobe " << *expected << "; ";
+    }
+    check_pairs(c, row, wrong, note);
+  }
+  if (!v.counts_checked && c.subject->counts.at(c.fn_index).at(0)) wrong << "no row for it; ";
+  if (wrong.tellp()) {
+    v.kind = Verdict::Kind::Failed;
+    v.why = "wrong record: " + wrong.str() + note;
+  } else {
+    v.why = note;
+  }
+}
+
 std::vector<std::string> probe_args(const Case& c) {
   std::vector<std::string> args = c.way->args;
+  if (c.way->record) {
+    args.insert(args.end(), {"-b", c.function->name});
+    return args;
+  }
   for (std::size_t b : c.boundaries) args.insert(args.end(), {"-b", spec_of(*c.function, b)});
   return args;
 }
@@ -112,7 +163,10 @@ Verdict run_case(const Config& cfg, const Case& c) {
     v.why = "no report (probecost exited " + std::to_string(*t.probecost_code) +
             "): " + last_line(t.probecost_err);
   } else if (same_as_untraced(c.subject->untraced, t.target, v)) {
-    check_counts(c, *t.report, v);
+    if (c.way->record)
+      check_calls(c, *t.report, v);
+    else
+      check_counts(c, *t.report, v);
   }
   if (v.kind == Verdict::Kind::Failed) v.known_item = known_item(c, v.why);
   return v;

@@ -19,6 +19,9 @@ struct Way {
   bool singles = true;  // a run per instruction boundary; else only the all-at-once run
   // The all-at-once run in the short form too (singlestep and emulate, slow, only in the long).
   bool all_in_short = true;
+  // `probecost record` of the whole function (its calls at its entry and their returns): one
+  // run per function, its calls against the kernel uprobe's hits at the function's first byte.
+  bool record = false;
 };
 const std::vector<Way>& ways();
 

@@ -67,6 +67,7 @@ std::set<std::string> split(const std::string& s) {
       "  --long      every program and every boundary (default: the short form)\n"
       "  --only      these programs (see --list)\n"
       "  --ways      these ways: int3/singlestep int3/emulate int3/outline int3/auto jump auto\n"
+      "              record\n"
       "  --function  that function only; --offsets: only those boundaries of it\n"
       "  --stride N  probe one boundary in N of each function, one at a time\n"
       "  --main      probecost is main's before issue 15's fixes: list its failures apart\n");
@@ -175,10 +176,17 @@ torture::Subject prepare(const Options& o, const torture::Program& p, std::strin
     const auto& f = s.functions[fi];
     s.counts.emplace_back(f.boundaries.size());
     for (std::size_t b : sampled(f, o.long_form ? 1 : o.stride)) {
-      if (!f.uncounted[b].empty()) continue;
+      if (!f.uncounted[b].empty() || b == 0) continue;
       offsets.push_back(f.file_offset + f.boundaries[b]);
       where.emplace_back(fi, b);
     }
+  }
+  // Every function's entry: where record's calls are counted.
+  for (std::size_t fi = 0; fi < s.functions.size(); ++fi) {
+    const auto& f = s.functions[fi];
+    if (f.boundaries.empty() || !f.uncounted[0].empty()) continue;
+    offsets.push_back(f.file_offset + f.boundaries[0]);
+    where.emplace_back(fi, 0);
   }
   s.untraced = torture::run_reference(o.cfg, p, {});
   torture::Reference counted = torture::run_reference(o.cfg, p, offsets);
@@ -224,7 +232,7 @@ struct Suite {
         failures.push_back(line);
         std::printf("FAIL %s\n", line.c_str());
       }
-    } else if (o.verbose) {
+    } else if (o.verbose || (c.way->record && !v.why.empty())) {  // record's unmatched calls
       std::printf("%s %s%s%s\n", v.kind == Verdict::Kind::Refused ? "refused" : "ok", where.c_str(),
                   v.why.empty() ? "" : ": ", v.why.c_str());
     }
@@ -236,6 +244,11 @@ struct Suite {
     for (const auto& way : torture::ways()) {
       if (!o.only_ways.empty() && !o.only_ways.count(way.name)) continue;
       torture::Case c{&s, &f, fi, {}, &way, false};
+      if (way.record) {
+        c.boundaries = {0};  // the function: its entry and its returns
+        record(c, torture::run_case(o.cfg, c));
+        continue;
+      }
       if (way.singles) {
         for (std::size_t b : sampled(f, o.stride)) {
           c.boundaries = {b};

@@ -3,11 +3,13 @@
 // execs; an attached process's children followed and let go intact.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <regex>
@@ -221,4 +223,81 @@ TEST(FollowForks, AttachedProcessChildrenAreCountedAndLeftIntact) {
   ::waitpid(pid, &st, 0);
   EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << st;
   std::fclose(from);
+}
+
+namespace {
+
+// fork_tree serve, with its stdin and stdout on pipes.
+struct Server {
+  Server() {
+    int in[2], out[2];
+    EXPECT_EQ(::pipe2(in, O_CLOEXEC), 0);
+    EXPECT_EQ(::pipe2(out, O_CLOEXEC), 0);
+    pid = probecost::test::spawn({FORK_TREE, "serve"}, in[0], out[1], -1);
+    ::close(in[0]);
+    ::close(out[1]);
+    to = in[1];
+    from = ::fdopen(out[0], "r");
+    first = probecost::test::read_line(from);
+  }
+  ~Server() {
+    ::close(to);
+    int st = 0;
+    ::waitpid(pid, &st, 0);
+    std::fclose(from);
+  }
+  std::string ask(const std::string& cmd) {
+    std::string line = cmd + "\n";
+    EXPECT_EQ(::write(to, line.data(), line.size()), static_cast<ssize_t>(line.size()));
+    return probecost::test::read_line(from);
+  }
+  std::string next_line() { return probecost::test::read_line(from); }
+  pid_t pid;
+  int to;
+  FILE* from;
+  std::string first;
+};
+
+// The state letter of /proc/PID/stat ('?' when it is gone).
+char state_of(long pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto close = all.rfind(')');
+  return close == std::string::npos || close + 2 >= all.size() ? '?' : all[close + 2];
+}
+
+}  // namespace
+
+// Not followed, a fork child of a process with int3 probes is let go at its first stop with
+// the program's own SIGTRAP disposition, not the trap area's handler that fork copied into it
+// (the child exits 3 if its disposition is not the program's).
+TEST(FollowForks, AChildLetGoHasTheProgramsSigtrapDisposition) {
+  Server s;
+  ASSERT_EQ(s.first, "ready");
+  probecost::test::Trace trace({"-p", std::to_string(s.pid), "--via", "int3", "-b", "probe_me"});
+  ASSERT_TRUE(trace.ready) << trace.stderr_text;
+  std::string answer = s.ask("forksig 5");
+  EXPECT_NE(answer.find("status=0"), std::string::npos) << answer;
+  EXPECT_EQ(trace.finish(SIGINT), 0) << trace.stderr_text;
+  EXPECT_EQ(hits_by_process(trace.report(), "probe_me")[s.pid], 1u);
+}
+
+// Followed, a child whose only thread is stopped (SIGSTOP) when probecost lets go still gets
+// the program's SIGTRAP disposition back, and stays stopped until it is continued.
+TEST(FollowForks, AStoppedChildLetGoHasTheProgramsSigtrapDisposition) {
+  Server s;
+  ASSERT_EQ(s.first, "ready");
+  probecost::test::Trace trace(
+      {"-F", "-p", std::to_string(s.pid), "--via", "int3", "-b", "probe_me"});
+  ASSERT_TRUE(trace.ready) << trace.stderr_text;
+  std::string stopping = s.ask("forkstop 5");
+  long child = 0;
+  ASSERT_EQ(std::sscanf(stopping.c_str(), "stopping=%ld", &child), 1) << stopping;
+  // Past its probe calls: the next stop is its SIGSTOP's (traced: 't'); bounded by the timeout.
+  while (state_of(child) != 't' && state_of(child) != 'T') ::sched_yield();
+  EXPECT_EQ(trace.finish(SIGINT), 0) << trace.stderr_text;
+  EXPECT_EQ(state_of(child), 'T') << "the child is no longer stopped after the detach";
+  EXPECT_EQ(::kill(static_cast<pid_t>(child), SIGCONT), 0);
+  std::string answer = s.next_line();
+  EXPECT_NE(answer.find("status=0"), std::string::npos) << answer;
 }

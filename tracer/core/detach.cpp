@@ -95,6 +95,25 @@ void TracedProcess::settle_new_tasks() {
   }
 }
 
+void TracedProcess::release_fork_child_fully(Task& child) {
+  // Its copy of the trap area holds records of our int3 bytes, and its SIGTRAP disposition is
+  // our handler (fork copies both): a follower of its own takes it over and lets it go, as a
+  // detach lets go of this process (the program's disposition put back, the records marked
+  // out, every int3 and jump out). Writing the bytes back alone left our handler as the child's
+  // disposition for good.
+  pid_t tid = child.tid();
+  WaitStatus first_stop = child.last_stop();
+  events_.take_stop(child);  // no stale report of it left for the family to collect later
+  tasks_.erase(tid);
+  std::unique_ptr<TracedProcess> copy = follower(tid, events_);
+  try {
+    copy->take_over_fork(*this, first_stop, false);
+    copy->detach();
+  } catch (const Error&) {
+    // Gone meanwhile: nothing to clean. Its destructor lets go of what is left.
+  }
+}
+
 void TracedProcess::detach_vfork_waiters() {
   // A thread inside vfork() cannot stop, so it cannot be detached, until its child execs or
   // exits; the child (detached above) now can. Wait a bounded time, then leave it to the
@@ -114,8 +133,35 @@ void TracedProcess::detach_vfork_waiters() {
   }
 }
 
+namespace {
+
+bool is_stop_signal(int sig) {
+  return sig == SIGSTOP || sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU;
+}
+
+}  // namespace
+
+void TracedProcess::free_stopped_for_calls(Task& t) {
+  // A thread held in a job-control stop may run the detach's injected calls all the same: a
+  // process whose every thread is stopped so (a SIGSTOPped fork child) kept our SIGTRAP handler
+  // as its disposition, and its areas, with no thread to run rt_sigaction or munmap. A
+  // group-stop comes back by itself: the kernel puts a detached thread of a stopped group back
+  // into it (__ptrace_unlink sets JOBCTL_STOP_PENDING). A stop signal not delivered yet is sent
+  // again once the thread is detached (tkill: nobody reads a stop signal's siginfo). After each
+  // call, resumed to be parked, the thread goes back into the group-stop (letting_go_ keeps it
+  // there: park_at_interrupt).
+  if (!t.deferred) return;
+  if (t.deferred->group_stop()) {
+    t.deferred.reset();
+  } else if (t.deferred->signal_stop() && is_stop_signal(t.deferred->stop_signal())) {
+    t.pending_signals.push_front(t.deferred->stop_signal());
+    t.deferred.reset();
+  }
+}
+
 void TracedProcess::detach() {
   if (detached_) return;
+  letting_go_ = true;
   stop_all(0, true);
   settle_new_tasks();
   for (auto& [tid, t] : tasks_) {
@@ -128,6 +174,7 @@ void TracedProcess::detach() {
     // function: 2 of 8 cycles).
     if (t.stopped() && t.runs_with_us() && t.deferred && t.deferred->interrupt_stop())
       t.deferred.reset();
+    if (t.stopped() && t.runs_with_us()) free_stopped_for_calls(t);
   }
   std::exception_ptr failure;
   if (alive()) {

@@ -226,7 +226,7 @@ auto TracedProcess::with_others_stopped(Task* via, Inject inject)
   TaskRef ref = t->ref();
   OthersStopped others(*this, ref.tid);
   t = task(ref);  // another thread's exec may have ended it meanwhile
-  if (!t || !leave_syscall_event(*t)) return std::nullopt;
+  if (!t || !leave_syscall_event(*t) || !leave_rseq_sequence(*t)) return std::nullopt;
   lent_mask_ = t->blocked_signals();  // before SIGTRAP is unblocked: the way back's mask
   SigtrapUnblocked unblocked(*t);
   return inject(*t);
@@ -268,6 +268,9 @@ void TracedProcess::park_at_interrupt(TaskRef ref) {
       auto ws = wait_for(*t);
       if (!ws || !(t = task(ref))) return;
       if (ws->interrupt_stop()) return;
+      // A thread of a stopped group lent to a detach's call goes back into the group-stop:
+      // a stop as good as the interrupt's, where the detach leaves it (free_stopped_for_calls).
+      if (ws->group_stop() && letting_go_) return;
       if (!ws->signal_stop()) {  // a group-stop, an exit: the event loop's
         events_.defer(*t, *ws);
         return;

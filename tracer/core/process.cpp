@@ -333,6 +333,10 @@ bool TracedProcess::on_first_stop(Task& t) {
 }
 
 void TracedProcess::release_fork_child(Task& child) {
+  if (int3_area_) {
+    release_fork_child_fully(child);
+    return;
+  }
   // It has its own copy of our int3 bytes: put the originals back and let it go. It is never
   // resumed before this, so it is at its first stop; should it be on a hit all the same, it is
   // rewound onto the site, whose original instruction then runs.
@@ -356,7 +360,8 @@ void TracedProcess::release_fork_child(Task& child) {
   tasks_.erase(child.tid());
 }
 
-void TracedProcess::take_over_fork(TracedProcess& parent, std::optional<WaitStatus> first_stop) {
+void TracedProcess::take_over_fork(TracedProcess& parent, std::optional<WaitStatus> first_stop,
+                                   bool with_guardian) {
   Task& t = add_task(pid_, Task::Role::Thread);
   if (first_stop) {
     t.note_stop(*first_stop);
@@ -381,7 +386,7 @@ void TracedProcess::take_over_fork(TracedProcess& parent, std::optional<WaitStat
   scratch_pages_ = parent.scratch_pages_;
   code_ = parent.code_;            // the same files at the same addresses
   relocated_ = parent.relocated_;  // and so were the copies: a fault in one, a detach
-  if (parent.has_guardian()) start_guardian();
+  if (parent.has_guardian() && with_guardian) start_guardian();
 }
 
 void TracedProcess::take_exec_of_sharer(pid_t tid, WaitStatus ws) {

@@ -219,7 +219,8 @@ class TracedProcess final : public RemoteProcess {
   // (`first_stop`), then take over the copy of the parent's probes its memory holds: the int3
   // sites as they are, each jump put back to the original bytes with an int3 over its first
   // (the jump's trampoline and counters are the parent's, in memory both share).
-  void take_over_fork(TracedProcess& parent, std::optional<WaitStatus> first_stop);
+  void take_over_fork(TracedProcess& parent, std::optional<WaitStatus> first_stop,
+                      bool with_guardian = true);
   // This process is one that shared a member's memory and exec'd: its task `tid` reported the
   // exec (`ws`). The tracer runs it to its entry point and probes its new image.
   void take_exec_of_sharer(pid_t tid, WaitStatus ws);
@@ -312,6 +313,8 @@ class TracedProcess final : public RemoteProcess {
   void on_exec(Task& task);
   bool will_report(Task& task);
   void release_fork_child(Task& child);
+  void release_fork_child_fully(Task& child);
+  void free_stopped_for_calls(Task& t);  // detach's: a job-control stop may run injected calls
   void release_sharer_bookkeeping(pid_t tid);  // a vfork waiter is out of vfork()
   // Detach's fix-up of one stopped task: a thread whose int3 trapped is rewound onto the site,
   // and its SIGTRAP consumed, before the byte goes back.
@@ -323,10 +326,11 @@ class TracedProcess final : public RemoteProcess {
   void let_go_of_int3_area();
   void adopt_int3_area(std::unique_ptr<Int3Area> area);
   void leave_moved_code();  // forget_moved_code(), its notes kept in left_alone_
-  // Detach's: each stopped thread inside one of our jump areas single-stepped until it has left
-  // it (run_out.cpp); why one could not be is noted for OurMappings::release.
+  // Detach's: each stopped thread inside one of our jump areas let run alone, and interrupted,
+  // until it has left it (run_out.cpp); why one could not be is noted for OurMappings::release.
   void run_out_of_our_areas();
-  std::string step_out_of(TaskRef ref, const std::vector<OurMapping>& areas);
+  std::string bring_out_of(TaskRef ref, const std::vector<OurMapping>& areas);
+  std::string stop_after_run(TaskRef ref);
   void settle_new_tasks();
   // One single-step of injected code in `task`; the registers after it, nullptr when it is
   // gone.
@@ -347,6 +351,9 @@ class TracedProcess final : public RemoteProcess {
   // kernel stores in RAX only at its exit: taken to the syscall-exit-stop first. False when
   // it is gone or the stop is not one to inject in.
   bool leave_syscall_event(Task& task);
+  // A thread inside a restartable sequence of the program's is sent to its abort handler first,
+  // as the kernel would at its resume (rseq_leave.cpp). False when it is gone.
+  bool leave_rseq_sequence(Task& task);
   long inject_syscall(Task& task, long nr, const std::array<long, 6>& args);
   std::uint64_t inject_call(Task& task, RuntimeAddr fn);
 
@@ -365,6 +372,7 @@ class TracedProcess final : public RemoteProcess {
   std::optional<double> end_cpu_seconds_;
   double children_cpu_at_launch_ = 0;
   bool detached_ = false;
+  bool letting_go_ = false;  // in detach(): a group-stop is as good a stop as any (detach.cpp)
   bool exec_ended_ = false;
   std::vector<RuntimeAddr> scratch_pages_;
   std::unique_ptr<Guardian> guardian_;

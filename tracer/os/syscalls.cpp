@@ -2,6 +2,7 @@
 
 #include <signal.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -11,6 +12,7 @@
 #include <cstring>
 #include <ctime>
 #include <string>
+#include <vector>
 
 namespace probecost::sys {
 
@@ -41,24 +43,26 @@ struct DeathPlan {
   std::string stage;  // "attach" or "detach"; empty: a hit
 };
 
+DeathPlan parse_plan(const char* v) {
+  DeathPlan p;
+  if (!v) return p;
+  unsigned long long k = 0, n = 0;
+  char stage[8] = "";
+  if (std::sscanf(v, "%6[a-z]+%llu", stage, &n) == 2 && n > 0 &&
+      (std::strcmp(stage, "attach") == 0 || std::strcmp(stage, "detach") == 0 ||
+       std::strcmp(stage, "runout") == 0)) {
+    p.stage = stage;
+    p.calls = n;
+    if (p.stage == "attach") p.countdown = n;  // from the first call on
+  } else if (std::sscanf(v, "%llu+%llu", &k, &n) >= 1) {
+    p.hit = k;
+    p.calls = n;
+  }
+  return p;
+}
+
 DeathPlan& death_plan() {
-  static DeathPlan plan = [] {
-    DeathPlan p;
-    const char* v = std::getenv("PROBECOST_DIE_AT_HIT");
-    if (!v) return p;
-    unsigned long long k = 0, n = 0;
-    char stage[8] = "";
-    if (std::sscanf(v, "%6[a-z]+%llu", stage, &n) == 2 && n > 0 &&
-        (std::strcmp(stage, "attach") == 0 || std::strcmp(stage, "detach") == 0)) {
-      p.stage = stage;
-      p.calls = n;
-      if (p.stage == "attach") p.countdown = n;  // from the first call on
-    } else if (std::sscanf(v, "%llu+%llu", &k, &n) >= 1) {
-      p.hit = k;
-      p.calls = n;
-    }
-    return p;
-  }();
+  static DeathPlan plan = parse_plan(std::getenv("PROBECOST_DIE_AT_HIT"));
   return plan;
 }
 
@@ -96,9 +100,13 @@ void at_stage(const char* stage) {
     std::fprintf(stderr, "probecost: PROBECOST_DIE_AT_HIT=attach+%llu: the attach is over\n",
                  static_cast<unsigned long long>(p.calls));
     p.countdown = 0;
-  } else if (p.stage == "detach" && std::strcmp(stage, "detach") == 0) {
-    p.countdown = p.calls;
+  } else if (p.stage != "attach" && p.stage == stage) {
+    p.countdown = p.calls;  // detach, runout
   }
+}
+
+void plan_death(const char* plan) {
+  death_plan() = parse_plan(plan);
 }
 
 void set_injecting(bool on) {
@@ -172,6 +180,16 @@ int tkill(pid_t tid, int sig) {
   ++counters().other;
   if (std::FILE* f = log_file()) std::fprintf(f, "%.6f tkill %d sig %d\n", log_time(), tid, sig);
   return static_cast<int>(::syscall(SYS_tkill, tid, sig));
+}
+
+ssize_t vm_read(pid_t tid, void* out, std::size_t size, std::uint64_t from, std::size_t pieces) {
+  before_call();
+  ++counters().memory;
+  iovec local{out, size};
+  std::vector<iovec> remote(pieces);
+  for (std::size_t i = 0; i < pieces; ++i)
+    remote[i] = {reinterpret_cast<void*>(from + i * (size / pieces)), size / pieces};
+  return ::process_vm_readv(tid, &local, 1, remote.data(), pieces, 0);
 }
 
 }  // namespace probecost::sys

@@ -8,6 +8,7 @@
 #include <sys/ptrace.h>
 #include <sys/types.h>
 
+#include <cstddef>
 #include <cstdint>
 
 namespace probecost::sys {
@@ -30,9 +31,12 @@ void at_hit();
 // PROBECOST_DIE_AT_HIT=attach+N: right before the N-th system call on a tracee from the start
 // (the seize's first); if the attach is over first (at_stage("attached"): every thread let
 // run), a line on stderr says so and nothing dies. detach+N: the N-th call from
-// at_stage("detach") (letting go of the processes). A death inside an injected call
+// at_stage("detach") (letting go of the processes); runout+N: from at_stage("runout") (the
+// detach's threads caught in a trampoline, brought out). A death inside an injected call
 // (set_injecting) is said on stderr first.
 void at_stage(const char* stage);
+// The same plan, given by a test that traces from a process of its own (fork, no exec).
+void plan_death(const char* plan);
 void set_injecting(bool on);
 // Called before every system call on a tracee (these wrappers, ProcMemory).
 void before_call();
@@ -51,5 +55,9 @@ int tgkill(pid_t tgid, pid_t tid, int sig);
 int kill(pid_t pid, int sig);
 // tkill: a signal to one thread by its tid alone (re-sending a signal the thread received).
 int tkill(pid_t tid, int sig);
+// process_vm_readv of `size` bytes at `from` in thread `tid`'s memory, as `pieces` equal remote
+// pieces (so that a read stopped by an unmapped piece still gives those before it): the bytes
+// read, or -1 with errno.
+ssize_t vm_read(pid_t tid, void* out, std::size_t size, std::uint64_t from, std::size_t pieces);
 
 }  // namespace probecost::sys
