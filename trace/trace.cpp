@@ -100,6 +100,7 @@ void TraceRun::on_tick() {
   double t = now_s();
   for (auto& tr : processes_) {
     if (tr->proc->alive()) tr->cpu_last = tr->proc->cpu_seconds();
+    if (tr->feed) tr->feed->sample_names();
     // A recording's call buffers have a drain of their own (call_drain.hpp).
     bool events = tr->jumps && tr->jumps->events();
     if (!events) continue;
