@@ -18,7 +18,9 @@
 // kSameStackBytes of that stack's frames; otherwise it starts a stack of its own. A callee
 // whose caller's frame is larger than that (a big local array) is taken for another stack:
 // nothing is mispaired (exits go by slot), only its frames, when an exception unwinds past
-// them, are reported when their slot is used again or at the end instead of at once.
+// them, are reported when their slot is used again or at the end instead of at once. A switch
+// to another stack looks through the thread's stacks in turn: O(stacks) per switch, which a
+// thread running thousands of coroutines pays at each one.
 //
 // Frames still open when their thread exits or the recording ends are unmatched: their end is
 // unknown and never guessed. A signal handler that calls a probed function pushes on top of the
