@@ -139,8 +139,9 @@ void Summary::print(std::ostream& out) const {
     const ProbeSummary& p = probes_[i];
     if (p.tail_exits)
       out << "* " << label(i) << ": " << p.tail_exits << " of its " << p.exits
-          << (p.exits == 1 ? " exit is" : " exits are")
-          << " a tail call (a jmp to another function): a call that leaves by it is timed to "
+          << (p.exits == 1 ? " exit " : " exits ")
+          << (p.tail_exits == 1 ? "is a tail call" : "are tail calls")
+          << " (a jmp to another function): a call that leaves by one is timed to "
              "the jump, without the callee's time\n";
   }
   if (lost_any_) out << "lost: " << lost_any_ << " records of unknown probes\n";
