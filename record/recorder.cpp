@@ -123,7 +123,7 @@ Recorder::Recorder(const RunInfo& run, std::unique_ptr<Output> writer)
       guard_(std::make_unique<Guard>(*writer_, write_error_)),
       summary_(run_),
       fanout_(std::make_unique<Fanout>(*guard_, summary_)),
-      pairing_(*fanout_) {}
+      pairing_(*fanout_, Pairing::kMaxDepth, run_.arg_count) {}
 
 Recorder::~Recorder() {
   try {
@@ -157,6 +157,10 @@ void Recorder::lost(const Lost& l) {
                 std::to_string(run_.probes.size()));
   guard_->lost(l);
   summary_.lost(l);
+}
+
+void Recorder::exits(std::uint32_t probe, std::uint32_t all, std::uint32_t tail) {
+  if (probe < run_.probes.size()) summary_.exits(probe, all, tail);
 }
 
 void Recorder::thread_exited(std::int32_t pid, std::int32_t tid) {

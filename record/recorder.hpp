@@ -47,6 +47,8 @@ class Recorder {
   void thread_name(std::int32_t pid, std::int32_t tid, const std::string& name, std::uint64_t tsc);
   void process_name(std::int32_t pid, const std::string& name);
   void lost(const Lost& l);
+  // Probe `probe`'s exits as planned, `tail` of them tail calls (marked in the summary).
+  void exits(std::uint32_t probe, std::uint32_t all, std::uint32_t tail);
   void thread_exited(std::int32_t pid, std::int32_t tid);
   // Idempotent. Throws Error when the file could not be written (at any time of the run).
   void finish();

@@ -93,6 +93,12 @@ void Summary::lost(const Lost& l) {
     probes_.at(l.probe).events_lost += l.count;
 }
 
+void Summary::exits(std::uint32_t i, std::uint32_t all, std::uint32_t tail) {
+  ProbeSummary& p = probes_.at(i);
+  p.exits = std::max(p.exits, all);
+  p.tail_exits = std::max(p.tail_exits, tail);
+}
+
 // A row's name: the spec as the user gave it, unless another row has the same one (`-b middle`
 // on every overload: the demangled function, middle(long) and middle(int); and with
 // --all-matches, a function of one name in two modules: its module too).
@@ -109,8 +115,10 @@ std::string Summary::label(std::size_t i) const {
 }
 
 void Summary::print(std::ostream& out) const {
+  // A function that ends in a tail call is marked: its latency stops at the jump.
+  auto row = [&](std::size_t i) { return label(i) + (probes_[i].tail_exits ? " *" : ""); };
   std::size_t w = 5;
-  for (std::size_t i = 0; i < run_.probes.size(); ++i) w = std::max(w, label(i).size());
+  for (std::size_t i = 0; i < run_.probes.size(); ++i) w = std::max(w, row(i).size());
   out << std::left << std::setw(static_cast<int>(w)) << "probe" << std::right;
   for (const char* h : {"calls", "returns", "unwound", "unmatched", "lost", "min ns", "p50 ns",
                         "p90 ns", "p99 ns", "max ns"})
@@ -119,7 +127,7 @@ void Summary::print(std::ostream& out) const {
   for (std::size_t i = 0; i < probes_.size(); ++i) {
     const ProbeSummary& p = probes_[i];
     const LatencyHistogram& h = p.latency;
-    out << std::left << std::setw(static_cast<int>(w)) << label(i) << std::right;
+    out << std::left << std::setw(static_cast<int>(w)) << row(i) << std::right;
     for (std::uint64_t v : {p.calls, p.returns, p.unwound, p.unmatched, p.events_lost, h.min(),
                             h.percentile(50), h.percentile(90), h.percentile(99), h.max()})
       out << std::setw(11) << v;
@@ -127,6 +135,15 @@ void Summary::print(std::ostream& out) const {
   }
   out << "latency: entry to return on the thread; percentiles within 0.39% (log-linear "
          "histogram), exact below 128 ns\n";
+  for (std::size_t i = 0; i < probes_.size(); ++i) {
+    const ProbeSummary& p = probes_[i];
+    if (p.tail_exits)
+      out << "* " << label(i) << ": " << p.tail_exits << " of its " << p.exits
+          << (p.exits == 1 ? " exit " : " exits ")
+          << (p.tail_exits == 1 ? "is a tail call" : "are tail calls")
+          << " (a jmp to another function): a call that leaves by one is timed to "
+             "the jump, without the callee's time\n";
+  }
   if (lost_any_) out << "lost: " << lost_any_ << " records of unknown probes\n";
   for (std::size_t i = 0; i < probes_.size(); ++i) {
     if (probes_[i].orphan_exits)
@@ -158,6 +175,8 @@ nlohmann::json Summary::json() const {
                       {"unmatched", p.unmatched},
                       {"open_at_end", p.open_at_end},
                       {"orphan_returns", p.orphan_exits},
+                      {"exits", p.exits},
+                      {"tail_call_exits", p.tail_exits},
                       {"latency_ns",
                        {{"min", h.min()},
                         {"p50", h.percentile(50)},

@@ -25,6 +25,9 @@ struct ProbeSummary {
   std::uint64_t orphan_exits = 0;    // exits without an entry
   std::uint64_t events_written = 0;  // entry, exit and unwound events handed to the writer
   std::uint64_t events_lost = 0;     // records the tracer lost, known to be this probe's
+  // Its exits as planned, and those that are tail calls (a jmp out): a call that leaves by one
+  // is timed to the jump, without the callee's time (strtold: its 10 ns are the wrapper's).
+  std::uint32_t exits = 0, tail_exits = 0;
   LatencyHistogram latency;
 };
 
@@ -37,6 +40,8 @@ class Summary : public Output {
   void unmatched(const Event& entry, Unmatched why) override;
   void orphan(const Event& end) override;
   void lost(const Lost& l) override;
+  // Probe i's exits, `tail` of them tail calls (its row is marked).
+  void exits(std::uint32_t i, std::uint32_t all, std::uint32_t tail);
 
   const ProbeSummary& probe(std::uint32_t i) const { return probes_.at(i); }
   std::uint64_t lost_unattributed() const { return lost_any_; }

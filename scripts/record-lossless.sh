@@ -85,8 +85,12 @@ workload() { # title lib fn probe cmd...   (lib "": the count is known, no other
 workload "sort of 200,000 shuffled numbers, strcoll" libc.so.6 strcoll libc.so.6:strcoll $sort_cmd
 workload "calls_target bench 10000000 (add3, 5 instructions)" "" add3 add3 \
   "$target" bench 10000000
-workload "python3: a million strings, PyUnicode_New" "$(command -v python3)" PyUnicode_New \
-  PyUnicode_New "$(command -v python3)" -c "x=[str(i)+'a' for i in range(1000000)]"
+# Debian's interpreter, PyUnicode_New in the executable (the first python3 on PATH can be a
+# wrapper that execs another, as a pyenv shim is: a shell script).
+python=/usr/bin/python3
+[ -x "$python" ] || python=$(command -v python3)
+workload "python3: a million strings, PyUnicode_New" "$python" PyUnicode_New \
+  PyUnicode_New "$python" -c "x=[str(i)+'a' for i in range(1000000)]"
 
 echo
 echo "probecost compare -m jump,record (ns per hit, tracee + tracer CPU):"

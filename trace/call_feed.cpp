@@ -10,12 +10,33 @@
 #include "common/clock.hpp"
 #include "common/error.hpp"
 #include "trace/run.hpp"
+#include "tracer/os/proc_files.hpp"
 
 namespace probecost::trace_run {
 
 void CallFeed::thread_appeared(pid_t tid, std::uint64_t fs_base) {
   threads_[fs_base].push_back({__rdtsc(), tid});
-  names_[tid] = thread_name(pid_, tid);  // in case it is gone when its records are drained
+  // A new thread has its creator's name until it takes its own; its creator, stopped at the
+  // clone, may have taken a new one since the last look.
+  sample_names();
+}
+
+void CallFeed::sample_name(pid_t tid, std::uint64_t tsc) {
+  std::string name = thread_name(pid_, tid);
+  if (name.empty()) return;  // gone
+  std::string& last = last_name_[tid];
+  if (name == last) return;
+  last = name;
+  names_.push_back({tsc, tid, std::move(name)});
+}
+
+void CallFeed::sample_names() {
+  std::uint64_t tsc = __rdtsc();
+  for (pid_t tid : task_ids(pid_)) sample_name(tid, tsc);
+}
+
+void CallFeed::thread_exiting(pid_t tid) {
+  sample_name(tid, __rdtsc());
 }
 
 void CallFeed::threads_of(TracedProcess& proc) {
@@ -141,12 +162,17 @@ std::vector<CallFeed::Stream> CallFeed::streams(const std::uint8_t* spool) const
   return out;
 }
 
-void CallFeed::add(const record::Event& e) {
-  // Its name (comm) as it is when the trace is written, else as it was when it appeared.
-  if (e.tid && named_.insert(e.tid).second) {
-    std::string name = thread_name(pid_, e.tid);
-    rec_.thread_name(pid_, e.tid, name.empty() ? names_[e.tid] : name, e.tsc);
+// The names taken up to `tsc`, in time order: each thread's name changes in the trace when
+// it was seen to change (Chrome's viewers show a thread's last name).
+void CallFeed::names_until(std::uint64_t tsc) {
+  for (; names_given_ < names_.size() && names_[names_given_].tsc <= tsc; ++names_given_) {
+    const Named& n = names_[names_given_];
+    rec_.thread_name(pid_, n.tid, n.name, n.tsc);
   }
+}
+
+void CallFeed::add(const record::Event& e) {
+  names_until(e.tsc);
   rec_.add(e);
 }
 
@@ -190,6 +216,7 @@ void CallFeed::replay(std::ostream* progress) {
                 << " records" << std::flush;
     }
   }
+  names_until(UINT64_MAX);
   if (progress && now_s() - start >= 1) *progress << "\r\033[K" << std::flush;
   if (spool) ::munmap(const_cast<std::uint8_t*>(spool), size);
   int3_events_.clear();

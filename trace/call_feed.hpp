@@ -44,8 +44,13 @@ class CallFeed {
         int3_events_(spool_dir) {}
 
   // A thread whose thread pointer is `fs_base` from now on (a thread pointer can be a gone
-  // thread's: glibc reuses the stacks, and the TCB with them).
+  // thread's: glibc reuses the stacks, and the TCB with them; a thread back from vfork() has
+  // its own again, which its child ran with meanwhile). The threads' names are taken then.
   void thread_appeared(pid_t tid, std::uint64_t fs_base);
+  // The threads' names (comm) as they are now, each change kept with its time: at each new
+  // thread, at each tick of the event loop, at the end; and a thread's at its exit.
+  void sample_names();
+  void thread_exiting(pid_t tid);
   // Every thread of the process, stopped (the probes going in).
   void threads_of(TracedProcess& proc);
 
@@ -115,8 +120,16 @@ class CallFeed {
   jump::CallBufferLayout layout_;
   jump::CallReader* reader_ = nullptr;  // until finish_drain()
   std::vector<std::uint64_t> lost_;     // by id: dropped by the writers
-  std::map<pid_t, std::string> names_;  // as each thread appeared
-  std::set<pid_t> named_;               // threads whose name the recording has
+  struct Named {
+    std::uint64_t tsc = 0;
+    pid_t tid = 0;
+    std::string name;
+  };
+  void sample_name(pid_t tid, std::uint64_t tsc);
+  void names_until(std::uint64_t tsc);
+  std::vector<Named> names_;                // each thread's names as they changed, in time order
+  std::map<pid_t, std::string> last_name_;  // each thread's last name seen
+  std::size_t names_given_ = 0;             // names_ handed to the recording
   std::uint64_t unknown_ = 0;
 };
 

@@ -101,9 +101,11 @@ std::vector<ProbeInstall> TraceRun::place_calls(ProcessTrace& tr) {
   TracedProcess& p = *tr.proc;
   // An image with nothing to probe (`-F -- sh -c ...`'s shell) makes no recording yet.
   if (tr.probes.empty()) return {};
-  tr.feed = std::make_unique<CallFeed>(*recording_, p.pid(), recording_probes(tr),
-                                       opts_.calls->args, opts_.calls->spool_dir);
+  std::vector<std::uint32_t> probe_of = recording_probes(tr);
+  tr.feed = std::make_unique<CallFeed>(*recording_, p.pid(), probe_of, opts_.calls->args,
+                                       opts_.calls->spool_dir);
   tr.feed->threads_of(p);
+  p.report_thread_exits();  // each thread's name as it ends (CallFeed::thread_exiting)
   // Its comm, as ps and perf name it: the name it was run by (redis-server, a symlink to
   // redis-check-rdb), where the image's file name is the link's target.
   std::string comm = thread_name(p.pid(), p.pid());
@@ -142,6 +144,9 @@ std::vector<ProbeInstall> TraceRun::place_calls(ProcessTrace& tr) {
       }
       continue;
     }
+    if (probe_of[i] != record::kAnyProbe)
+      recording_->exits(probe_of[i], static_cast<std::uint32_t>(in.exits),
+                        static_cast<std::uint32_t>(in.tail_exits));
     out[i].why_not_jump = int3_note(in);
     if (!out[i].why_not_jump.empty() && opts_.announce) {
       notes_ << opts_.tool << ": " << probe.spec << ": an int3 (a trap per call) serves its "
@@ -174,6 +179,7 @@ std::vector<ProbeInstall> TraceRun::place_calls(ProcessTrace& tr) {
 // to be written at the end of the run (replay_calls).
 void TraceRun::drain_calls(ProcessTrace& tr, bool final) {
   if (!tr.feed || !final) return;
+  tr.feed->sample_names();  // the threads still there, as they end the recording
   tr.feed->finish_drain();
   if (const CallDrain* d = tr.feed->drain()) {
     report_.events_cpu_s += d->cpu_s();

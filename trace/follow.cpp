@@ -14,6 +14,9 @@ void TraceRun::start_session(ProcessTrace& tr) {
   tr.proc->set_new_thread_observer([t](pid_t tid, std::uint64_t fs_base) {
     if (t->feed) t->feed->thread_appeared(tid, fs_base);
   });
+  tr.proc->set_thread_exit_observer([t](pid_t tid) {
+    if (t->feed) t->feed->thread_exiting(tid);
+  });
   tr.session->set_hit_observer([this, t](pid_t tid, StoppedThread& thread, BreakpointSite& site) {
     if (t->feed) t->feed->on_int3(tid, site.address(), thread.regs(), t->proc->memory());
     if (++t->rec.thread_hits[tid] == 1) {

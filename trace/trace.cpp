@@ -101,6 +101,7 @@ std::uint64_t TraceRun::hits_so_far() const {
 void TraceRun::on_tick() {
   for (auto& tr : processes_) {
     if (tr->proc->alive()) tr->cpu_last = tr->proc->cpu_seconds();
+    if (tr->feed) tr->feed->sample_names();
     // A recording's call buffers have a drain of their own (call_drain.hpp).
     bool events = tr->jumps && tr->jumps->events();
     if (!events) continue;

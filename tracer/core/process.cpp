@@ -154,6 +154,11 @@ Task* TracedProcess::update_from(const TaskEvent& ev) {
   t->note_stop(ws);
   t->in_vfork = false;  // any stop means it is out of vfork()
   if (ws.ptrace_event() == PTRACE_EVENT_EXEC && t->role() == Task::Role::Thread) on_exec(*t);
+  if (ws.ptrace_event() == PTRACE_EVENT_EXIT && thread_exit_) thread_exit_(tid);
+  // Back from vfork(): its child, which shared its thread pointer, has exec'd or exited.
+  const user_regs_struct* r = nullptr;
+  if (ws.ptrace_event() == PTRACE_EVENT_VFORK_DONE && new_thread_ && (r = t->regs()))
+    new_thread_(tid, r->fs_base);
   return t;
 }
 

@@ -12,6 +12,7 @@
 // belongs to), which owns the one wait for any task (waitid(P_ALL, __WALL | WNOWAIT) to peek,
 // then waitpid of that task). Events of other tasks that arrive meanwhile are kept on their
 // Task for the event loop.
+#include <sys/ptrace.h>
 #include <sys/resource.h>
 #include <sys/types.h>
 
@@ -38,6 +39,11 @@
 #include "tracer/os/wait_status.hpp"
 
 namespace probecost {
+
+// The ptrace options every task is traced with (start.cpp says why each).
+inline constexpr long kTraceOptions = PTRACE_O_TRACECLONE | PTRACE_O_TRACEFORK |
+                                      PTRACE_O_TRACEVFORK | PTRACE_O_TRACEVFORKDONE |
+                                      PTRACE_O_TRACEEXEC | PTRACE_O_TRACESYSGOOD;
 
 class Guardian;
 class Int3Area;
@@ -210,10 +216,18 @@ class TracedProcess final : public RemoteProcess {
   // False when the task is held or gone (nothing for the caller to resume).
   bool on_first_stop(Task& task);
   // Called with each new thread (or task sharing our memory) and its thread pointer (fs_base)
-  // at its parent's clone event, before it runs anything (`probecost record`).
+  // at its parent's clone event, before it runs anything (`probecost record`); and with a
+  // thread back from vfork() at its PTRACE_EVENT_VFORK_DONE stop, before it runs again: the
+  // child that ran on its thread pointer meanwhile has exec'd or exited.
   void set_new_thread_observer(std::function<void(pid_t, std::uint64_t)> f) {
     new_thread_ = std::move(f);
   }
+  // Called with a thread at its PTRACE_EVENT_EXIT stop (its name is still there), once
+  // report_thread_exits() has asked for those stops; it is resumed after, as any event stop.
+  void set_thread_exit_observer(std::function<void(pid_t)> f) { thread_exit_ = std::move(f); }
+  // From now on every thread stops at its exit (PTRACE_O_TRACEEXIT, on each stopped task and
+  // inherited by the threads they make): `probecost record` takes the thread's name there.
+  void report_thread_exits();
 
   // This process is a fork child of `parent`: wait for its first stop unless it came
   // (`first_stop`), then take over the copy of the parent's probes its memory holds: the int3
@@ -362,6 +376,7 @@ class TracedProcess final : public RemoteProcess {
   EventSource& events_;
   ProcMemory memory_;
   std::function<void(pid_t, std::uint64_t)> new_thread_;
+  std::function<void(pid_t)> thread_exit_;
   SiteTable sites_;
   std::vector<std::unique_ptr<PatchSite>> patches_;
   CopyMap relocated_;

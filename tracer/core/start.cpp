@@ -27,9 +27,10 @@ namespace {
 
 // CLONE: new threads start traced, stopped, so none runs past a site unseen. FORK/VFORK: a
 // child would otherwise inherit our int3 bytes with nobody to handle them. EXEC: an event,
-// not a stray SIGTRAP; it replaces the address space.
-constexpr long kOptions = PTRACE_O_TRACECLONE | PTRACE_O_TRACEFORK | PTRACE_O_TRACEVFORK |
-                          PTRACE_O_TRACEEXEC | PTRACE_O_TRACESYSGOOD;
+// not a stray SIGTRAP; it replaces the address space. VFORKDONE: the vfork()ing thread stops
+// once its child has exec'd or exited, before it runs again: from then on its thread pointer,
+// which the child ran with, is its own again (`probecost record` files records by it).
+constexpr long kOptions = kTraceOptions;
 
 // In the child between fork and exec: only async-signal-safe calls. A failure is reported to
 // the parent as (step, errno) over the close-on-exec pipe; a successful exec closes the pipe.
@@ -254,6 +255,14 @@ std::unique_ptr<TracedProcess> TracedProcess::attach(pid_t pid, EventSource& eve
   proc->held_.mark("stopping the threads");
   if (proc->end_) throw exited(proc->end_->describe());
   return proc;
+}
+
+void TracedProcess::report_thread_exits() {
+  // PTRACE_SETOPTIONS replaces them all: a launched process keeps PTRACE_O_EXITKILL.
+  long options = kTraceOptions | PTRACE_O_TRACEEXIT | (launched_ ? PTRACE_O_EXITKILL : 0);
+  for (auto& [tid, t] : tasks_) {
+    if (t.stopped() && t.runs_with_us()) t.set_options(options);
+  }
 }
 
 void TracedProcess::seize_all_threads() {

@@ -113,6 +113,10 @@ bool Task::detach() {
   return resume_with_signals(PTRACE_DETACH);
 }
 
+bool Task::set_options(long options) {
+  return ptrace_if_alive(PTRACE_SETOPTIONS, nullptr, reinterpret_cast<void*>(options));
+}
+
 bool Task::resume_if_settled() {
   if (!stopped() || deferred || !runs_with_us()) return false;
   return resume();

@@ -111,6 +111,8 @@ class Task {
   bool interrupt();
   // Lets go of the thread with its first pending signal (the others are re-sent afterwards).
   bool detach();
+  // PTRACE_SETOPTIONS (all of them: it replaces the ones it had), in a ptrace-stop.
+  bool set_options(long options);
 
   // PTRACE_GETEVENTMSG: at a clone/fork/vfork event, the new task's tid. Nothing when the
   // thread is gone.

@@ -13,6 +13,16 @@ namespace probecost {
 
 namespace {
 
+void count_exits(const CallPlans& p, CallInstall& out) {
+  auto count = [&](const Instruction& exit) {
+    ++out.exits;
+    if (exit.flow != Instruction::Flow::Return) ++out.tail_exits;
+  };
+  if (p.entry && p.entry->role == PlanRole::Call) count(p.entry->covered.back());
+  for (const auto& e : p.exits) count(e.covered.back());
+  for (const auto& e : p.int3_exits) count(e.exit);
+}
+
 void from_plans(const CallPlans& p, CallInstall& out) {
   out.undecodable = p.undecodable;
   out.entry_jump = p.entry.has_value();
@@ -21,6 +31,7 @@ void from_plans(const CallPlans& p, CallInstall& out) {
   out.exit_jumps = p.exits.size();
   out.int3_exits = p.int3_exits;
   out.unseen_exits = p.unseen_exits;
+  count_exits(p, out);
 }
 
 const char* role_name(PlanRole role) {

@@ -74,6 +74,9 @@ struct CallInstall {
   std::string why_entry;       // why not
   bool whole = false;          // patched whole: the entry and its first exit in one patch
   std::size_t exit_jumps = 0;  // exits under patches of their own
+  // Its exits (patched, whole or int3), and those of them that are tail calls (a jmp or jcc to
+  // another function): a call that leaves by one is timed to the jump, without the callee.
+  std::size_t exits = 0, tail_exits = 0;
   std::vector<ExitSite> int3_exits;       // exits an int3 serves, with the reason
   std::vector<Instruction> unseen_exits;  // indirect jumps: exits nobody can tell apart
 };
