@@ -1,8 +1,11 @@
 #include "trace/trace.hpp"
 
+#include <fnmatch.h>
+
 #include <optional>
 
 #include "common/error.hpp"
+#include "common/paths.hpp"
 #include "trace/run.hpp"
 #include "tracer/jump/module_code.hpp"
 #include "tracer/os/syscalls.hpp"
@@ -347,6 +350,21 @@ Via parse_via(const std::string& text) {
 std::vector<Symbol> list_target_symbols(const TraceOptions& opts, const std::string& pattern) {
   auto family = TraceRun::start_target(opts);
   return ProcessSymbols(family->root().proc_tid()).list(pattern);
+}
+
+std::vector<UsdtProbe> list_target_usdt(const TraceOptions& opts, const std::string& pattern) {
+  auto family = TraceRun::start_target(opts);
+  // bpftrace's -l forms: usdt:*, usdt:PATH:*, usdt:*:python:*, usdt:python:line; the glob is
+  // matched against MODULE:PROVIDER:NAME (by path and by file name) and PROVIDER:NAME.
+  std::string glob = pattern.substr(5);
+  auto match = [&](const std::string& s) { return ::fnmatch(glob.c_str(), s.c_str(), 0) == 0; };
+  std::vector<UsdtProbe> out;
+  for (auto& p : usdt_probes(ProcessSymbols(family->root().proc_tid()))) {
+    std::string tail = p.provider + ":" + p.name;
+    if (match(p.module + ":" + tail) || match(base_name(p.module) + ":" + tail) || match(tail))
+      out.push_back(std::move(p));
+  }
+  return out;
 }
 
 TraceReport run_trace(const TraceOptions& opts, std::ostream& notes) {

@@ -16,6 +16,7 @@
 #include "common/phases.hpp"
 #include "trace/via.hpp"
 #include "tracer/symbols/probes.hpp"
+#include "tracer/symbols/usdt.hpp"
 
 namespace probecost {
 
@@ -153,5 +154,7 @@ TraceReport run_trace(const TraceOptions& opts, std::ostream& notes);
 
 // `probecost trace --list PATTERN`: the target's function symbols matching the glob.
 std::vector<Symbol> list_target_symbols(const TraceOptions& opts, const std::string& pattern);
+// The USDT probes of the target whose name matches `pattern` ("usdt:GLOB", as bpftrace -l).
+std::vector<UsdtProbe> list_target_usdt(const TraceOptions& opts, const std::string& pattern);
 
 }  // namespace probecost
