@@ -110,6 +110,8 @@ void TraceRun::place_probes(ProcessTrace& tr, std::size_t from) {
   tr.installs.insert(tr.installs.end(), got.begin(), got.end());
   for (std::size_t i = from; i < tr.probes.size(); ++i) {
     if (!tr.installs[i].jump) enable_int3(tr, tr.probes[i]);
+    // A USDT marker's argument code runs only while its semaphore is raised.
+    if (tr.probes[i].semaphore) tr.proc->raise_semaphore(*tr.probes[i].semaphore);
   }
   tr.proc->held().mark("int3 probes");
   tr.proc->note_code();
