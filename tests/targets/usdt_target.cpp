@@ -3,15 +3,18 @@
 //   fire N      probecost_test:tick N times     -> "fired=TOTAL enabled=E" (E: markers that saw
 //               their semaphore raised, so computed their arguments; counted by the program)
 //   plain N     probecost_test:plain N times    -> "plain=TOTAL" (no semaphore)
+//   bench N     fire N, timed                   -> "bench=N ns=T" (T: the N markers' wall time,
+//               for scripts/usdt-vs-bpftrace.sh)
 //   sema        the tick semaphore's value      -> "sema=V"
 //   raise       adds one to it, as another tracer would (bpftrace's uprobe) -> "sema=V"
 //   lower       takes that one away             -> "sema=V"
 //   open PATH   dlopen(PATH) (tests/targets/usdt_lib.cpp)  -> "opened"
 //   libfire N   its marker N times              -> "libfired=N enabled=E"
-// Prints "ready PID" first.
+// Prints "ready PID" first. With arguments, runs them as one command and exits.
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <iostream>
 #include <sstream>
@@ -58,6 +61,13 @@ bool run(const std::string& line) {
   if (cmd == "fire") {
     for (long i = 0, n = std::stol(arg); i < n; ++i) fire_one(i);
     reply("fired=" + std::to_string(g_fired) + " enabled=" + std::to_string(g_enabled));
+  } else if (cmd == "bench") {
+    long n = std::stol(arg);
+    auto t0 = std::chrono::steady_clock::now();
+    for (long i = 0; i < n; ++i) fire_one(i);
+    auto ns =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0);
+    reply("bench=" + std::to_string(n) + " ns=" + std::to_string(ns.count()));
   } else if (cmd == "plain") {
     for (long i = 0, n = std::stol(arg); i < n; ++i) probecost_usdt_plain_one(&g_plain);
     reply("plain=" + std::to_string(g_plain));
@@ -83,8 +93,14 @@ bool run(const std::string& line) {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
   reply("ready " + std::to_string(::getpid()));
+  if (argc > 1) {  // one command from the arguments ("bench 1000"), for bpftrace -c
+    std::string cmd;
+    for (int i = 1; i < argc; ++i) cmd += std::string(i > 1 ? " " : "") + argv[i];
+    run(cmd);
+    return 0;
+  }
   for (std::string line; std::getline(std::cin, line);) {
     if (!run(line)) break;
   }
