@@ -108,6 +108,10 @@ int trace_command(const std::vector<std::string>& all_args) {
       "capture the call stack at every hit: every probe is then an int3 (a jump never stops "
       "the thread), and each hit costs probecost an unwind too, tens of microseconds (said "
       "before the trace starts)")(
+      "usdt-args", po::bool_switch(&opts.usdt_args),
+      "USDT probes: read the arguments at every hit (numbers sized and signed as the note says, "
+      "text quoted, truncated at 64 bytes with '...') and count each distinct list; every "
+      "probe is then an int3")(
       "folded", po::value(&folded),
       "with --stacks: also write them folded to FILE (flamegraph.pl, speedscope)")(
       "stack-depth", po::value(&stack_depth)->default_value("16"), "frames per stack")(

@@ -257,6 +257,7 @@ ProcessTrace& TraceRun::begin() {
   report_.pid = p.pid();
   report_.launched = p.launched();
   report_.stacks = opts_.stacks;
+  report_.usdt_args = opts_.usdt_args;
   report_.follow_forks = opts_.follow_forks;
   // A launched command is held from its entry point on (an attached process from its stop).
   if (!p.held().running()) p.held().start();
@@ -372,6 +373,11 @@ TraceReport run_trace(const TraceOptions& opts, std::ostream& notes) {
     throw UsageError(
         "--stacks needs int3 probes: a jump probe never stops the thread to unwind it "
         "(use --via int3, or auto, which uses int3 with --stacks)");
+  }
+  if (opts.usdt_args && opts.via == Via::Jump) {
+    throw UsageError(
+        "--usdt-args needs int3 probes: a jump probe never stops the thread to read its "
+        "arguments (use --via int3, or auto, which uses int3 with --usdt-args)");
   }
   if (opts.events && opts.via == Via::Int3) {
     throw UsageError("--events needs jump probes (--via jump or auto)");

@@ -5,6 +5,8 @@
 // Counts and semaphore values are the target's own (tests/targets/usdt_target.cpp).
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "tests/support/run_capture.hpp"
 #include "tests/trace/trace_harness.hpp"
 
@@ -141,6 +143,29 @@ TEST(UsdtSemaphore, TheGuardianLowersItWhenProbecostIsKilled) {
     EXPECT_EQ(target.ask("sema"), "sema=1") << via;
     EXPECT_EQ(target.ask("lower"), "sema=0");
   }
+}
+
+// --usdt-args: each hit's arguments read at the int3 (a register, a negative 32-bit value, a
+// constant, a string), counted by distinct list.
+TEST(UsdtArgs, EachHitsArgumentsAreReadSizedSignedAndQuoted) {
+  Target target({USDT_TARGET_PIE});
+  Trace trace({"-p", std::to_string(target.pid), "-b", kTick, "--usdt-args"});
+  ASSERT_TRUE(trace.ready) << trace.stderr_text;
+  EXPECT_EQ(target.ask("fire 3"), "fired=3 enabled=3");
+  EXPECT_EQ(target.ask("fire 2"), "fired=5 enabled=5");
+  ASSERT_EQ(trace.finish(), 0) << trace.stderr_text;
+  Json r = trace.report();
+  std::map<std::string, std::uint64_t> seen;
+  for (const auto& p : r["probes"]) {
+    EXPECT_EQ(p["via"], "int3") << p.dump(2);
+    for (const auto& a : p["usdt_args"]) seen[a["args"]] += a["hits"].get<std::uint64_t>();
+  }
+  std::map<std::string, std::uint64_t> want = {
+      {"0, 0, 42, \"tick\"", 2}, {"1, -1, 42, \"tick\"", 2}, {"2, -2, 42, \"tick\"", 1}};
+  EXPECT_EQ(seen, want) << r.dump(2);
+  Result jump = run_command(
+      {PROBECOST_BIN, "trace", "-b", kTick, "--usdt-args", "--via", "jump", "--", USDT_TARGET_PIE});
+  EXPECT_EQ(jump.exit_code, 2) << jump.err;
 }
 
 // A library's marker waits for its dlopen, goes in with its semaphore, and counts exactly.
