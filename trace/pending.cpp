@@ -60,10 +60,11 @@ bool waits_for_library(const ProbeSpec& spec, const ProcessSymbols& symbols) {
 
 // The specs that can be resolved now; those of a library not loaded yet wait in tr.pending.
 std::vector<std::string> TraceRun::split_pending(ProcessTrace& tr, std::vector<std::string> specs) {
+  for (const auto& spec : specs)
+    refuse_usdt_lookalike(parse_probe(spec), *tr.symbols, tr.proc->pid());
   if (opts_.calls) return specs;  // `probecost record`'s call probes go in with the image only
   std::erase_if(specs, [&](const std::string& spec) {
     ProbeSpec ps = parse_probe(spec);
-    refuse_usdt_lookalike(ps, *tr.symbols, tr.proc->pid());
     if (!waits_for_library(ps, *tr.symbols)) return false;
     tr.pending.push_back(spec);
     if (opts_.announce) {

@@ -101,6 +101,11 @@ TEST(UsdtErrors, AMarkerWrittenWithoutUsdtIsAnErrorNotAWaitForALibrary) {
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_NE(r.err.find("write usdt:probecost_test:tick"), std::string::npos) << r.err;
   EXPECT_EQ(target.ask("sema"), "sema=0");
+  Result rec = run_command({PROBECOST_BIN, "record", "-p", std::to_string(target.pid), "-b",
+                            "probecost_test:tick", "-o", "/tmp/probecost-usdt-never.json"});
+  EXPECT_EQ(rec.exit_code, 2) << rec.err;
+  EXPECT_NE(rec.err.find("write usdt:probecost_test:tick"), std::string::npos) << rec.err;
+  EXPECT_EQ(target.ask("fire 2"), "fired=2 enabled=0");
 }
 
 TEST(UsdtErrors, MalformedSpecsAndRecordAreRefusedBeforeAnything) {
