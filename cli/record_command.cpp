@@ -204,7 +204,13 @@ int record_command(const std::vector<std::string>& all_args) {
   }
   opts.command = command;
   if (opts.probes.empty()) throw UsageError("no probe: give -b FUNCTION");
-  for (const auto& p : opts.probes) parse_probe(p);
+  for (const auto& p : opts.probes) {
+    if (parse_probe(p).usdt)
+      throw UsageError("bad probe '" + p +
+                       "': record probes functions (an entry and every way out); a USDT marker "
+                       "is one point: count it with 'probecost trace -b " +
+                       p + "'");
+  }
   if (output.empty()) throw UsageError("no output: give -o PATH");
   record::Format chosen = record::choose_format(format, output);
   std::string notes;

@@ -68,7 +68,8 @@ int trace_command(const std::vector<std::string>& all_args) {
       "the site allows one (no trap: a few ns a hit, counted in the process), else an int3\n"
       "(every hit stops the thread for probecost: microseconds); --via chooses, and the report\n"
       "says which each probe got and why. PROBE: SYMBOL, MODULE:SYMBOL (libc.so.6:malloc),\n"
-      "SYMBOL+OFFSET, or 0xADDRESS; MODULE by file name or SONAME; C++ functions by demangled\n"
+      "SYMBOL+OFFSET, 0xADDRESS, or a USDT marker usdt:PROVIDER:NAME (usdt:python:line) or\n"
+      "usdt:MODULE:PROVIDER:NAME; MODULE by file name or SONAME; C++ functions by demangled\n"
       "name (middle: every overload; 'middle(long)'; ns::Klass::method); SYMBOL@VERSION.\n"
       "An IFUNC (strlen, memcpy) is probed at the implementation\n"
       "the process uses. Ends after --duration, on SIGINT/SIGTERM/SIGHUP, or when the process\n"
@@ -82,13 +83,20 @@ int trace_command(const std::vector<std::string>& all_args) {
       "pid,p", po::value(&pid_texts)->composing(),
       "trace this process (repeatable, or a list: -p 1,2 or -p '1 2')")(
       "probe,b", po::value(&opts.probes)->composing(), "a probe (repeatable)")(
-      "list,l", po::value(&list), "list the target's function symbols matching a glob, and exit")(
+      "list,l", po::value(&list),
+      "list the target's function symbols matching a glob, and exit; 'usdt:GLOB' lists its USDT "
+      "probes (usdt:*, usdt:python:*), with their semaphores and argument specs")(
+      "list-usdt", "list every USDT probe of the target (-l 'usdt:*'), and exit")(
       "all-matches", po::bool_switch(&opts.all_matches),
       "a symbol found in several modules: probe all of them")(
       "stacks", po::bool_switch(&opts.stacks),
       "capture the call stack at every hit: every probe is then an int3 (a jump never stops "
       "the thread), and each hit costs probecost an unwind too, tens of microseconds (said "
       "before the trace starts)")(
+      "usdt-args", po::bool_switch(&opts.usdt_args),
+      "USDT probes: read the arguments at every hit (numbers sized and signed as the note says, "
+      "text quoted, truncated at 64 bytes with '...') and count each distinct list; every "
+      "probe is then an int3")(
       "folded", po::value(&folded),
       "with --stacks: also write them folded to FILE (flamegraph.pl, speedscope)")(
       "stack-depth", po::value(&stack_depth)->default_value("16"), "frames per stack")(
@@ -135,6 +143,15 @@ int trace_command(const std::vector<std::string>& all_args) {
   opts.stack_depth = static_cast<unsigned>(parse_count("--stack-depth", stack_depth, 1, 4096));
   unsigned top = static_cast<unsigned>(parse_count("--top", top_text, 0));
   for (const auto& p : opts.probes) parse_probe(p);  // syntax errors before touching anything
+  if (vm.count("list-usdt")) list = "usdt:*";
+  if (is_usdt_spec(list)) {
+    for (const auto& p : list_target_usdt(opts, list)) {
+      std::cout << usdt_name(p) << " " << p.address.hex() << " semaphore "
+                << (p.semaphore ? p.semaphore->hex() : "-") << " args "
+                << (p.args.empty() ? "-" : p.args) << "\n";
+    }
+    return 0;
+  }
   if (!list.empty()) {
     auto syms = list_target_symbols(opts, list);
     for (const auto& s : syms) {

@@ -17,6 +17,7 @@ packages=(
   libseccomp-dev  # seccomp_tests: filters built by libseccomp for the seccomp evaluator
   clang libclang-rt-14-dev  # scripts/fuzz.sh: clang and its libFuzzer runtime
   asciidoctor  # docs/man/*.adoc rendered to man pages (-b manpage)
+  systemtap-sdt-dev  # <sys/sdt.h>: the USDT markers of tests/targets/usdt_target.cpp
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -27,6 +27,13 @@ void TraceRun::start_session(ProcessTrace& tr) {
       if (tgid && tgid != t->proc->pid()) t->rec.sharer_of[tid] = tgid;
     }
     ++t->rec.threads_by_site[site.address().value()][tid];
+    if (opts_.usdt_args) {
+      auto spec = t->rec.usdt_specs.find(site.address().value());
+      if (spec != t->rec.usdt_specs.end()) {
+        ++t->rec.usdt_args[spec->first]
+                          [usdt_args_text(spec->second, thread.regs(), t->proc->memory())];
+      }
+    }
     if (t->rec.collector) {
       if (!t->symbols) t->symbols = std::make_unique<ProcessSymbols>(t->proc->proc_tid());
       t->rec.record_stack(*t->symbols, tid, thread, site);

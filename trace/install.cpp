@@ -110,6 +110,10 @@ void TraceRun::place_probes(ProcessTrace& tr, std::size_t from) {
   tr.installs.insert(tr.installs.end(), got.begin(), got.end());
   for (std::size_t i = from; i < tr.probes.size(); ++i) {
     if (!tr.installs[i].jump) enable_int3(tr, tr.probes[i]);
+    // A USDT marker's argument code runs only while its semaphore is raised.
+    if (tr.probes[i].semaphore) tr.proc->raise_semaphore(*tr.probes[i].semaphore);
+    if (opts_.usdt_args && tr.probes[i].usdt)
+      tr.rec.usdt_specs[tr.probes[i].address.value()] = parse_usdt_args(tr.probes[i].usdt_args);
   }
   tr.proc->held().mark("int3 probes");
   tr.proc->note_code();
@@ -157,7 +161,7 @@ void TraceRun::install_image(ProcessTrace& tr) {
     tr.installs = place_calls(tr);
     return;
   }
-  if (opts_.via != Via::Int3 && !opts_.stacks) {
+  if (opts_.via != Via::Int3 && !opts_.stacks && !opts_.usdt_args) {
     JumpOptions jo;
     jo.events = opts_.events;
     jo.event_sites = static_cast<std::uint32_t>(std::max<std::size_t>(tr.probes.size(), 1));

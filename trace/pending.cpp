@@ -12,6 +12,7 @@
 #include "common/paths.hpp"
 #include "trace/run.hpp"
 #include "tracer/core/session.hpp"
+#include "tracer/symbols/usdt.hpp"
 
 namespace probecost::trace_run {
 
@@ -37,6 +38,19 @@ bool loadable(const std::string& module, const ProcessSymbols& symbols) {
   });
 }
 
+// `python:function__entry` written for `usdt:python:function__entry`: no library is called
+// "python", and a probe that waits for one would wait for ever, silently.
+void refuse_usdt_lookalike(const ProbeSpec& spec, const ProcessSymbols& symbols, pid_t pid) {
+  if (spec.usdt || spec.module.empty() || spec.symbol.empty() || symbols.has_module(spec.module))
+    return;
+  auto found = find_usdt(UsdtSpec{"", spec.module, spec.symbol}, symbols);
+  if (found.empty()) return;
+  throw UsageError("bad probe '" + spec.text + "': process " + std::to_string(pid) +
+                   " has no module '" + spec.module + "', but " + spec.module + ":" + spec.symbol +
+                   " is a USDT probe of " + found.front().module + ": write usdt:" + spec.module +
+                   ":" + spec.symbol);
+}
+
 }  // namespace
 
 bool waits_for_library(const ProbeSpec& spec, const ProcessSymbols& symbols) {
@@ -46,6 +60,8 @@ bool waits_for_library(const ProbeSpec& spec, const ProcessSymbols& symbols) {
 
 // The specs that can be resolved now; those of a library not loaded yet wait in tr.pending.
 std::vector<std::string> TraceRun::split_pending(ProcessTrace& tr, std::vector<std::string> specs) {
+  for (const auto& spec : specs)
+    refuse_usdt_lookalike(parse_probe(spec), *tr.symbols, tr.proc->pid());
   if (opts_.calls) return specs;  // `probecost record`'s call probes go in with the image only
   std::erase_if(specs, [&](const std::string& spec) {
     ProbeSpec ps = parse_probe(spec);
@@ -117,6 +133,7 @@ void TraceRun::retire(ProcessTrace& tr, const std::vector<LeftAlone>& gone) {
     report_.probes.push_back(row);
     tr.rec.threads_by_site.erase(tr.probes[i].address.value());
     tr.proc->sites().remove(tr.probes[i].address);  // forgotten: removing writes nothing
+    if (tr.probes[i].semaphore) tr.proc->forget_semaphore(*tr.probes[i].semaphore);
     // Its spec, or each of the specs merged into it ("SPEC1, SPEC2": merge_same_address).
     std::istringstream specs(row.probe.spec);
     for (std::string spec; std::getline(specs, spec, ',');) {

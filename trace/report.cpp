@@ -75,6 +75,11 @@ nlohmann::json to_json(const TraceReport& r) {
     if (p.via == Via::Jump && (p.events_read || p.events_lost)) {
       probes.back()["events"] = {{"read", p.events_read}, {"lost", p.events_lost}};
     }
+    if (r.usdt_args && p.probe.usdt) {
+      nlohmann::json list = nlohmann::json::array();
+      for (const auto& [args, hits] : p.usdt_args) list.push_back({{"args", args}, {"hits", hits}});
+      probes.back()["usdt_args"] = list;
+    }
     if (r.stacks) {
       nlohmann::json list = nlohmann::json::array();
       for (const auto& s : p.stacks) list.push_back({{"count", s.count}, {"frames", s.frames}});
@@ -251,6 +256,18 @@ void write_processes(std::ostream& out, const TraceReport& r) {
 
 // The CPU figures: the tracer's side of a hit, int3 and jump each their own (an int3 hit
 // stops the thread; a jump hit never does), and the tracee's.
+// --usdt-args: each USDT probe's most frequent argument lists.
+void write_usdt_args(std::ostream& out, const TraceReport& r, unsigned top) {
+  for (const auto& p : r.probes) {
+    if (!p.probe.usdt) continue;
+    out << "\n" << p.probe.spec << " (" << p.probe.usdt_args << ")";
+    if (several_processes(r)) out << " in process " << p.pid;
+    out << ": " << p.usdt_args.size() << " distinct argument lists\n";
+    for (std::size_t i = 0; i < p.usdt_args.size() && i < top; ++i)
+      out << "  " << p.usdt_args[i].second << " hits: " << p.usdt_args[i].first << "\n";
+  }
+}
+
 void write_cpu_figures(std::ostream& out, const TraceReport& r) {
   out << "tracer CPU " << fmt("%.3f", r.tracer_cpu_s) << " s ("
       << fmt("%.1f", cpu_percent(r, r.tracer_cpu_s)) << "% of a CPU)\n";
@@ -367,6 +384,7 @@ void write_text(std::ostream& out, const TraceReport& r, unsigned top, bool verb
       }
     }
   }
+  if (r.usdt_args) write_usdt_args(out, r, top);
   if (r.launched) out << "command: " << r.command_end << "\n";
 }
 

@@ -47,6 +47,11 @@ ProbeReport TraceRun::probe_row(ProcessTrace& tr, std::size_t i, const std::stri
     pr.step_over = site ? tr.step_over->describe(*site) : "";
     pr.threads = tr.rec.threads_by_site[tr.probes[i].address.value()];
     pr.stacks = tr.rec.top_stacks(tr.probes[i].address.value());
+    if (auto a = tr.rec.usdt_args.find(tr.probes[i].address.value()); a != tr.rec.usdt_args.end()) {
+      pr.usdt_args.assign(a->second.begin(), a->second.end());
+      std::stable_sort(pr.usdt_args.begin(), pr.usdt_args.end(),
+                       [](const auto& x, const auto& y) { return x.second > y.second; });
+    }
     split_sharers(tr, pr);
   }
   return pr;

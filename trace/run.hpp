@@ -28,6 +28,7 @@
 #include "tracer/jump/jump_probes.hpp"
 #include "tracer/symbols/link_map.hpp"
 #include "tracer/symbols/symbols.hpp"
+#include "tracer/symbols/usdt_args.hpp"
 
 namespace probecost::trace_run {
 
@@ -44,6 +45,9 @@ struct Recorder {
   std::unordered_map<std::uint64_t, std::string> frame_names;
   std::optional<StackCollector> collector;
   double stack_seconds = 0;
+  // --usdt-args: per site, its parsed argument specs and the hits of each argument list.
+  std::map<std::uint64_t, std::vector<UsdtArg>> usdt_specs;
+  std::map<std::uint64_t, std::map<std::string, std::uint64_t>> usdt_args;
 
   void record_stack(ProcessSymbols& symbols, pid_t tid, StoppedThread& thread,
                     BreakpointSite& site);
@@ -54,6 +58,7 @@ struct Recorder {
     threads_by_site.clear();
     stacks.clear();
     frame_names.clear();
+    usdt_args.clear();
   }
 };
 

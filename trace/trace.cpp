@@ -1,9 +1,12 @@
 #include "trace/trace.hpp"
 
+#include <fnmatch.h>
+
 #include <optional>
 #include <sstream>
 
 #include "common/error.hpp"
+#include "common/paths.hpp"
 #include "common/status_line.hpp"
 #include "trace/run.hpp"
 #include "tracer/jump/module_code.hpp"
@@ -264,6 +267,7 @@ ProcessTrace& TraceRun::begin() {
   report_.pid = p.pid();
   report_.launched = p.launched();
   report_.stacks = opts_.stacks;
+  report_.usdt_args = opts_.usdt_args;
   report_.follow_forks = opts_.follow_forks;
   // A launched command is held from its entry point on (an attached process from its stop).
   if (!p.held().running()) p.held().start();
@@ -361,11 +365,31 @@ std::vector<Symbol> list_target_symbols(const TraceOptions& opts, const std::str
   return ProcessSymbols(family->root().proc_tid()).list(pattern);
 }
 
+std::vector<UsdtProbe> list_target_usdt(const TraceOptions& opts, const std::string& pattern) {
+  auto family = TraceRun::start_target(opts);
+  // bpftrace's -l forms: usdt:*, usdt:PATH:*, usdt:*:python:*, usdt:python:line; the glob is
+  // matched against MODULE:PROVIDER:NAME (by path and by file name) and PROVIDER:NAME.
+  std::string glob = pattern.substr(5);
+  auto match = [&](const std::string& s) { return ::fnmatch(glob.c_str(), s.c_str(), 0) == 0; };
+  std::vector<UsdtProbe> out;
+  for (auto& p : usdt_probes(ProcessSymbols(family->root().proc_tid()))) {
+    std::string tail = p.provider + ":" + p.name;
+    if (match(p.module + ":" + tail) || match(base_name(p.module) + ":" + tail) || match(tail))
+      out.push_back(std::move(p));
+  }
+  return out;
+}
+
 TraceReport run_trace(const TraceOptions& opts, std::ostream& notes) {
   if (opts.stacks && opts.via == Via::Jump) {
     throw UsageError(
         "--stacks needs int3 probes: a jump probe never stops the thread to unwind it "
         "(use --via int3, or auto, which uses int3 with --stacks)");
+  }
+  if (opts.usdt_args && opts.via == Via::Jump) {
+    throw UsageError(
+        "--usdt-args needs int3 probes: a jump probe never stops the thread to read its "
+        "arguments (use --via int3, or auto, which uses int3 with --usdt-args)");
   }
   if (opts.events && opts.via == Via::Int3) {
     throw UsageError("--events needs jump probes (--via jump or auto)");

@@ -16,6 +16,7 @@
 #include "common/phases.hpp"
 #include "trace/via.hpp"
 #include "tracer/symbols/probes.hpp"
+#include "tracer/symbols/usdt.hpp"
 
 namespace probecost {
 
@@ -55,6 +56,9 @@ struct TraceOptions {
   bool all_matches = false;
   bool stacks = false;
   unsigned stack_depth = 16;
+  // USDT probes: read each hit's arguments (tracer/symbols/usdt_args.hpp) and count the
+  // distinct argument lists; every probe is then an int3 (a jump never stops the thread).
+  bool usdt_args = false;
   double duration_s = 0;  // 0: until the process ends or a signal
   bool kill_on_exit = false;
   StepOverChoice step_over = StepOverChoice::Auto;
@@ -90,6 +94,9 @@ struct ProbeReport {
   std::uint64_t hits = 0;
   std::map<pid_t, std::uint64_t> threads;  // int3 probes: hits by thread
   std::vector<StackCount> stacks;          // most frequent first
+  // --usdt-args: each distinct argument list ("\"/tmp/w.py\", \"f\", 2") and its hits, most
+  // frequent first.
+  std::vector<std::pair<std::string, std::uint64_t>> usdt_args;
   // Its library came and went (dlclose, dlopen again): how many times it was probed (hits of
   // every load added), and whether it was unloaded at the end (hits until the dlclose).
   unsigned loads = 1;
@@ -146,6 +153,7 @@ struct TraceReport {
   double stack_ns_per_hit = 0;  // part of the tracer's spent unwinding, per int3 hit (--stacks)
   double syscalls_per_int3_hit = 0;  // the tracer's system calls (a jump hit makes none)
   bool stacks = false;
+  bool usdt_args = false;
   std::string ending;                 // why the trace ended
   std::string command_end;            // a launched command: how it ended
   std::optional<int> command_status;  // and its raw wait status, when it ended
@@ -159,5 +167,7 @@ TraceReport run_trace(const TraceOptions& opts, std::ostream& notes);
 
 // `probecost trace --list PATTERN`: the target's function symbols matching the glob.
 std::vector<Symbol> list_target_symbols(const TraceOptions& opts, const std::string& pattern);
+// The USDT probes of the target whose name matches `pattern` ("usdt:GLOB", as bpftrace -l).
+std::vector<UsdtProbe> list_target_usdt(const TraceOptions& opts, const std::string& pattern);
 
 }  // namespace probecost

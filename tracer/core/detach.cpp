@@ -186,6 +186,11 @@ void TracedProcess::detach() {
       failure = std::current_exception();
     }
     if (!failure) let_go_of_int3_area();
+    try {
+      semaphores_.lower_all(memory_, guardian_.get());
+    } catch (...) {
+      if (!failure) failure = std::current_exception();
+    }
   }
   if (failure && dying()) failure = nullptr;  // nothing left to restore
   if (guardian_ && !failure) guardian_->done();
@@ -310,6 +315,7 @@ void TracedProcess::start_guardian() {
     g->watch(at, original, m ? file_identity(*m, at) : trap::FileIdentity{});
   };
   sites_.set_watcher(watch);
+  semaphores_.watch_all(*g);
   for (const auto& s : sites_) {
     if (s->enabled()) watch(s->address(), s->saved_byte());
   }

@@ -358,6 +358,7 @@ void TracedProcess::release_fork_child(Task& child) {
     for (const auto& p : patches_) {
       if (p->installed()) child_memory.write(p->address(), p->patch().original_bytes());
     }
+    semaphores_.lower_copy(child_memory);
   } catch (const Error&) {
     // Gone already: nothing to clean.
   }
@@ -389,8 +390,9 @@ void TracedProcess::take_over_fork(TracedProcess& parent, std::optional<WaitStat
   if (jumps_undone == Outcome::Gone) return;  // killed meanwhile: nothing more to set up
   // Its scratch pages (step-over copies) were copied with the rest of its memory.
   scratch_pages_ = parent.scratch_pages_;
-  code_ = parent.code_;            // the same files at the same addresses
-  relocated_ = parent.relocated_;  // and so were the copies: a fault in one, a detach
+  code_ = parent.code_;                   // the same files at the same addresses
+  relocated_ = parent.relocated_;         // and so were the copies: a fault in one, a detach
+  semaphores_.adopt(parent.semaphores_);  // its copy holds our raises
   if (parent.has_guardian() && with_guardian) start_guardian();
 }
 

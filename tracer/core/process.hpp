@@ -31,6 +31,7 @@
 #include "common/phases.hpp"
 #include "tracer/core/events.hpp"
 #include "tracer/core/our_mappings.hpp"
+#include "tracer/core/semaphores.hpp"
 #include "tracer/core/task.hpp"
 #include "tracer/core/way_back.hpp"
 #include "tracer/os/code_identity.hpp"
@@ -283,6 +284,12 @@ class TracedProcess final : public RemoteProcess {
   Int3Area* ensure_int3_area(RuntimeAddr near);
   Int3Area* int3_area() { return int3_area_.get(); }
 
+  // A USDT probe that reads the semaphore at `at` is in (every thread stopped): raised by one
+  // for the first (tracer/core/semaphores.hpp), lowered by detach() on its way out and by the
+  // guardian if we die. forget: the probe went with its library (dlclose), nothing to lower.
+  void raise_semaphore(RuntimeAddr at);
+  void forget_semaphore(RuntimeAddr at);
+
   // Watches over our int3 bytes from a separate process that puts them back if probecost
   // dies (SIGKILL, OOM) before it could. For processes we attached to.
   void start_guardian();
@@ -391,6 +398,7 @@ class TracedProcess final : public RemoteProcess {
   bool exec_ended_ = false;
   std::vector<RuntimeAddr> scratch_pages_;
   std::unique_ptr<Guardian> guardian_;
+  Semaphores semaphores_;
   std::unique_ptr<Int3Area> int3_area_;
   // The vDSO's syscall instruction, where injected system calls run (inject.cpp).
   std::optional<RuntimeAddr> syscall_insn_;

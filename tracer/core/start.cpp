@@ -294,6 +294,7 @@ void TracedProcess::resume_after_exec() {
   int3_area_.reset();  // the new image gets its own, with its first int3 probe
   int3_area_tried_ = false;
   code_.clear();
+  semaphores_.clear();  // they went with the old address space
   exec_ended_ = false;
   // The guardian holds the old address space's /proc/PID/mem: a new one watches the new.
   if (guardian_) {

@@ -23,7 +23,7 @@ namespace {
 struct Message {
   std::uint64_t address;
   std::uint8_t original;
-  std::uint8_t kind;  // 'W' watch, 'D' done
+  std::uint8_t kind;  // 'W' watch, 'D' done, 'S' a semaphore raised, 'R' no longer
   std::uint8_t pad[6];
   trap::FileIdentity code;
 };
@@ -65,16 +65,36 @@ bool same_code(const std::vector<Mapping>& maps, const Message& s) {
   return false;  // unmapped
 }
 
+// Each semaphore still in the data it was raised in, and not zero, one lower.
+int lower_semaphores(int mem, const std::vector<Mapping>& maps, const std::vector<Message>& sems) {
+  int lowered = 0;
+  for (const Message& s : sems) {
+    std::uint16_t v = 0;
+    auto off = static_cast<off_t>(s.address);
+    if (!same_code(maps, s) || ::pread(mem, &v, 2, off) != 2 || v == 0) continue;
+    --v;
+    if (::pwrite(mem, &v, 2, off) == 2) ++lowered;
+  }
+  return lowered;
+}
+
 // The guardian's whole life: collect the sites, and if the pipe ends without 'D', put back
 // every byte that still holds our int3 in the code it was written into.
 [[noreturn]] void guard(pid_t pid, int in, int mem, int maps_fd) {
-  std::vector<Message> sites;
+  std::vector<Message> sites, semaphores;
   Message m;
   while (read_message(in, m)) {
     if (m.kind == 'D') ::_exit(0);
-    sites.push_back(m);
+    if (m.kind == 'S') {
+      semaphores.push_back(m);
+    } else if (m.kind == 'R') {
+      std::erase_if(semaphores, [&](const Message& s) { return s.address == m.address; });
+    } else {
+      sites.push_back(m);
+    }
   }
   std::vector<Mapping> maps = mappings_now(maps_fd);
+  int lowered = lower_semaphores(mem, maps, semaphores);
   int restored = 0, gone = 0, other = 0;
   for (const Message& s : sites) {
     std::uint8_t byte = 0;
@@ -94,8 +114,9 @@ bool same_code(const std::vector<Mapping>& maps, const Message& s) {
                     gone ? "probecost guardian: probecost ended without restoring process %d, "
                            "and the process is gone\n"
                          : "probecost guardian: probecost ended without restoring process %d; "
-                           "put back %d int3 byte(s), left %d that are no longer ours\n",
-                    pid, restored, other);
+                           "put back %d int3 byte(s), left %d that are no longer ours; lowered "
+                           "%d USDT semaphore(s)\n",
+                    pid, restored, other, lowered);
   if (len > 0) [[maybe_unused]]
     ssize_t w = ::write(2, note, static_cast<std::size_t>(len));
   ::_exit(0);
@@ -149,6 +170,16 @@ Guardian::~Guardian() {
 
 void Guardian::watch(RuntimeAddr at, std::uint8_t original, const trap::FileIdentity& code) {
   Message m = {at.value(), original, 'W', {}, code};
+  [[maybe_unused]] ssize_t n = ::write(fd_, &m, sizeof m);
+}
+
+void Guardian::watch_semaphore(RuntimeAddr at, const trap::FileIdentity& data) {
+  Message m = {at.value(), 0, 'S', {}, data};
+  [[maybe_unused]] ssize_t n = ::write(fd_, &m, sizeof m);
+}
+
+void Guardian::unwatch_semaphore(RuntimeAddr at) {
+  Message m = {at.value(), 0, 'R', {}, {}};
   [[maybe_unused]] ssize_t n = ::write(fd_, &m, sizeof m);
 }
 

@@ -13,6 +13,9 @@
 // holds our int3: a library dlclose'd meanwhile and another one dlopen'd at its address must
 // not get the old library's byte written into its code (code_identity.hpp; issue 16).
 //
+// It also lowers the USDT semaphores probecost raised (tracer/core/semaphores.hpp), by one each,
+// where the mapping is still the file's data it was raised in.
+//
 // What it cannot save: a thread that had already trapped on an int3 and was waiting in its
 // SIGTRAP stop when probecost died. The kernel detaches it with the SIGTRAP still to deliver
 // (the trap area's handler takes it: tracer/int3/int3_area.hpp).
@@ -39,6 +42,10 @@ class Guardian {
   // `at` holds our int3 now, in the code `code` (all zero: an anonymous mapping, whose
   // identity cannot be checked); `original` is the byte it displaced.
   void watch(RuntimeAddr at, std::uint8_t original, const trap::FileIdentity& code);
+  // The USDT semaphore (an unsigned short) at `at`, in the mapping `data`, holds one of ours:
+  // lowered by one if probecost dies (tracer/core/semaphores.hpp). unwatch: no longer.
+  void watch_semaphore(RuntimeAddr at, const trap::FileIdentity& data);
+  void unwatch_semaphore(RuntimeAddr at);
   // The bytes are back (or the process is gone): the guardian exits without touching anything.
   void done();
 

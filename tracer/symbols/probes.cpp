@@ -8,6 +8,7 @@
 #include "tracer/os/maps.hpp"
 #include "tracer/symbols/cxx_names.hpp"
 #include "tracer/symbols/dwfl_modules.hpp"
+#include "tracer/symbols/usdt.hpp"
 
 namespace probecost {
 
@@ -47,6 +48,13 @@ std::size_t module_separator(const std::string& text) {
 ProbeSpec parse_probe(const std::string& text) {
   ProbeSpec p;
   p.text = text;
+  if (is_usdt_spec(text)) {
+    UsdtSpec u = parse_usdt_spec(text);
+    p.usdt = true;
+    p.module = u.module;
+    p.symbol = u.provider + ":" + u.name;
+    return p;
+  }
   auto bad = [&](const std::string& why) {
     return UsageError("bad probe '" + text + "': " + why +
                       " (want SYMBOL, MODULE:SYMBOL, SYMBOL+OFFSET or 0xADDRESS)");
@@ -171,7 +179,9 @@ std::vector<Target> targets_of(const ProbeSpec& spec, const ProcessSymbols& symb
 
 ResolvedProbe describe_target(const Target& t, const ProbeSpec& spec, const ProcessSymbols& symbols,
                               bool all_matches) {
-  ResolvedProbe p{spec.text, t.address, "", "", {}, "", ""};
+  ResolvedProbe p;
+  p.spec = spec.text;
+  p.address = t.address;
   auto sym = symbols.containing(t.address);
   if (t.ifunc) {
     p.module = symbols.module_at(t.address);
@@ -194,6 +204,48 @@ ResolvedProbe describe_target(const Target& t, const ProbeSpec& spec, const Proc
   bool at_start = t.ifunc ? !spec.offset : (sym && sym->address == t.address);
   if (at_start) p.names = symbols.names_at(t.address);
   return p;
+}
+
+// A USDT site is a 1-byte nop that the note says is there (no symbol needed to find the
+// instruction boundary: python3 has no symbol for most of its code), in executable code.
+void check_usdt_site(const UsdtProbe& u, TraceeMemory& memory, pid_t pid) {
+  std::string where = u.provider + ":" + u.name + " at " + u.address.hex() + " in process " +
+                      std::to_string(pid) + " (" + u.module + ")";
+  const Mapping* map = nullptr;
+  auto maps = read_maps(pid);
+  for (const auto& m : maps) {
+    if (m.contains(u.address)) map = &m;
+  }
+  if (!map || !map->exec) throw UsageError(where + " is not in executable code");
+  std::uint8_t byte = memory.read_byte(u.address);
+  if (byte == 0xCC) {
+    throw SiteOccupied(where + " holds an int3 already: another tracer's (a kernel uprobe: " +
+                       "bpftrace, perf probe) or one a killed probecost left " +
+                       "('probecost restore -p " + std::to_string(pid) + "' tells)");
+  }
+  if (byte != 0x90) {
+    char hex[8];
+    std::snprintf(hex, sizeof hex, "0x%02x", byte);
+    throw UsageError(where + " is not the nop its note describes (the byte there is " + hex + ")");
+  }
+}
+
+std::vector<ResolvedProbe> resolve_usdt_spec(const std::string& text, const ProcessSymbols& symbols,
+                                             TraceeMemory& memory, pid_t pid) {
+  std::vector<ResolvedProbe> out;
+  for (const UsdtProbe& u : resolve_usdt(text, symbols, pid)) {
+    check_usdt_site(u, memory, pid);
+    ResolvedProbe p;
+    p.spec = text;
+    p.address = u.address;
+    p.module = u.module;
+    p.symbol = u.provider + ":" + u.name;
+    p.usdt = true;
+    p.semaphore = u.semaphore;
+    p.usdt_args = u.args;
+    out.push_back(std::move(p));
+  }
+  return out;
 }
 
 }  // namespace
@@ -223,6 +275,11 @@ std::vector<ResolvedProbe> resolve_probes(const std::vector<std::string>& specs,
                                           const ResolverCall& call_resolver) {
   std::vector<ResolvedProbe> out;
   for (const auto& text : specs) {
+    if (is_usdt_spec(text)) {
+      auto got = resolve_usdt_spec(text, symbols, memory, pid);
+      out.insert(out.end(), got.begin(), got.end());
+      continue;
+    }
     ProbeSpec spec = parse_probe(text);
     for (const Target& t : targets_of(spec, symbols, memory, pid, all_matches, call_resolver)) {
       try {

@@ -1,6 +1,7 @@
 #pragma once
 // Probe specifications as a user writes them, and their resolution in a live process:
 //   SYMBOL   MODULE:SYMBOL   SYMBOL+OFFSET   MODULE:SYMBOL+OFFSET   0xADDRESS
+//   usdt:PROVIDER:NAME   usdt:MODULE:PROVIDER:NAME   (tracer/symbols/usdt.hpp)
 // SYMBOL is a C or mangled name, with an optional version (memcpy@GLIBC_2.2.5), or a demangled
 // C++ name (middle, 'middle(long)', ns::Klass::method: tracer/symbols/cxx_names.hpp). MODULE is a
 // file name or SONAME (libsqlite3.so.0.8.6 or libsqlite3.so.0) or a path.
@@ -21,6 +22,7 @@ struct ProbeSpec {
   std::string symbol;  // empty for an address
   std::uint64_t offset = 0;
   std::optional<RuntimeAddr> address;
+  bool usdt = false;  // a USDT marker: `module` as given, `symbol` "PROVIDER:NAME"
 };
 
 // UsageError on a malformed spec.
@@ -37,6 +39,11 @@ struct ResolvedProbe {
   // when no symbol names it), and how we know the process uses it.
   std::string implementation;
   std::string resolved_by;
+  // A USDT marker (tracer/symbols/usdt.hpp): its semaphore, which the tracer raises while the
+  // probe is in, and its argument specs.
+  bool usdt = false;
+  std::optional<RuntimeAddr> semaphore;
+  std::string usdt_args;
 };
 
 // Every spec to the addresses it names (several per spec only with `all_matches`), each

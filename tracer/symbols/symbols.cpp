@@ -259,4 +259,19 @@ std::vector<std::string> ProcessSymbols::modules() const {
   return out;
 }
 
+void ProcessSymbols::for_each_elf(
+    const std::string& module,
+    const std::function<void(const std::string&, Elf*, std::int64_t)>& f) const {
+  for (int pass = 0; pass < 2; ++pass) {  // the executable, then the libraries
+    for_each_module(dwfl_, [&](Dwfl_Module* mod) {
+      std::string path = module_path(mod);
+      if ((path == executable_) != (pass == 0) || !module_matches(mod, module)) return true;
+      GElf_Addr bias = 0;
+      if (Elf* elf = dwfl_module_getelf(mod, &bias))  // the file itself, not its debug file
+        f(path, elf, static_cast<std::int64_t>(bias));
+      return true;
+    });
+  }
+}
+
 }  // namespace probecost

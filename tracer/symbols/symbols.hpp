@@ -19,6 +19,7 @@
 
 typedef struct Dwfl Dwfl;
 typedef struct Dwfl_Module Dwfl_Module;
+typedef struct Elf Elf;
 
 namespace probecost {
 
@@ -107,6 +108,10 @@ class ProcessSymbols {
   // `module` names (has_module; all when empty): ld.so's _r_debug.
   std::optional<RuntimeAddr> data_symbol(const std::string& name,
                                          const std::string& module = {}) const;
+  // Calls f(path, elf, bias) for the ELF file of every module `module` names (all when empty;
+  // has_module), executable first: `bias` is runtime address minus file address (USDT notes).
+  void for_each_elf(const std::string& module,
+                    const std::function<void(const std::string&, Elf*, std::int64_t)>& f) const;
   // The path of the module mapped at `at`; empty when none is.
   std::string module_at(RuntimeAddr at) const;
 

@@ -1,0 +1,108 @@
+// A tracee with USDT markers (tests/targets/usdt_probes.hpp), driven on stdin, one command a
+// line, each answered with one line:
+//   fire N      probecost_test:tick N times     -> "fired=TOTAL enabled=E" (E: markers that saw
+//               their semaphore raised, so computed their arguments; counted by the program)
+//   plain N     probecost_test:plain N times    -> "plain=TOTAL" (no semaphore)
+//   bench N     fire N, timed                   -> "bench=N ns=T" (T: the N markers' wall time,
+//               for scripts/usdt-vs-bpftrace.sh)
+//   sema        the tick semaphore's value      -> "sema=V"
+//   raise       adds one to it, as another tracer would (bpftrace's uprobe) -> "sema=V"
+//   lower       takes that one away             -> "sema=V"
+//   open PATH   dlopen(PATH) (tests/targets/usdt_lib.cpp)  -> "opened"
+//   libfire N   its marker N times              -> "libfired=N enabled=E"
+// Prints "ready PID" first. With arguments, runs them as one command and exits.
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <sstream>
+#include <string>
+
+#include "tests/targets/usdt_probes.hpp"
+
+PROBECOST_SEMAPHORE(probecost_test, tick)
+
+void probecost_usdt_plain_one(long* count);  // usdt_plain.cpp
+
+namespace {
+
+long g_fired = 0, g_enabled = 0, g_plain = 0;
+long (*g_lib_fire)(long) = nullptr;
+
+void reply(const std::string& s) {
+  std::printf("%s\n", s.c_str());
+  std::fflush(stdout);
+}
+
+// One marker, with the argument kinds USDT notes describe: a register, a negative 32-bit
+// value, a constant and a string.
+__attribute__((noinline)) void fire_one(long i) {
+  if (PROBECOST_ENABLED(probecost_test, tick)) {
+    ++g_enabled;
+    int neg = -static_cast<int>(i);
+    const char* name = "tick";
+    DTRACE_PROBE4(probecost_test, tick, i, neg, 42, name);
+  } else {
+    DTRACE_PROBE4(probecost_test, tick, i, 0, 42, "");
+  }
+  ++g_fired;
+}
+
+std::string sema() {
+  return "sema=" + std::to_string(probecost_test_tick_semaphore);
+}
+
+bool run(const std::string& line) {
+  std::istringstream in(line);
+  std::string cmd, arg;
+  in >> cmd >> arg;
+  if (cmd == "fire") {
+    for (long i = 0, n = std::stol(arg); i < n; ++i) fire_one(i);
+    reply("fired=" + std::to_string(g_fired) + " enabled=" + std::to_string(g_enabled));
+  } else if (cmd == "bench") {
+    long n = std::stol(arg);
+    auto t0 = std::chrono::steady_clock::now();
+    for (long i = 0; i < n; ++i) fire_one(i);
+    auto ns =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0);
+    reply("bench=" + std::to_string(n) + " ns=" + std::to_string(ns.count()));
+  } else if (cmd == "plain") {
+    for (long i = 0, n = std::stol(arg); i < n; ++i) probecost_usdt_plain_one(&g_plain);
+    reply("plain=" + std::to_string(g_plain));
+  } else if (cmd == "sema") {
+    reply(sema());
+  } else if (cmd == "raise" || cmd == "lower") {
+    probecost_test_tick_semaphore += cmd == "raise" ? 1 : -1;
+    reply(sema());
+  } else if (cmd == "open") {
+    void* lib = ::dlopen(arg.c_str(), RTLD_NOW);
+    if (lib) g_lib_fire = reinterpret_cast<long (*)(long)>(::dlsym(lib, "probecost_usdt_lib_fire"));
+    reply(g_lib_fire ? "opened" : std::string("error ") + ::dlerror());
+  } else if (cmd == "libfire") {
+    long n = std::stol(arg);
+    long enabled = g_lib_fire ? g_lib_fire(n) : -1;
+    reply("libfired=" + std::to_string(n) + " enabled=" + std::to_string(enabled));
+  } else if (cmd == "exit") {
+    reply("bye");
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  reply("ready " + std::to_string(::getpid()));
+  if (argc > 1) {  // one command from the arguments ("bench 1000"), for bpftrace -c
+    std::string cmd;
+    for (int i = 1; i < argc; ++i) cmd += std::string(i > 1 ? " " : "") + argv[i];
+    run(cmd);
+    return 0;
+  }
+  for (std::string line; std::getline(std::cin, line);) {
+    if (!run(line)) break;
+  }
+  return 0;
+}

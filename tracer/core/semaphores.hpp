@@ -1,0 +1,55 @@
+#pragma once
+// The USDT semaphores a traced process's probes raised (tracer/symbols/usdt.hpp): an unsigned
+// short per probe that the program reads before it computes the marker's arguments, and skips
+// them while it is zero. Each tracer adds one while it is attached and takes exactly that one
+// away when it leaves (the kernel's uprobe does the same for bpftrace, ref_ctr_offset), so
+// that two tracers at once never undo each other's count.
+//
+// Every change is made with every thread of the process stopped (the probes go in and come
+// out so): the program cannot read a half-written value. The kernel's own update (a uprobe
+// registered at that moment) is a read-modify-write under the mm's lock, and ours is a read
+// and a write of /proc/PID/mem: both at once could lose one of the two updates; nothing in
+// /proc/PID/mem lets a tracer do better short of running a locked add in the tracee.
+//
+// The guardian (tracer/int3/guardian.hpp) is told of each one, and lowers it if probecost dies.
+// It is told before we lower one ourselves, so that a death between the two leaves the
+// semaphore one too high (the program computes arguments nobody reads) rather than taking
+// away another tracer's count.
+#include <cstdint>
+#include <map>
+
+#include "breakpoint/x86/tracee_memory.hpp"
+#include "tracer/int3/guardian.hpp"
+
+namespace probecost {
+
+class Semaphores {
+ public:
+  // One more probe reads the semaphore at `at` (in the mapping `file`): the first raises it.
+  void raise(TraceeMemory& memory, RuntimeAddr at, const trap::FileIdentity& file,
+             Guardian* guardian);
+  // A probe of it went with its library (dlclose): nothing to lower, the memory is gone.
+  void forget(RuntimeAddr at, Guardian* guardian);
+  // Every one raised, lowered by one (detach). Errors (the process gone) end the lowering.
+  void lower_all(TraceeMemory& memory, Guardian* guardian);
+  // A fork child's copy of the memory holds our raise: lowered there, the parent's kept.
+  void lower_copy(TraceeMemory& child) const;
+  // The child of a traced fork takes the parent's raises over (its copy holds them).
+  void adopt(const Semaphores& parent) { held_ = parent.held_; }
+  // The address space went (exec): nothing to lower.
+  void clear() { held_.clear(); }
+  // Tells a new guardian (after an exec, or started late) of every one raised.
+  void watch_all(Guardian& guardian) const;
+  bool empty() const { return held_.empty(); }
+  // The value at `at` now.
+  static std::uint16_t value(TraceeMemory& memory, RuntimeAddr at);
+
+ private:
+  struct Held {
+    trap::FileIdentity file;
+    unsigned probes = 0;
+  };
+  std::map<RuntimeAddr, Held> held_;
+};
+
+}  // namespace probecost
