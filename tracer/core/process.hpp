@@ -349,9 +349,19 @@ class TracedProcess final : public RemoteProcess {
   void leave_moved_code();  // forget_moved_code(), its notes kept in left_alone_
   // Detach's: each stopped thread inside one of our jump areas let run alone, and interrupted,
   // until it has left it (run_out.cpp); why one could not be is noted for OurMappings::release.
+  // One step of bringing a caught thread out of our areas (run_out.cpp).
+  struct RunOutStep {
+    enum class Is { Going, Done, Stuck } is = Is::Going;
+    std::string why;  // when Stuck
+    static RunOutStep going() { return {}; }
+    static RunOutStep done() { return {Is::Done, {}}; }
+    static RunOutStep stuck(std::string why) { return {Is::Stuck, std::move(why)}; }
+  };
   void run_out_of_our_areas();
-  std::string bring_out_of(TaskRef ref, const std::vector<OurMapping>& areas);
-  std::string stop_after_run(TaskRef ref);
+  RunOutStep may_run_out(TaskRef ref);
+  RunOutStep still_inside(TaskRef ref, const std::vector<OurMapping>& areas);
+  RunOutStep resume_for_run(TaskRef ref);
+  RunOutStep stop_after_run(TaskRef ref);
   void settle_new_tasks();
   // One single-step of injected code in `task`; the registers after it, nullptr when it is
   // gone.
