@@ -58,7 +58,8 @@ struct Totals {
                "  --seed N    replay the random delays and choices of an earlier run\n"
                "  --only      run these scenarios (see --list)\n"
                "  --cycles N  cycles per scenario instead of the form's\n"
-               "  --bound S   seconds past the expected end before probecost counts as hung (5)\n");
+               "  --bound S   seconds past the expected end before probecost counts as hung\n"
+               "              (5; 20 in a sanitizer build)\n");
   std::exit(code);
 }
 
