@@ -17,7 +17,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (p.text != text) __builtin_trap();
     if (!p.address && p.symbol.empty()) __builtin_trap();
     if (p.address && !p.symbol.empty()) __builtin_trap();
-    if (!p.module.empty() && text.find(p.module + ":") != 0) __builtin_trap();
+    // A USDT spec names its module after "usdt:" (usdt:MODULE:PROVIDER:NAME).
+    std::string prefix = p.usdt ? "usdt:" : "";
+    if (!p.module.empty() && text.find(prefix + p.module + ":") != 0) __builtin_trap();
+    if (p.usdt && text.find(prefix + (p.module.empty() ? "" : p.module + ":") + p.symbol) != 0)
+      __builtin_trap();
     if (!p.symbol.empty() &&
         probecost::NameQuery(p.symbol).match(p.symbol) != probecost::NameQuery::Match::Exact)
       __builtin_trap();
