@@ -19,10 +19,9 @@ using namespace x86;
 
 constexpr auto RAX = ZYDIS_REGISTER_RAX, RDX = ZYDIS_REGISTER_RDX, RSI = ZYDIS_REGISTER_RSI,
                RDI = ZYDIS_REGISTER_RDI, RSP = ZYDIS_REGISTER_RSP, R8 = ZYDIS_REGISTER_R8,
-               R10 = ZYDIS_REGISTER_R10,
-               R11 = ZYDIS_REGISTER_R11, EAX = ZYDIS_REGISTER_EAX, ECX = ZYDIS_REGISTER_ECX,
-               EDX = ZYDIS_REGISTER_EDX, EDI = ZYDIS_REGISTER_EDI, ESI = ZYDIS_REGISTER_ESI,
-               R9D = ZYDIS_REGISTER_R9D, R10D = ZYDIS_REGISTER_R10D;
+               R10 = ZYDIS_REGISTER_R10, R11 = ZYDIS_REGISTER_R11, EAX = ZYDIS_REGISTER_EAX,
+               ECX = ZYDIS_REGISTER_ECX, EDX = ZYDIS_REGISTER_EDX, EDI = ZYDIS_REGISTER_EDI,
+               ESI = ZYDIS_REGISTER_ESI, R9D = ZYDIS_REGISTER_R9D, R10D = ZYDIS_REGISTER_R10D;
 
 // Where the kernel's signal frame keeps what the handler looks at (x86-64 ucontext_t and
 // siginfo_t, the same layout in glibc and the kernel up to uc_sigmask's first 8 bytes).
