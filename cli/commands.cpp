@@ -6,7 +6,6 @@
 #include <iostream>
 #include <sstream>
 
-#include "breakpoint/int3/step_over.hpp"
 #include "cli/common.hpp"
 #include "cli/output.hpp"
 #include "cli/parse.hpp"
@@ -42,7 +41,7 @@ int compare_status(const CompareResult& result, bool strict) {
 int compare_command(const std::vector<std::string>& args) {
   CompareConfig cfg;
   std::vector<std::string> mechanisms, rates;
-  std::string placement, format, output, iterations, repeat, threads;
+  std::string placement, format, output, iterations, repeat, threads, step_over;
   po::options_description desc(
       "probecost compare [options]\n\n"
       "Runs probecost-inferior under each mechanism, --repeat times each, and reports the cost\n"
@@ -68,7 +67,7 @@ int compare_command(const std::vector<std::string>& args) {
       "format,f", po::value(&format)->default_value("text"), "text, json or csv")(
       "output,o", po::value(&output), "write the report to FILE")(
       "inferior", po::value(&cfg.inferior), "path of probecost-inferior")(
-      "step-over", po::value(&cfg.step_over)->default_value("auto"),
+      "step-over", po::value(&step_over)->default_value("auto"),
       "int3-ptrace-fast's strategy: singlestep, emulate, outline or auto")(
       "verbose,v", "also system calls and stops per hit, CPU split")("quiet,q",
                                                                      "no progress lines on stderr")(
@@ -85,7 +84,7 @@ int compare_command(const std::vector<std::string>& args) {
   cfg.threads = static_cast<unsigned>(parse_count("--threads", threads, 1, 4096));
   check_work(cfg.work);
   cfg.placement = parse_placement(placement);
-  check_step_over_name(cfg.step_over);
+  cfg.step_over = parse_step_over(step_over);
   Format f = parse_format(format);
   // Unknown names fail here, before anything runs.
   if (!mechanisms.empty()) cfg.mechanisms = parse_mechanisms(split_commas(mechanisms));
@@ -131,8 +130,10 @@ int bench_command(const std::vector<std::string>& args) {
     return 0;
   }
   if (!kinds.empty()) cfg.kinds = split_commas(kinds);
-  if (!strategies.empty()) cfg.strategies = split_commas(strategies);
-  for (const auto& s : cfg.strategies) check_step_over_name(s);
+  if (!strategies.empty()) {
+    cfg.strategies.clear();
+    for (const auto& s : split_commas(strategies)) cfg.strategies.push_back(parse_step_over(s));
+  }
   cfg.iterations = parse_count("--iterations", iterations, 1, UINT64_MAX);
   cfg.threads = static_cast<unsigned>(parse_count("--threads", threads, 1, 4096));
   cfg.repeat = static_cast<unsigned>(parse_count("--repeat", repeat, 1));

@@ -17,9 +17,10 @@ int experiment_command(const std::vector<std::string>& args);
 int report_command(const std::vector<std::string>& args);
 int replay_command(const std::vector<std::string>& args);
 
-// `name` (or every experiment for "all"), with progress on stderr (progress_for, none when
-// `quiet`), said to come from `command`.
-std::vector<Experiment> run_experiments(const std::string& name, const ExperimentConfig& cfg,
+// The experiments, in that order, with progress on stderr (progress_for, none when `quiet`),
+// said to come from `command`.
+std::vector<Experiment> run_experiments(const std::vector<ExperimentId>& ids,
+                                        const ExperimentConfig& cfg,
                                         const std::string& command = "experiment",
                                         bool quiet = false);
 // {"experiments": [...]}

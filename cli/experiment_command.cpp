@@ -46,17 +46,17 @@ po::options_description experiment_options(ExperimentArgs& a, std::vector<std::s
 
 }  // namespace
 
-std::vector<Experiment> run_experiments(const std::string& name, const ExperimentConfig& cfg,
-                                        const std::string& command, bool quiet) {
-  std::vector<std::string> names =
-      name == "all" ? experiment_names() : std::vector<std::string>{name};
+std::vector<Experiment> run_experiments(const std::vector<ExperimentId>& ids,
+                                        const ExperimentConfig& cfg, const std::string& command,
+                                        bool quiet) {
   std::vector<Experiment> out;
-  for (const auto& n : names) {
+  for (ExperimentId id : ids) {
     Progress line = progress_for(command, quiet);
     Progress progress;
+    std::string n = experiment_name(id);
     if (line)
       progress = [line, n](int d, int t, const std::string& w) { line(d, t, n + ": " + w); };
-    out.push_back(run_experiment(n, cfg, progress));
+    out.push_back(run_experiment(id, cfg, progress));
   }
   return out;
 }
@@ -92,19 +92,17 @@ int experiment_command(const std::vector<std::string>& args) {
     return 0;
   }
   if (name.empty()) throw UsageError("which experiment? (see 'probecost experiment --help')");
-  if (a.format != "text" && a.format != "json") {
-    throw UsageError("bad format '" + a.format + "' (text or json)");
-  }
+  Format format = parse_format(a.format, {Format::Text, Format::Json});
   a.cfg.repeat = static_cast<unsigned>(parse_count("--repeat", a.repeat, 1));
   a.cfg.quick = vm.count("quick") > 0;
-  if (name != "all") check_experiment_name(name);
+  std::vector<ExperimentId> ids = parse_experiments(name);
   a.cfg.mechanisms = parse_mechanisms(split_commas(mechs));  // fails before anything runs
   a.cfg.inferior = find_inferior(a.cfg.inferior);
   Output output(a.output);  // before anything runs: a report that cannot be written fails now
 
-  std::vector<Experiment> list = run_experiments(name, a.cfg, "experiment", vm.count("quiet") > 0);
+  std::vector<Experiment> list = run_experiments(ids, a.cfg, "experiment", vm.count("quiet") > 0);
   output.write(render([&](std::ostream& out) {
-    if (a.format == "json") {
+    if (format == Format::Json) {
       out << json_dump(list.size() == 1 ? experiment_json(list[0]) : experiments_json(list))
           << "\n";
       return;

@@ -12,7 +12,6 @@
 #include <optional>
 #include <sstream>
 
-#include "breakpoint/int3/step_over.hpp"
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
 #include "cli/output.hpp"
@@ -153,8 +152,7 @@ OverheadConfig measurement_config(const Args& a, const std::vector<std::string>&
   cfg.all_matches = a.all_matches;
   cfg.follow_forks = a.follow_forks;
   cfg.via = parse_via(a.via);
-  check_step_over_name(a.step_over);
-  cfg.step_over = a.step_over;
+  cfg.step_over = parse_step_over(a.step_over);
   constexpr unsigned kMostRuns = 1000;
   cfg.repeat = static_cast<unsigned>(parse_count("--repeat", a.repeat, 1, kMostRuns));
   cfg.warmup = static_cast<unsigned>(parse_count("--warmup", a.warmup, 0, kMostRuns));

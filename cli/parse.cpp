@@ -166,4 +166,9 @@ double parse_event_rate(const std::string& text) {
   return rate;
 }
 
+StepOverChoice parse_step_over(const std::string& text) {
+  if (auto choice = kStepOverNames.find(text)) return *choice;
+  throw UsageError("unknown step-over strategy '" + text + "' (" + kStepOverNames.known() + ")");
+}
+
 }  // namespace probecost::cli

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "breakpoint/int3/step_over_choice.hpp"
+
 namespace probecost::cli {
 
 // Parses `args` against `desc`. Every token must be an option or an option's value: a stray
@@ -44,5 +46,8 @@ std::int64_t parse_elapsed_ns(const std::string& option, const std::string& text
 double parse_cost_ns(const std::string& text);
 // Events per second (parse_rate: "750k"), from kMinRate to kMaxRate.
 double parse_event_rate(const std::string& text);
+
+// --step-over: "singlestep", "emulate", "outline" or "auto"; UsageError for anything else.
+StepOverChoice parse_step_over(const std::string& text);
 
 }  // namespace probecost::cli

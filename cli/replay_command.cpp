@@ -7,6 +7,7 @@
 #include "cli/common.hpp"
 #include "cli/parse.hpp"
 #include "common/error.hpp"
+#include "common/format.hpp"
 #include "replay/replay.hpp"
 
 namespace po = boost::program_options;
@@ -88,9 +89,8 @@ int replay_command(const std::vector<std::string>& args) {
   if (!depth.empty())
     filter.max_depth = static_cast<int>(parse_count("--depth", depth, 1, 1 << 20));
   bool report = vm.count("report") > 0;
-  if (format != "text" && format != "json")
-    throw UsageError("bad --format '" + format + "': want text or json");
-  if (format == "json" && !report) throw UsageError("--format json goes with --report");
+  Format f = parse_format(format, {Format::Text, Format::Json});
+  if (f == Format::Json && !report) throw UsageError("--format json goes with --report");
   if (vm.count("per-thread") && !report) throw UsageError("--per-thread goes with --report");
 
   replay::Collected rec(/*keep_args=*/!report);
@@ -98,7 +98,7 @@ int replay_command(const std::vector<std::string>& args) {
   rec.sort();
   if (!report)
     replay::print_tree(std::cout, rec, filter);
-  else if (format == "json")
+  else if (f == Format::Json)
     replay::print_report_json(std::cout, rec, filter);
   else
     replay::print_report(std::cout, rec, filter, vm.count("per-thread") > 0);

@@ -100,7 +100,7 @@ int report_command(const std::vector<std::string>& args) {
                    "'probecost experiment all -f json -o FILE' and 'report --from FILE' draw "
                    "saved ones)\n";
     }
-    in.experiments = run_experiments("all", cfg, "report", quiet);
+    in.experiments = run_experiments(all_experiments(), cfg, "report", quiet);
   }
   if (json) json->write(json_dump(experiments_json(in.experiments)) + "\n");
   html.write(

@@ -116,9 +116,7 @@ int restore_command(const std::vector<std::string>& args) {
     return 0;
   }
   if (pid <= 0) throw UsageError("which process? give -p PID");
-  if (format != "text" && format != "json") {
-    throw UsageError("bad format '" + format + "' (text or json)");
-  }
+  Format f = parse_format(format, {Format::Text, Format::Json});
   std::ofstream file;
   if (!output.empty() && output != "-") {
     file.open(output);
@@ -127,7 +125,7 @@ int restore_command(const std::vector<std::string>& args) {
   std::ostream& out = file.is_open() ? file : std::cout;
   bool dry_run = vm.count("dry-run") > 0;
   RestoreReport report = restore_process(pid, dry_run);
-  if (format == "json") {
+  if (f == Format::Json) {
     out << json_text(to_json(report), 2) << "\n";
   } else {
     write_text(out, report, dry_run);

@@ -47,10 +47,20 @@ std::string not_finite(double v) {
 }  // namespace
 
 Format parse_format(const std::string& text) {
-  if (text == "text") return Format::Text;
-  if (text == "json") return Format::Json;
-  if (text == "csv") return Format::Csv;
-  throw UsageError("bad format '" + text + "' (text, json or csv)");
+  return parse_format(text, {Format::Text, Format::Json, Format::Csv});
+}
+
+Format parse_format(const std::string& text, std::initializer_list<Format> allowed) {
+  auto f = kFormatNames.find(text);
+  std::string known;
+  for (Format a : allowed) {
+    if (f == a) return a;
+    known += (known.empty()               ? ""
+              : a == *(allowed.end() - 1) ? " or "
+                                          : ", ") +
+             std::string(kFormatNames.name(a));
+  }
+  throw UsageError("bad format '" + text + "' (" + known + ")");
 }
 
 std::string num(double v, int decimals) {

@@ -6,15 +6,23 @@
 // "32,028.9"); a figure that rounds to zero prints unsigned ("0.0", never "-0.0").
 // CSV and JSON: fixed notation, never scientific, with the shortest digits that read back as the
 // same double ("1200000", "0.000000000000001776"); JSON numbers stay numbers.
+#include <initializer_list>
 #include <nlohmann/json.hpp>
 #include <string>
+
+#include "common/names.hpp"
 
 namespace probecost {
 
 // A report's format, as -f names it.
 enum class Format { Text, Json, Csv };
+inline constexpr auto kFormatNames =
+    name_table<Format>({{Format::Text, "text"}, {Format::Json, "json"}, {Format::Csv, "csv"}});
 // "text", "json" or "csv"; UsageError otherwise.
 Format parse_format(const std::string& text);
+// The same for a command that writes only the `allowed` formats: "bad format 'csv' (text or
+// json)".
+Format parse_format(const std::string& text, std::initializer_list<Format> allowed);
 
 // `v` with `decimals` decimals, thousands grouped: num(32028.94, 1) = "32,028.9",
 // num(-0.04, 1) = "0.0". Not finite: "inf", "-inf", "nan".

@@ -30,14 +30,19 @@ Mechanism untraced(const std::string& kind, std::uint64_t n) {
           {"--site", "kind:" + kind},
           HitSource::SiteCalls,
           "",
-          "",
+          std::nullopt,
           n};
 }
 
-Mechanism traced(const std::string& kind, const std::string& strategy, std::uint64_t n) {
-  return {
-      MechanismId::Custom,   "kind:" + kind + "/" + strategy, "",       {"--site", "kind:" + kind},
-      HitSource::TracerHits, "probecost_kind_" + kind,        strategy, n};
+Mechanism traced(const std::string& kind, StepOverChoice strategy, std::uint64_t n) {
+  return {MechanismId::Custom,
+          "kind:" + kind + "/" + step_over_name(strategy),
+          "",
+          {"--site", "kind:" + kind},
+          HitSource::TracerHits,
+          "probecost_kind_" + kind,
+          strategy,
+          n};
 }
 
 }  // namespace
@@ -77,7 +82,7 @@ BenchResult run_step_over_bench(const BenchConfig& cfg,
       std::vector<double> ns, stops, syscalls;
       row.same_result = true;
       for (unsigned rep = 0; rep < cfg.repeat; ++rep) {
-        if (progress) progress(done++, total, kind + " " + strategy);
+        if (progress) progress(done++, total, kind + " " + step_over_name(strategy));
         Sample s = run_once(traced(kind, strategy, cfg.iterations), run);
         double events = static_cast<double>(s.iterations) * s.threads;
         ns.push_back(s.ns_per_iter - base);
@@ -104,7 +109,7 @@ void write_bench(std::ostream& out, const BenchResult& r, Format f) {
     nlohmann::json rows = nlohmann::json::array();
     for (const auto& x : r.rows) {
       rows.push_back({{"kind", x.kind},
-                      {"strategy", x.strategy},
+                      {"strategy", step_over_name(x.strategy)},
                       {"plan", x.plan},
                       {"ns_per_hit", x.ns_per_hit},
                       {"stops_per_hit", x.stops_per_hit},
@@ -129,9 +134,9 @@ void write_bench(std::ostream& out, const BenchResult& r, Format f) {
     out << "kind,strategy,ns_per_hit,stops_per_hit,syscalls_per_hit,hits,expected_hits,"
            "same_result\n";
     for (const auto& x : r.rows) {
-      out << x.kind << ',' << x.strategy << ',' << x.ns_per_hit << ',' << x.stops_per_hit << ','
-          << x.syscalls_per_hit << ',' << x.hits << ',' << x.expected_hits << ','
-          << (x.same_result ? "yes" : "no") << "\n";
+      out << x.kind << ',' << step_over_name(x.strategy) << ',' << x.ns_per_hit << ','
+          << x.stops_per_hit << ',' << x.syscalls_per_hit << ',' << x.hits << ',' << x.expected_hits
+          << ',' << (x.same_result ? "yes" : "no") << "\n";
     }
     return;
   }
@@ -147,7 +152,7 @@ void write_bench(std::ostream& out, const BenchResult& r, Format f) {
   for (const auto& x : r.rows) {
     bool ok = x.same_result && x.hits == x.expected_hits;
     std::snprintf(line, sizeof line, "%-14s %-11s %10.0f %6.1f %9.1f %7s  %s\n", x.kind.c_str(),
-                  x.strategy.c_str(), x.ns_per_hit, x.stops_per_hit, x.syscalls_per_hit,
+                  step_over_name(x.strategy), x.ns_per_hit, x.stops_per_hit, x.syscalls_per_hit,
                   ok ? "same" : "WRONG", x.plan.c_str());
     out << line;
   }

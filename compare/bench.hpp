@@ -13,7 +13,8 @@ namespace probecost {
 
 struct BenchConfig {
   std::vector<std::string> kinds;  // empty: all
-  std::vector<std::string> strategies = {"singlestep", "emulate", "outline", "auto"};
+  std::vector<StepOverChoice> strategies = {StepOverChoice::SingleStep, StepOverChoice::Emulate,
+                                            StepOverChoice::Outline, StepOverChoice::Auto};
   std::uint64_t iterations = 20'000;
   unsigned threads = 1;
   unsigned repeat = 3;
@@ -22,7 +23,9 @@ struct BenchConfig {
 };
 
 struct BenchRow {
-  std::string kind, strategy, plan;
+  std::string kind;
+  StepOverChoice strategy = StepOverChoice::Auto;
+  std::string plan;
   double ns_per_hit = 0;  // median over runs of (traced - untraced ns per iteration)
   double stops_per_hit = 0, syscalls_per_hit = 0;
   std::uint64_t hits = 0, expected_hits = 0;

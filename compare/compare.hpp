@@ -21,9 +21,9 @@ struct CompareConfig {
   Placement placement = Placement::SameCpu;
   std::vector<double> rates = {750'000};
   std::string inferior;
-  std::string step_over;      // for int3-ptrace-fast; empty: auto
-  unsigned handlers = 0;      // see RunConfig
-  unsigned spare_probes = 0;  // see RunConfig
+  std::optional<StepOverChoice> step_over;  // for int3-ptrace-fast; none: auto
+  unsigned handlers = 0;                    // see RunConfig
+  unsigned spare_probes = 0;                // see RunConfig
   // judge_figures() on every row. The experiments turn it off: their runs are sized for the
   // question they answer (a disabled marker's ~0, a marker inside a memcpy's spread, --quick)
   // and their notes say where the spread drowns a difference; what they refuse is an inexact

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "breakpoint/int3/step_over_choice.hpp"
+
 namespace probecost {
 
 // Which mechanism, parsed once from its name (-m, or a report read back); the name stays
@@ -40,9 +42,10 @@ struct Mechanism {
   std::vector<std::string> inferior_args;
   HitSource hits;
   std::string probe_symbol;  // traced and uprobe mechanisms: where the probe goes
-  std::string step_over;     // traced mechanisms with an int3 site: the strategy (none for
-                             // ptrace-floor, which has no site, the tracer only resumes a
-                             // compiled-in int3, nor for jump, whose site jumps to a trampoline)
+  // Traced mechanisms with an int3 site: the strategy (none for ptrace-floor, which has no
+  // site, the tracer only resumes a compiled-in int3, nor for jump, whose site jumps to a
+  // trampoline).
+  std::optional<StepOverChoice> step_over;
   // Iterations when --iterations is not given: enough for a stable figure, few enough that
   // the whole default run stays well under a minute (int3-ptrace is ~10^4 times the marker).
   std::uint64_t default_iterations;

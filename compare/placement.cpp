@@ -5,28 +5,12 @@
 namespace probecost {
 
 Placement parse_placement(const std::string& text) {
-  if (text == "same-cpu") return Placement::SameCpu;
-  if (text == "split") return Placement::Split;
-  if (text == "free") return Placement::Free;
-  if (text == "follow") return Placement::Follow;
-  if (text == "spread") return Placement::Spread;
-  throw UsageError("bad placement '" + text + "' (same-cpu, split, free, follow or spread)");
+  if (auto p = kPlacementNames.find(text)) return *p;
+  throw UsageError("bad placement '" + text + "' (" + kPlacementNames.known() + ")");
 }
 
 std::string placement_name(Placement p) {
-  switch (p) {
-    case Placement::SameCpu:
-      return "same-cpu";
-    case Placement::Split:
-      return "split";
-    case Placement::Free:
-      return "free";
-    case Placement::Follow:
-      return "follow";
-    case Placement::Spread:
-      return "spread";
-  }
-  return "?";
+  return kPlacementNames.name(p);
 }
 
 std::string CpuPlan::describe() const {

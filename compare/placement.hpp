@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "common/names.hpp"
+
 namespace probecost {
 
 enum class Placement {
@@ -14,6 +16,13 @@ enum class Placement {
   Spread,   // tracee thread i on CPU i mod (CPUs), the tracer on CPU 0: threads hitting one
             // probe at once, each on a CPU of its own where there are enough
 };
+inline constexpr auto kPlacementNames = name_table<Placement>({
+    {Placement::SameCpu, "same-cpu"},
+    {Placement::Split, "split"},
+    {Placement::Free, "free"},
+    {Placement::Follow, "follow"},
+    {Placement::Spread, "spread"},
+});
 Placement parse_placement(const std::string& text);
 std::string placement_name(Placement p);
 

@@ -148,9 +148,10 @@ void check_exit(TracedProcess& p) {
   }
 }
 
-std::string strategy_for(const Mechanism& m, const RunConfig& cfg) {
+StepOverChoice strategy_for(const Mechanism& m, const RunConfig& cfg) {
+  if (!m.step_over) throw Error("mechanism " + m.name + " has an int3 site and no step-over");
   // int3-ptrace stays the classic reference whatever --step-over says.
-  return (m.step_over == "auto" && !cfg.step_over.empty()) ? cfg.step_over : m.step_over;
+  return (m.step_over == StepOverChoice::Auto && cfg.step_over) ? *cfg.step_over : *m.step_over;
 }
 
 // An int3 on each of the inferior's spare sites, never hit: what many installed probes cost a
@@ -280,7 +281,7 @@ void run_traced(const Mechanism& m, const LaunchSpec& spec, const RunConfig& cfg
   } else {
     // Stopped at exec: the executable is mapped (at its ASLR base), main() has not run.
     Symbol sym = ProcessSymbols(p.pid()).resolve(m.probe_symbol);
-    step_over = make_step_over(parse_step_over(strategy_for(m, cfg)), p.memory(),
+    step_over = make_step_over(strategy_for(m, cfg), p.memory(),
                                [&p](RuntimeAddr near) { return p.map_scratch(near); });
     BreakpointSite& site = add_int3_probe(p, *step_over, sym.address, sym.name);
     s.step_over_plan = step_over->describe(site);

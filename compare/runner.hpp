@@ -2,6 +2,7 @@
 // Runs the inferior once under one mechanism and turns its report (and the tracer's own
 // accounting) into a Sample.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,7 +17,8 @@ struct RunConfig {
   unsigned threads = 1;
   std::string work = "empty";
   CpuPlan cpus;
-  std::string step_over;      // non-empty: overrides the strategy of fast mechanisms ("auto")
+  // Given: the strategy of the mechanisms whose own is Auto (int3-ptrace stays singlestep).
+  std::optional<StepOverChoice> step_over;
   unsigned handlers = 0;      // traced and uprobe mechanisms: handlers run per hit (0: the
                               // mechanism's own count only; N: N counting handlers / N events)
   unsigned spare_probes = 0;  // traced mechanisms: also an int3 on this many of the inferior's

@@ -55,33 +55,29 @@ std::optional<ExperimentId> find_experiment(const std::string& name) {
   return std::nullopt;
 }
 
-const std::vector<std::string>& experiment_names() {
-  static const std::vector<std::string> names = [] {
-    std::vector<std::string> out;
-    for (const auto& k : kKinds) out.push_back(k.name);
-    return out;
-  }();
-  return names;
+std::vector<ExperimentId> all_experiments() {
+  std::vector<ExperimentId> ids;
+  for (const auto& k : kKinds) ids.push_back(k.id);
+  return ids;
 }
 
-void check_experiment_name(const std::string& name) {
-  if (find_experiment(name)) return;
+std::vector<ExperimentId> parse_experiments(const std::string& name) {
+  if (name == "all") return all_experiments();
+  if (auto id = find_experiment(name)) return {*id};
   std::string known;
-  for (const auto& n : experiment_names()) known += (known.empty() ? "" : ", ") + n;
+  for (const auto& k : kKinds) known += (known.empty() ? "" : ", ") + std::string(k.name);
   throw UsageError("unknown experiment '" + name + "' (" + known + ", or all)");
 }
 
-Experiment run_experiment(const std::string& name, const ExperimentConfig& cfg,
-                          const Progress& progress) {
-  check_experiment_name(name);
-  const Kind& kind = kind_of(*find_experiment(name));
+Experiment run_experiment(ExperimentId id, const ExperimentConfig& cfg, const Progress& progress) {
+  const Kind& kind = kind_of(id);
   std::string before = load_now();
   Experiment e = kind.run(cfg, progress);
   e.id = kind.id;
   e.name = kind.name;
   e.load = before + " before, " + load_now() + " after";
   e.when = utc_now();
-  e.command = "probecost experiment " + name + " --repeat " + std::to_string(cfg.repeat) +
+  e.command = "probecost experiment " + e.name + " --repeat " + std::to_string(cfg.repeat) +
               (cfg.quick ? " --quick" : "");
   return e;
 }

@@ -55,12 +55,11 @@ struct ExperimentConfig {
 using Progress = std::function<void(int, int, const std::string&)>;
 
 // markers, scalability, multi-probe, int3-vs-marker, in that order.
-const std::vector<std::string>& experiment_names();
-// UsageError naming the known experiments when `name` is not one.
-void check_experiment_name(const std::string& name);
-// UsageError for an unknown name.
-Experiment run_experiment(const std::string& name, const ExperimentConfig& cfg,
-                          const Progress& progress);
+std::vector<ExperimentId> all_experiments();
+// NAME of `probecost experiment NAME`: one experiment, or "all" of them. UsageError naming the
+// known experiments when `name` is neither.
+std::vector<ExperimentId> parse_experiments(const std::string& name);
+Experiment run_experiment(ExperimentId id, const ExperimentConfig& cfg, const Progress& progress);
 
 Experiment run_markers(const ExperimentConfig& cfg, const Progress& progress);
 Experiment run_scalability(const ExperimentConfig& cfg, const Progress& progress);

@@ -36,7 +36,7 @@ Mechanism variant_mechanism(const std::string& variant, int args, bool on, std::
       {"--site", "variant:" + variant + ":" + std::to_string(args), "--marker", on ? "on" : "off"},
       on ? HitSource::MarkerRecords : HitSource::SiteCalls,
       "",
-      "",
+      std::nullopt,
       n};
 }
 
@@ -117,12 +117,12 @@ struct Results {
   std::map<std::string, CodeBytes> code;
 };
 
+// `is_base`: the row of the site without a marker, the one the others are measured from.
 std::vector<std::string> row(const Results& r, const std::string& name, const std::string& sym,
-                             const CodeBytes& base) {
+                             const CodeBytes& base, bool is_base) {
   const auto& e = find(r.empty, name);
   const auto& c = find(r.copy, name);
   const CodeBytes& b = r.code.at(sym);
-  bool is_base = name == "none";
   auto added = [&](double v) { return is_base ? std::string("-") : signed_num(v, 2); };
   auto bytes = [&](std::uint64_t v, std::uint64_t b0) {
     return is_base ? std::to_string(v) : signed_num(double(v) - double(b0), 0);
@@ -148,13 +148,13 @@ Table today_table(const Results& r) {
            "memcpy 4 KiB: cycles", "+cycles", "+ns", "+bytes fast path", "+bytes total", "hits"},
           {}};
   const CodeBytes& base = r.code.at(symbol_of("none", 0));
-  auto first = row(r, "none", symbol_of("none", 0), base);
+  auto first = row(r, "none", symbol_of("none", 0), base, true);
   first.insert(first.begin(), {"none (no marker)", "-", "-"});
   t.rows.push_back(first);
   for (const auto& v : kVariants) {
     for (int a : kArgs) {
       for (bool on : {false, true}) {
-        auto cells = row(r, label(v, a, on), symbol_of(v, a), base);
+        auto cells = row(r, label(v, a, on), symbol_of(v, a), base, false);
         cells.insert(cells.begin(), {v, std::to_string(a), on ? "enabled" : "disabled"});
         t.rows.push_back(cells);
       }

@@ -8,7 +8,7 @@
 using probecost::inferior::t_site_calls;
 
 extern "C" {
-// The probes (variant_probe.cpp): write one record of N arguments.
+// The probes (variants.cpp): write one record of N arguments.
 void probecost_variant_probe0();
 void probecost_variant_probe1(std::uint64_t a1);
 void probecost_variant_probe3(std::uint64_t a1, std::uint64_t a2, std::uint64_t a3);

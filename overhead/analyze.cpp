@@ -22,15 +22,22 @@ bool OverheadResult::uses(MechanismId id) const {
   return std::find(mechanisms_used.begin(), mechanisms_used.end(), id) != mechanisms_used.end();
 }
 
-std::string mechanism_of(const ProbeUse& probe, const std::string& step_over) {
+std::string mechanism_of(const ProbeUse& probe, StepOverChoice step_over) {
   auto id = mechanism_id_of(probe, step_over);
   return id ? mechanism(*id).name : via_name(probe.via);
 }
 
-std::optional<MechanismId> mechanism_id_of(const ProbeUse& probe, const std::string& step_over) {
-  // A jump is compare's mechanism of the same name.
-  if (probe.via != Via::Int3) return find_mechanism(via_name(probe.via));
-  return step_over == "singlestep" ? MechanismId::Int3Ptrace : MechanismId::Int3PtraceFast;
+std::optional<MechanismId> mechanism_id_of(const ProbeUse& probe, StepOverChoice step_over) {
+  switch (probe.via) {
+    case Via::Int3:
+      return step_over == StepOverChoice::SingleStep ? MechanismId::Int3Ptrace
+                                                     : MechanismId::Int3PtraceFast;
+    case Via::Jump:
+      return MechanismId::Jump;
+    case Via::Auto:
+      break;  // a probe's report says Int3 or Jump
+  }
+  return std::nullopt;
 }
 
 namespace {
@@ -87,7 +94,8 @@ std::optional<CalibrationRow> mixed_row(const OverheadResult& r, const std::stri
   mix.mechanism = name;
   double hits = 0;
   for (std::size_t i = 0; i < r.m.probes.size() && i < r.probe_hits.size(); ++i) {
-    const CalibrationRow* row = r.calibration.find(mechanism_of(r.m.probes[i], r.m.step_over));
+    auto id = mechanism_id_of(r.m.probes[i], r.m.step_over);
+    const CalibrationRow* row = id ? r.calibration.find(*id) : nullptr;
     if (!row) return std::nullopt;
     double h = static_cast<double>(r.probe_hits[i]);
     mix.cpu_ns_per_hit += h * row->cpu_ns_per_hit;
@@ -314,13 +322,13 @@ void add_notes(OverheadResult& r) {
                       ", this measurement at " + placement_name(m.placement) +
                       ": an int3 probe's cost depends on where the tracer and the command run.");
   }
-  if (r.uses(MechanismId::Jump) && c.find(mechanism(MechanismId::Jump).name)) {
+  if (r.uses(MechanismId::Jump) && c.find(MechanismId::Jump)) {
     r.notes.push_back(
         "The calibration's jump row is compare's: a jump probe that writes the "
         "marker's record {TSC, id, arg} per hit. The jump probes here only count hits (trace "
         "without --events), which costs less: the prediction for jump is an upper bound.");
   }
-  if (c.find(mechanism(MechanismId::Record).name)) {
+  if (c.find(MechanismId::Record)) {
     r.notes.push_back(
         "The record row predicts `probecost record -b` at these probes: each hit a call, its "
         "entry and its return recorded (a jump at each, where one fits the function's exits "

@@ -32,6 +32,13 @@ const CalibrationRow* Calibration::find(const std::string& mechanism) const {
   return nullptr;
 }
 
+const CalibrationRow* Calibration::find(MechanismId id) const {
+  for (const auto& r : rows) {
+    if (r.id == id) return &r;
+  }
+  return nullptr;
+}
+
 namespace {
 
 std::string describe(const json& machine) {
@@ -48,10 +55,14 @@ double median_of(const json& row, const char* key) {
 CalibrationRow row_from(const json& m) {
   CalibrationRow r;
   r.mechanism = m.at("name").get<std::string>();
+  r.id = find_mechanism(r.mechanism);
   r.cpu_ns_per_hit = median_of(m, "cpu_ns_per_hit");
   r.wall_ns_per_hit = m.contains("per_hit_ns") ? median_of(m, "per_hit_ns") : r.cpu_ns_per_hit;
   r.tracer_cpu_ns_per_hit = m.value("tracer_cpu_ns_per_hit", 0.0);
-  if (m.contains("step_over") && m["step_over"].is_string()) r.step_over = m["step_over"];
+  if (m.contains("step_over") && m["step_over"].is_string()) {
+    r.step_over = m["step_over"];
+    r.method = kStepMethodNames.find(r.step_over.substr(0, r.step_over.find(' ')));
+  }
   if (m.contains("problem") && m["problem"].is_string()) r.problem = m["problem"];
   return r;
 }
@@ -118,7 +129,7 @@ std::string cache_file(const std::string& dir, const Machine& m, const Calibrati
   std::string key =
       machine_id() + "|" + m.cpu_model + "|" + m.kernel + "|" + std::to_string(m.cpus);
   return dir + "/calibration-" + probecost_version() + "-" + placement_name(req.placement) + "-" +
-         req.step_over + "-" + short_hash(key) + ".json";
+         step_over_name(req.step_over) + "-" + short_hash(key) + ".json";
 }
 
 // Why a cached calibration does not fit this run; empty when it does.
@@ -132,11 +143,12 @@ std::string unfit(const json& j, const Machine& m, const CalibrationRequest& req
   }
   if (j.at("config").value("placement", std::string()) != placement_name(req.placement))
     return "made at another placement";
-  if (j.value("calibration_step_over", std::string()) != req.step_over)
+  if (kStepOverNames.find(j.value("calibration_step_over", std::string())) != req.step_over)
     return "made with another step-over strategy";
   for (const auto& mech : all_mechanisms()) {
     bool found = false;
-    for (const auto& row : j.at("mechanisms")) found = found || row.at("name") == mech.name;
+    for (const auto& row : j.at("mechanisms"))
+      found = found || find_mechanism(row.at("name").get<std::string>()) == mech.id;
     if (!found) return "it has no " + mech.name + " row";
   }
   return "";
@@ -161,7 +173,7 @@ json measure(const CalibrationRequest& req) {
   j["created_unix_s"] = now_unix_s();
   j["load_average"] = load;
   j["others_cpu_share"] = others_share;
-  j["calibration_step_over"] = req.step_over;
+  j["calibration_step_over"] = step_over_name(req.step_over);
   return j;
 }
 

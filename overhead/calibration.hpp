@@ -4,6 +4,7 @@
 // (--calibration FILE) or from a quick built-in run of compare, cached per machine, probecost
 // version, placement and step-over strategy in $XDG_CACHE_HOME/probecost (~/.cache/probecost).
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,10 +17,12 @@ const char* probecost_version();
 
 struct CalibrationRow {
   std::string mechanism;
+  std::optional<MechanismId> id;     // none: a mechanism this probecost does not know
   double cpu_ns_per_hit = 0;         // median: tracee + tracer CPU per hit, minus the baseline's
   double wall_ns_per_hit = 0;        // median: loop time per hit, minus the baseline's
   double tracer_cpu_ns_per_hit = 0;  // the tracer's side of cpu_ns_per_hit (0: no tracer)
   std::string step_over;             // how its site was stepped over (int3 mechanisms), else ""
+  std::optional<StepMethod> method;  // step_over's first word, when it names one
   std::string problem;               // compare's warning on the row, else ""
 };
 
@@ -36,6 +39,7 @@ struct Calibration {
   std::vector<CalibrationRow> rows;
 
   const CalibrationRow* find(const std::string& mechanism) const;
+  const CalibrationRow* find(MechanismId id) const;
 };
 
 // Parses the text of a `compare -f json` report. UsageError naming `source` when it is not
@@ -48,9 +52,9 @@ Calibration load_calibration_file(const std::string& path);
 
 struct CalibrationRequest {
   Placement placement = Placement::Free;
-  std::string step_over = "auto";  // int3-ptrace-fast's strategy
-  std::string inferior;            // probecost-inferior
-  bool recalibrate = false;        // measure even when a cached one fits
+  StepOverChoice step_over = StepOverChoice::Auto;  // int3-ptrace-fast's strategy
+  std::string inferior;                             // probecost-inferior
+  bool recalibrate = false;                         // measure even when a cached one fits
   std::function<void(int, int, const std::string&)> progress;
 };
 

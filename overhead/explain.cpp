@@ -9,14 +9,6 @@
 
 namespace probecost {
 
-namespace {
-
-std::string first_word(const std::string& s) {
-  return s.substr(0, s.find(' '));
-}
-
-}  // namespace
-
 double ratio_spread(const Summary& s) {
   return s.median != 0 ? (s.max - s.min) / std::fabs(s.median) : 0;
 }
@@ -147,7 +139,7 @@ class Why {
   void step_over() {
     if (!row_ || row_->step_over.empty()) return;
     for (const auto& p : m_.probes) {
-      if (p.via == Via::Int3 && first_word(p.how) != first_word(row_->step_over)) {
+      if (p.via == Via::Int3 && p.method != row_->method) {
         why_.push_back(p.spec + " is stepped over by '" + p.how + "', the calibration's site by '" +
                        row_->step_over +
                        "': the two cost differently (probecost bench step-over).");

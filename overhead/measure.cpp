@@ -70,7 +70,7 @@ TraceOptions trace_options(const OverheadConfig& cfg) {
   o.all_matches = cfg.all_matches;
   o.follow_forks = cfg.follow_forks;
   o.via = cfg.via;
-  o.step_over = parse_step_over(cfg.step_over);
+  o.step_over = cfg.step_over;
   o.kill_on_exit = true;  // interrupted: the command must not run on untraced, uncounted
   o.progress = false;
   o.announce = false;
@@ -83,7 +83,7 @@ void take_probes(const TraceReport& report, RunRecord& rec, Measurement& m) {
   std::vector<ProbeUse> uses;
   std::vector<std::uint64_t> most;  // per row, the most hits one image had
   for (const auto& p : report.probes) {
-    ProbeUse use{p.probe.spec, p.via, p.step_over, p.why_not_jump};
+    ProbeUse use{p.probe.spec, p.via, p.step_over, p.why_not_jump, p.method};
     auto same = std::find_if(uses.begin(), uses.end(), [&](const ProbeUse& u) {
       return u.spec == use.spec && u.via == use.via;
     });

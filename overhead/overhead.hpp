@@ -34,7 +34,7 @@ struct OverheadConfig {
   bool all_matches = false;
   bool follow_forks = false;  // traced runs follow the command's children (trace -F)
   Via via = Via::Auto;
-  std::string step_over = "auto";
+  StepOverChoice step_over = StepOverChoice::Auto;
   unsigned repeat = 3;  // untraced + traced pairs
   unsigned warmup = 1;  // untraced runs before them, not counted (launched only)
   Placement placement = Placement::Free;
@@ -82,6 +82,7 @@ struct ProbeUse {
   Via via;          // Int3 or Jump
   std::string how;  // the step-over, or how many bytes the jump replaced
   std::string why_not_jump;
+  std::optional<StepMethod> method;  // an int3 probe's step-over
 };
 
 // A probe where no jump fits, and why: left out of an attached measurement's reference.
@@ -95,7 +96,7 @@ struct Measurement {
   bool attached = false;
   double duration_s = 0;
   Via via = Via::Auto;
-  std::string step_over;
+  StepOverChoice step_over = StepOverChoice::Auto;
   Placement placement = Placement::Free;
   std::string cpus;  // where probecost and the command ran
   unsigned warmup = 0;
@@ -178,9 +179,9 @@ OverheadResult analyze(const Measurement& m, const Calibration& c);
 // The calibration's name of the mechanism a probe used: int3-ptrace (the classic single-step)
 // or int3-ptrace-fast (one stop: emulate, outline, auto) for an int3 probe; for any other
 // probe its via, which is the name of compare's mechanism (jump).
-std::string mechanism_of(const ProbeUse& probe, const std::string& step_over);
+std::string mechanism_of(const ProbeUse& probe, StepOverChoice step_over);
 // The same as compare's mechanism; none for a via compare has no mechanism for.
-std::optional<MechanismId> mechanism_id_of(const ProbeUse& probe, const std::string& step_over);
+std::optional<MechanismId> mechanism_id_of(const ProbeUse& probe, StepOverChoice step_over);
 
 // Runs the command (or watches the process) untraced and traced by turns. `progress` gets a
 // line before each run. A stop signal ends it early, with the pairs done so far (partial);

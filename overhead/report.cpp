@@ -75,7 +75,7 @@ void write_header(std::ostream& out, const OverheadResult& r) {
         << m.warmup << " warm-up run" << (m.warmup == 1 ? "" : "s") << "; stdin " << m.stdin_path
         << ", output " << (m.show_output ? "to probecost's stderr" : "discarded") << "\n";
   }
-  out << "  probes: --via " << via_name(m.via) << ", --step-over " << m.step_over
+  out << "  probes: --via " << via_name(m.via) << ", --step-over " << step_over_name(m.step_over)
       << "; mechanism used: " << r.mechanism << "\n";
   out << "  placement " << placement_name(m.placement) << " (" << m.cpus << ")"
       << (m.placement == Placement::Free ? ": nothing pinned, as 'probecost trace' runs" : "")

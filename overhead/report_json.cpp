@@ -156,7 +156,7 @@ nlohmann::json overhead_json(const OverheadResult& r) {
        r.prediction_error_percent ? json(*r.prediction_error_percent) : json(nullptr)},
       {"prediction_error_basis", r.error_basis},
       {"calibration", calibration_json(r.calibration)},
-      {"step_over", m.step_over},
+      {"step_over", step_over_name(m.step_over)},
       {"placement", placement_name(m.placement)},
       {"cpus", m.cpus},
       {"warmup", m.warmup},

@@ -100,9 +100,8 @@ bool ends_with(const std::string& s, const std::string& tail) {
 }  // namespace
 
 Format choose_format(const std::string& flag, const std::string& path) {
-  if (flag == "chrome") return Format::chrome;
-  if (flag == "ctf") return Format::ctf;
-  if (!flag.empty()) throw UsageError("--format " + flag + ": chrome or ctf");
+  if (auto f = kFormatNames.find(flag)) return *f;
+  if (!flag.empty()) throw UsageError("--format " + flag + ": " + kFormatNames.known());
   if (ends_with(path, "/")) return Format::ctf;
   struct stat st;
   if (!ends_with(path, ".json") && ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
@@ -111,7 +110,7 @@ Format choose_format(const std::string& flag, const std::string& path) {
 }
 
 const char* format_name(Format format) {
-  return format == Format::chrome ? "chrome" : "ctf";
+  return kFormatNames.name(format);
 }
 
 Recorder::Recorder(const RunInfo& run, Format format, const std::string& path)

@@ -99,9 +99,9 @@ std::string table_html(const Table& t, const char* cls) {
   return out + "</table>\n";
 }
 
-const Experiment* find(const std::vector<Experiment>& list, const std::string& name) {
+const Experiment* find(const std::vector<Experiment>& list, ExperimentId id) {
   for (const auto& e : list) {
-    if (e.name == name) return &e;
+    if (e.id == id) return &e;
   }
   return nullptr;
 }
@@ -168,8 +168,9 @@ void write_html_report(std::ostream& out, const std::vector<Experiment>& list,
     return;
   }
   if (!list.empty()) machine_section(out, list);
-  for (const char* name : {"int3-vs-marker", "markers", "scalability", "multi-probe"}) {
-    if (const Experiment* e = find(list, name)) section(out, *e);
+  for (ExperimentId id : {ExperimentId::Int3VsMarker, ExperimentId::Markers,
+                          ExperimentId::Scalability, ExperimentId::MultiProbe}) {
+    if (const Experiment* e = find(list, id)) section(out, *e);
   }
   for (std::size_t i = 0; i < results.size(); ++i) out << user_result_section(results[i], i + 1);
   out << "<script>" << kCheckScript << "</script>\n</body></html>\n";

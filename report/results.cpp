@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "common/format.hpp"
+#include "compare/mechanism.hpp"
 #include "report/html.hpp"
 #include "report/svg.hpp"
 
@@ -49,7 +50,8 @@ std::string range(const json& s, double scale = 1) {
 std::vector<MechanismCost> compare_costs(const json& doc) {
   std::vector<MechanismCost> out;
   for (const auto& m : doc.at("mechanisms")) {
-    if (m.at("name") == "baseline" || !m.value("skipped", json()).is_null()) continue;
+    bool baseline = find_mechanism(m.at("name").get<std::string>()) == MechanismId::Baseline;
+    if (baseline || !m.value("skipped", json()).is_null()) continue;
     const json& ns = m.at("per_hit_ns");
     out.push_back({m.at("name").get<std::string>(), ns.at("median").get<double>(),
                    ns.at("min").get<double>(), ns.at("max").get<double>(),

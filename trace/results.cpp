@@ -45,6 +45,7 @@ ProbeReport TraceRun::probe_row(ProcessTrace& tr, std::size_t i, const std::stri
     BreakpointSite* site = tr.proc->sites().find(tr.probes[i].address);
     pr.hits = site ? site->hits : 0;
     pr.step_over = site ? tr.step_over->describe(*site) : "";
+    if (site) pr.method = tr.step_over->method(*site);
     pr.threads = tr.rec.threads_by_site[tr.probes[i].address.value()];
     pr.stacks = tr.rec.top_stacks(tr.probes[i].address.value());
     if (auto a = tr.rec.usdt_args.find(tr.probes[i].address.value()); a != tr.rec.usdt_args.end()) {
@@ -76,6 +77,7 @@ void TraceRun::merge_loads() {
       a.probe = b.probe;  // where it was last
       a.via = b.via;
       a.step_over = b.step_over;
+      a.method = b.method;
       rows.erase(rows.begin() + static_cast<std::ptrdiff_t>(k));
     }
   }

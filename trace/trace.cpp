@@ -342,22 +342,12 @@ TraceReport TraceRun::run_to_end() {
 using trace_run::TraceRun;
 
 const char* via_name(Via via) {
-  switch (via) {
-    case Via::Int3:
-      return "int3";
-    case Via::Jump:
-      return "jump";
-    case Via::Auto:
-      break;
-  }
-  return "auto";
+  return kViaNames.name(via);
 }
 
 Via parse_via(const std::string& text) {
-  for (Via v : {Via::Int3, Via::Jump, Via::Auto}) {
-    if (text == via_name(v)) return v;
-  }
-  throw UsageError("unknown --via '" + text + "' (int3, jump or auto)");
+  if (auto via = kViaNames.find(text)) return *via;
+  throw UsageError("unknown --via '" + text + "' (" + kViaNames.known() + ")");
 }
 
 std::vector<Symbol> list_target_symbols(const TraceOptions& opts, const std::string& pattern) {

@@ -86,10 +86,11 @@ struct StackCount {
 struct ProbeReport {
   pid_t pid = 0;  // the process it was in
   ResolvedProbe probe;
-  std::string image;         // the executable the process ran when this probe was in
-  Via via = Via::Int3;       // Int3 or Jump
-  std::string why_not_jump;  // with --via auto, for an int3 probe
-  std::string step_over;     // how a hit gets past it (int3), or how much the jump replaced
+  std::string image;                 // the executable the process ran when this probe was in
+  Via via = Via::Int3;               // Int3 or Jump
+  std::string why_not_jump;          // with --via auto, for an int3 probe
+  std::string step_over;             // how a hit gets past it (int3), or how much the jump replaced
+  std::optional<StepMethod> method;  // int3: how a hit gets past it
   std::uint64_t events_read = 0, events_lost = 0;  // jump probes with --events
   std::uint64_t hits = 0;
   std::map<pid_t, std::uint64_t> threads;  // int3 probes: hits by thread

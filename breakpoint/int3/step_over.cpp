@@ -217,51 +217,18 @@ void FastStepOver::step(StoppedThread& thread, BreakpointSite& site) {
 
 std::string FastStepOver::describe(const BreakpointSite& site) const {
   const Plan& p = plans_.at(site.address().value());
-  std::string insn = "'" + p.insn.text + "' (" + std::to_string(p.insn.length) + " bytes)";
+  std::string how = std::string(kStepMethodNames.name(p.method)) + " '" + p.insn.text + "' (" +
+                    std::to_string(p.insn.length) + " bytes)";
   switch (p.method) {
     case Method::Emulate:
       // Where a copy was tried first (auto), why there is none.
-      return "emulate " + insn + (p.why_outline.empty() ? "" : ": no copy, " + p.why_outline);
+      return how + (p.why_outline.empty() ? "" : ": no copy, " + p.why_outline);
     case Method::Outline:
-      return "outline " + insn +
-             (p.placed ? " from " + p.copy.hex() : " (copy placed at the first hit)");
+      return how + (p.placed ? " from " + p.copy.hex() : " (copy placed at the first hit)");
     case Method::SingleStep:
-      return "singlestep " + insn + ": " + p.why_not_faster;
+      return how + ": " + p.why_not_faster;
   }
-  return "?";
-}
-
-namespace {
-
-constexpr StepOverChoice kChoices[] = {StepOverChoice::SingleStep, StepOverChoice::Emulate,
-                                       StepOverChoice::Outline, StepOverChoice::Auto};
-
-}  // namespace
-
-const char* step_over_name(StepOverChoice choice) {
-  switch (choice) {
-    case StepOverChoice::SingleStep:
-      return "singlestep";
-    case StepOverChoice::Emulate:
-      return "emulate";
-    case StepOverChoice::Outline:
-      return "outline";
-    case StepOverChoice::Auto:
-      break;
-  }
-  return "auto";
-}
-
-StepOverChoice parse_step_over(const std::string& name) {
-  for (StepOverChoice c : kChoices) {
-    if (name == step_over_name(c)) return c;
-  }
-  throw UsageError("unknown step-over strategy '" + name +
-                   "' (singlestep, emulate, outline or auto)");
-}
-
-void check_step_over_name(const std::string& name) {
-  parse_step_over(name);
+  return how;
 }
 
 std::unique_ptr<StepOver> make_step_over(StepOverChoice choice, TraceeMemory& memory,

@@ -12,12 +12,10 @@
 
 #include "breakpoint/int3/outline.hpp"
 #include "breakpoint/int3/site.hpp"
+#include "breakpoint/int3/step_over_choice.hpp"
 #include "breakpoint/x86/decoder.hpp"
 
 namespace probecost {
-
-// The strategies a user can ask for (--step-over).
-enum class StepOverChoice { SingleStep, Emulate, Outline, Auto };
 
 // What a strategy may do with the stopped thread. The tracer implements it.
 class StoppedThread {
@@ -66,6 +64,7 @@ class StepOver {
   virtual void step(StoppedThread& thread, BreakpointSite& site) = 0;
   // How this site is stepped over, and why (for verbose output).
   virtual std::string describe(const BreakpointSite&) const { return name(); }
+  virtual StepMethod method(const BreakpointSite&) const = 0;
   // The copy of the site's instruction a hit resumes in, once placed (outline), if any.
   virtual std::optional<RuntimeAddr> copy_of(const BreakpointSite&) const { return std::nullopt; }
 };
@@ -88,7 +87,8 @@ struct StepFixup {
 class SingleStepOver final : public StepOver {
  public:
   explicit SingleStepOver(TraceeMemory* memory = nullptr) : memory_(memory) {}
-  std::string name() const override { return "singlestep"; }
+  std::string name() const override { return step_over_name(StepOverChoice::SingleStep); }
+  StepMethod method(const BreakpointSite&) const override { return StepMethod::SingleStep; }
   void prepare(BreakpointSite& site) override;
   bool needs_all_stop(const BreakpointSite&) const override { return true; }
   bool pc_suffices() const override { return true; }
@@ -116,7 +116,7 @@ class FastStepOver final : public StepOver {
  public:
   // Emulate, Outline or Auto (SingleStep is SingleStepOver's).
   using Mode = StepOverChoice;
-  enum class Method { Emulate, Outline, SingleStep };
+  using Method = StepMethod;
 
   FastStepOver(Mode mode, TraceeMemory& memory, ScratchMapper mapper, CopyMap* copies = nullptr)
       : mode_(mode), memory_(&memory), outliner_(memory, std::move(mapper), copies) {}
@@ -129,7 +129,7 @@ class FastStepOver final : public StepOver {
   void step(StoppedThread& thread, BreakpointSite& site) override;
   std::string describe(const BreakpointSite& site) const override;
   std::optional<RuntimeAddr> copy_of(const BreakpointSite& site) const override;
-  Method method(const BreakpointSite& site) const {
+  Method method(const BreakpointSite& site) const override {
     return plans_.at(site.address().value()).method;
   }
 
@@ -152,11 +152,6 @@ class FastStepOver final : public StepOver {
   int sites_needing_registers_ = 0;
 };
 
-// "singlestep", "emulate", "outline" or "auto"; UsageError for anything else.
-StepOverChoice parse_step_over(const std::string& name);
-const char* step_over_name(StepOverChoice choice);
-// UsageError unless `name` is one of the choices.
-void check_step_over_name(const std::string& name);
 // `copies`, when given, learns where the out-of-line copies run.
 std::unique_ptr<StepOver> make_step_over(StepOverChoice choice, TraceeMemory& memory,
                                          ScratchMapper mapper, CopyMap* copies = nullptr);

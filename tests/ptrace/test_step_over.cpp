@@ -35,17 +35,19 @@ TEST_P(StepOverKinds, SameResultAndExactHitsWithEveryStrategy) {
   const Case& c = GetParam();
   RunConfig cfg = config(c.threads);
   Mechanism plain{MechanismId::Custom,  "untraced", "", {"--site", "kind:" + c.kind},
-                  HitSource::SiteCalls, "",         "", 0};
+                  HitSource::SiteCalls, "",         {}, 0};
   Sample reference = run_once(plain, cfg);
   ASSERT_EQ(reference.site_calls, 400u * c.threads);
-  for (const char* strategy : {"singlestep", "emulate", "outline", "auto"}) {
+  for (StepOverChoice choice : {StepOverChoice::SingleStep, StepOverChoice::Emulate,
+                                StepOverChoice::Outline, StepOverChoice::Auto}) {
+    const char* strategy = step_over_name(choice);
     Mechanism m{MechanismId::Custom,
                 "traced",
                 "",
                 {"--site", "kind:" + c.kind},
                 HitSource::TracerHits,
                 "probecost_kind_" + c.kind,
-                strategy,
+                choice,
                 0};
     Sample s = run_once(m, cfg);
     EXPECT_EQ(s.hits, 400u * c.threads) << strategy << ": " << s.step_over_plan;
@@ -63,12 +65,12 @@ TEST_P(JumpKinds, SameResultAndExactHitsThroughAJumpOrARefusal) {
   const Case& c = GetParam();
   RunConfig cfg = config(c.threads);
   Mechanism plain{MechanismId::Custom,  "untraced", "", {"--site", "kind:" + c.kind},
-                  HitSource::SiteCalls, "",         "", 0};
+                  HitSource::SiteCalls, "",         {}, 0};
   Sample reference = run_once(plain, cfg);
   // compare's jump mechanism on this kind's site.
   Mechanism m{
       MechanismId::Jump,          "jump", "", {"--site", "kind:" + c.kind}, HitSource::TracerHits,
-      "probecost_kind_" + c.kind, "",     0};
+      "probecost_kind_" + c.kind, {},     0};
   static const std::map<std::string, std::string> refused = {
       {"call", "call"},
       {"ret", "a jump needs 5"},
@@ -125,9 +127,14 @@ TEST(StepOverPlans, AutoPicksOneStopForEverythingHere) {
   // auto must never fall back to the two-stop single-step on these kinds.
   RunConfig cfg = config(1);
   for (const auto& kind : all_kinds()) {
-    Mechanism m{
-        MechanismId::Custom,      "traced", "", {"--site", "kind:" + kind}, HitSource::TracerHits,
-        "probecost_kind_" + kind, "auto",   0};
+    Mechanism m{MechanismId::Custom,
+                "traced",
+                "",
+                {"--site", "kind:" + kind},
+                HitSource::TracerHits,
+                "probecost_kind_" + kind,
+                StepOverChoice::Auto,
+                0};
     Sample s = run_once(m, cfg);
     EXPECT_EQ(s.tracer_stops, 400u) << kind << ": " << s.step_over_plan;
     EXPECT_EQ(s.step_over_plan.rfind("singlestep", 0), std::string::npos) << s.step_over_plan;

@@ -58,11 +58,11 @@ Measurement fixture_measurement() {
   Measurement m;
   m.command = {"/bin/work"};
   m.via = Via::Int3;
-  m.step_over = "auto";
+  m.step_over = StepOverChoice::Auto;
   m.placement = Placement::SameCpu;
   m.cpus_online = 2;
   m.load_before = m.load_after = {0.1, 0.1, 0.1};
-  m.probes = {{"work_fn", Via::Int3, "outline 'push %rbp' (1 byte)", ""}};
+  m.probes = {{"work_fn", Via::Int3, "outline 'push %rbp' (1 byte)", "", StepMethod::Outline}};
   m.untraced = {untraced(1.0, 0.8), untraced(1.1, 0.9), untraced(0.9, 0.7)};
   m.traced = {traced(3.0, 1.6, 1.0, 100'000), traced(3.3, 1.8, 1.1, 100'000),
               traced(2.7, 1.4, 0.9, 100'000)};
@@ -83,6 +83,9 @@ TEST(Calibration, EveryMechanismButTheBaselineInTheReportsOrder) {
   EXPECT_EQ(fast->wall_ns_per_hit, 20000);
   EXPECT_EQ(fast->tracer_cpu_ns_per_hit, 4000);
   EXPECT_EQ(fast->step_over, "outline 'push %rbp' (1 byte)");
+  EXPECT_EQ(fast->method, StepMethod::Outline);
+  EXPECT_EQ(fast->id, MechanismId::Int3PtraceFast);
+  EXPECT_EQ(c.find(MechanismId::Int3PtraceFast), fast);
   EXPECT_EQ(c.machine, "Test CPU, Linux 9.9, 2 CPUs");
   EXPECT_EQ(c.placement, "same-cpu");
   EXPECT_EQ(c.age_s, 60);
@@ -211,7 +214,7 @@ TEST(OverheadModel, HitCountsThatDifferAreAWarning) {
 TEST(OverheadModel, ProbesOnDifferentMechanismsArePredictedByTheirHits) {
   Measurement m = fixture_measurement();
   m.via = Via::Auto;
-  m.probes.push_back({"other_fn", Via::Jump, "jump over 5 bytes", ""});
+  m.probes.push_back({"other_fn", Via::Jump, "jump over 5 bytes", "", std::nullopt});
   for (auto& t : m.traced) t.probe_hits = {25'000, 75'000};
   OverheadResult r = analyze(m, fixture_calibration());
   EXPECT_EQ(r.mechanism, "mixed: int3-ptrace-fast + jump");
@@ -247,10 +250,13 @@ TEST(OverheadModel, AttachedHasNoSlowdownAndSaysWhatItCannotKnow) {
 }
 
 TEST(OverheadModel, MechanismOfAProbe) {
-  EXPECT_EQ(mechanism_of({"f", Via::Jump, "", ""}, "auto"), "jump");
-  EXPECT_EQ(mechanism_of({"f", Via::Int3, "", ""}, "auto"), "int3-ptrace-fast");
-  EXPECT_EQ(mechanism_of({"f", Via::Int3, "", ""}, "outline"), "int3-ptrace-fast");
-  EXPECT_EQ(mechanism_of({"f", Via::Int3, "", ""}, "singlestep"), "int3-ptrace");
+  EXPECT_EQ(mechanism_of({"f", Via::Jump, "", "", std::nullopt}, StepOverChoice::Auto), "jump");
+  EXPECT_EQ(mechanism_of({"f", Via::Int3, "", "", StepMethod::Outline}, StepOverChoice::Auto),
+            "int3-ptrace-fast");
+  EXPECT_EQ(mechanism_of({"f", Via::Int3, "", "", StepMethod::Outline}, StepOverChoice::Outline),
+            "int3-ptrace-fast");
+  EXPECT_EQ(mechanism_of({"f", Via::Int3, "", "", StepMethod::Outline}, StepOverChoice::SingleStep),
+            "int3-ptrace");
 }
 
 TEST(OverheadModel, BothSidesDearerAtTheSamePlacementIsTheMachinesSpeed) {
@@ -293,7 +299,7 @@ TEST(OverheadModel, AttachedBusyProcessThatSlowsDownIsSaidSo) {
 TEST(OverheadModel, AJumpThatOnlyCountsCostsLessThanTheCalibrationsRecordingJump) {
   Measurement m = fixture_measurement();
   m.via = Via::Jump;
-  m.probes = {{"work_fn", Via::Jump, "jump over 5 bytes", ""}};
+  m.probes = {{"work_fn", Via::Jump, "jump over 5 bytes", "", std::nullopt}};
   m.untraced = {untraced(1.0, 0.8)};
   m.traced = {traced(1.5, 0.8001, 0.0, 100'000)};  // 1 ns of CPU per hit; the wall time is noise
   OverheadResult r = analyze(m, fixture_calibration());
@@ -314,7 +320,7 @@ TEST(OverheadModel, AJumpThatOnlyCountsCostsLessThanTheCalibrationsRecordingJump
 TEST(OverheadModel, ASpeedupIsNotSaidToBeWithinTenPercentOfNoSlowdown) {
   Measurement m = fixture_measurement();
   m.via = Via::Jump;
-  m.probes = {{"work_fn", Via::Jump, "jump over 5 bytes", ""}};
+  m.probes = {{"work_fn", Via::Jump, "jump over 5 bytes", "", std::nullopt}};
   m.untraced = {untraced(1.0, 0.8)};
   m.traced = {traced(0.5, 0.8001, 0.0, 100'000)};
   OverheadResult r = analyze(m, fixture_calibration());
@@ -373,8 +379,8 @@ TEST(OverheadModel, AttachedReferenceCountsTheWorkAtItsOwnProbesOnly) {
   m.reference = Reference::Jump;
   m.reference_probes = {"work_fn"};
   m.no_jump = {{"tiny_fn", "the function is shorter than a jump"}};
-  m.probes.push_back(
-      {"tiny_fn", Via::Int3, "emulate 'ret'", "the function is shorter than a jump"});
+  m.probes.push_back({"tiny_fn", Via::Int3, "emulate 'ret'", "the function is shorter than a jump",
+                      StepMethod::Emulate});
   RunRecord reference = traced(1.0, 0.5, 0.0, 1000);
   reference.reference_hits = 1000;
   RunRecord tested = traced(1.0, 0.5, 0.5, 1000);  // 500 at each probe
