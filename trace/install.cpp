@@ -111,7 +111,8 @@ void TraceRun::place_probes(ProcessTrace& tr, std::size_t from) {
   for (std::size_t i = from; i < tr.probes.size(); ++i) {
     if (!tr.installs[i].jump) enable_int3(tr, tr.probes[i]);
     // A USDT marker's argument code runs only while its semaphore is raised.
-    if (tr.probes[i].semaphore) tr.proc->raise_semaphore(*tr.probes[i].semaphore);
+    if (tr.probes[i].semaphore)
+      tr.proc->raise_semaphore(*tr.probes[i].semaphore, tr.probes[i].address);
     if (opts_.usdt_args && tr.probes[i].usdt)
       tr.rec.usdt_specs[tr.probes[i].address.value()] = parse_usdt_args(tr.probes[i].usdt_args);
   }

@@ -23,8 +23,10 @@ Outcome exit_during_attach(const Config& cfg, const Cycle& c);
 Outcome exec_cycle(const Config& cfg, const Cycle& c, bool launched, bool from_thread);
 // fault_fork --mode MODE: attached for a random --duration, or launched with exact counts.
 Outcome children_cycle(const Config& cfg, const Cycle& c, const std::string& mode, bool launched);
-// The same with -F (--follow-forks): every child traced as a process of its own.
-Outcome follow_cycle(const Config& cfg, const Cycle& c, const std::string& mode, bool launched);
+// The same with -F (--follow-forks): every child traced as a process of its own. `target_args`
+// go to fault_fork after its mode.
+Outcome follow_cycle(const Config& cfg, const Cycle& c, const std::string& mode, bool launched,
+                     const std::vector<std::string>& target_args = {});
 // Attached while stopped by SIGSTOP, for --duration `seconds`.
 Outcome stopped_cycle(const Config& cfg, const Cycle& c, double seconds);
 // fault_rep --kind movsb|stosb, launched: hits must equal calls.

@@ -161,12 +161,14 @@ Outcome children_cycle(const Config& cfg, const Cycle& c, const std::string& mod
 
 // The same with -F: every child is traced as a process of its own, and let go (or ends) intact.
 // Launched: the children's calls are counted too (a fork child's in its own copy).
-Outcome follow_cycle(const Config& cfg, const Cycle& c, const std::string& mode, bool launched) {
+Outcome follow_cycle(const Config& cfg, const Cycle& c, const std::string& mode, bool launched,
+                     const std::vector<std::string>& target_args) {
   Outcome o;
   if (!launched) {
     double d = c.uniform(0.02, 0.12);
-    auto t = Traced::attach(cfg, c, {"fault_fork", "--mode", mode},
-                            {"-F", "--duration", fmt_seconds(d)});
+    std::vector<std::string> target = {"fault_fork", "--mode", mode};
+    target.insert(target.end(), target_args.begin(), target_args.end());
+    auto t = Traced::attach(cfg, c, target, {"-F", "--duration", fmt_seconds(d)});
     t.run().finish(after(d + cfg.bound), o, after_text(cfg, "-F --duration " + fmt_seconds(d)));
     t.check_attached(cfg, o);
     return o;

@@ -109,14 +109,18 @@ TEST(UsdtSemaphores, RaisedOnceLoweredOnceNeverBelowZeroAndAnotherCountKept) {
   RuntimeAddr at(kBase + 2), other(kBase + 4);
   memory.bytes_[2] = 1;  // another tracer's count
   Semaphores s;
-  s.raise(memory, at, {}, nullptr);
-  s.raise(memory, at, {}, nullptr);  // a second site of the same marker
-  s.raise(memory, other, {}, nullptr);
+  RuntimeAddr site(0x1000), other_site(0x2000);
+  s.raise(memory, at, {}, nullptr, site);
+  s.raise(memory, at, {}, nullptr, RuntimeAddr(0x1010));  // a second site of the same marker
+  s.raise(memory, other, {}, nullptr, other_site);
   EXPECT_EQ(Semaphores::value(memory, at), 2);
   EXPECT_EQ(Semaphores::value(memory, other), 1);
   FakeMemory child = memory;
-  s.lower_copy(child);
+  // A fork child whose copy holds the first site but came before the other's: only the raise
+  // made with the site it holds is lowered there.
+  s.lower_copy(child, [&](RuntimeAddr w) { return w == site; });
   EXPECT_EQ(Semaphores::value(child, at), 1);
+  EXPECT_EQ(Semaphores::value(child, other), 1);
   EXPECT_EQ(Semaphores::value(memory, at), 2);
   memory.bytes_[4] = 0;  // zeroed behind our back: stays zero
   s.lower_all(memory, nullptr);

@@ -350,6 +350,9 @@ void TracedProcess::release_fork_child(Task& child) {
       if (auto rip = child.rip(); rip && sites_.find(*rip - 1)) child.set_rip(*rip - 1);
     }
     ProcMemory child_memory(child.tid());
+    // First, while its copy of our bytes tells which raises it holds.
+    semaphores_.lower_copy(child_memory,
+                           [&](RuntimeAddr at) { return copy_holds(child_memory, at); });
     for (const auto& site : sites_) {
       if (site->enabled()) child_memory.write_byte(site->address(), site->saved_byte());
     }
@@ -358,42 +361,11 @@ void TracedProcess::release_fork_child(Task& child) {
     for (const auto& p : patches_) {
       if (p->installed()) child_memory.write(p->address(), p->patch().original_bytes());
     }
-    semaphores_.lower_copy(child_memory);
   } catch (const Error&) {
     // Gone already: nothing to clean.
   }
   child.detach();
   tasks_.erase(child.tid());
-}
-
-void TracedProcess::take_over_fork(TracedProcess& parent, std::optional<WaitStatus> first_stop,
-                                   bool with_guardian) {
-  Task& t = add_task(pid_, Task::Role::Thread);
-  if (first_stop) {
-    t.note_stop(*first_stop);
-  } else if (!wait_for(t)) {
-    return;  // killed before its first stop: there is nothing to set up
-  }
-  if (!alive()) return;
-  for (const auto& site : parent.sites_) {
-    if (site->enabled()) sites_.add(site->address(), site->label()).adopt(site->saved_byte());
-  }
-  // Its copy of the trap area records those int3 bytes, and its SIGTRAP disposition is ours.
-  if (parent.int3_area_) adopt_int3_area(Int3Area::inherit(*this, *parent.int3_area_));
-  Outcome jumps_undone = unless_gone([&] {
-    for (const auto& p : parent.patches_) {
-      if (!p->installed()) continue;
-      memory_.write(p->address(), p->patch().original_bytes());
-      sites_.add(p->address(), p->label()).enable();
-    }
-  });
-  if (jumps_undone == Outcome::Gone) return;  // killed meanwhile: nothing more to set up
-  // Its scratch pages (step-over copies) were copied with the rest of its memory.
-  scratch_pages_ = parent.scratch_pages_;
-  code_ = parent.code_;                   // the same files at the same addresses
-  relocated_ = parent.relocated_;         // and so were the copies: a fault in one, a detach
-  semaphores_.adopt(parent.semaphores_);  // its copy holds our raises
-  if (parent.has_guardian() && with_guardian) start_guardian();
 }
 
 void TracedProcess::take_exec_of_sharer(pid_t tid, WaitStatus ws) {

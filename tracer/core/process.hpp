@@ -287,7 +287,8 @@ class TracedProcess final : public RemoteProcess {
   // A USDT probe that reads the semaphore at `at` is in (every thread stopped): raised by one
   // for the first (tracer/core/semaphores.hpp), lowered by detach() on its way out and by the
   // guardian if we die. forget: the probe went with its library (dlclose), nothing to lower.
-  void raise_semaphore(RuntimeAddr at);
+  // `witness`: the probe's site, whose bytes tell whether a fork child's copy holds the raise.
+  void raise_semaphore(RuntimeAddr at, RuntimeAddr witness);
   void forget_semaphore(RuntimeAddr at);
 
   // Watches over our int3 bytes from a separate process that puts them back if probecost
@@ -319,6 +320,9 @@ class TracedProcess final : public RemoteProcess {
   const std::vector<pid_t>& leftovers() const { return leftovers_; }
 
  private:
+  // Whether `child`, a fork child at its first stop (it has run none of its code), holds the
+  // bytes we wrote at `site` (an int3, or a jump's): a fork's copy may come before them.
+  bool copy_holds(TraceeMemory& child, RuntimeAddr site);
   std::optional<std::uint64_t> thread_pointer_of_child(Task& parent);
   // Runs `inject` on `via` (or any stopped thread) with every other thread stopped meanwhile;
   // nothing when there is no such thread, or it ended while the others stopped.

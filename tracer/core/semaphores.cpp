@@ -30,10 +30,11 @@ void add(TraceeMemory& memory, RuntimeAddr at, int delta) {
 }  // namespace
 
 void Semaphores::raise(TraceeMemory& memory, RuntimeAddr at, const trap::FileIdentity& file,
-                       Guardian* guardian) {
+                       Guardian* guardian, RuntimeAddr witness) {
   Held& h = held_[at];
   if (h.probes++) return;
   h.file = file;
+  h.witness = witness;
   try {
     add(memory, at, +1);
   } catch (...) {
@@ -60,8 +61,16 @@ void Semaphores::lower_all(TraceeMemory& memory, Guardian* guardian) {
   }
 }
 
-void Semaphores::lower_copy(TraceeMemory& child) const {
-  for (const auto& [at, h] : held_) add(child, at, -1);
+void Semaphores::lower_copy(TraceeMemory& child, const CopyHolds& holds) const {
+  for (const auto& [at, h] : held_) {
+    if (holds(h.witness)) add(child, at, -1);
+  }
+}
+
+void Semaphores::adopt(const Semaphores& parent, const CopyHolds& holds) {
+  for (const auto& [at, h] : parent.held_) {
+    if (holds(h.witness)) held_[at] = h;
+  }
 }
 
 void Semaphores::watch_all(Guardian& guardian) const {
@@ -69,9 +78,10 @@ void Semaphores::watch_all(Guardian& guardian) const {
 }
 
 // TracedProcess's side: the semaphore's mapping, for the guardian's check after a death.
-void TracedProcess::raise_semaphore(RuntimeAddr at) {
+void TracedProcess::raise_semaphore(RuntimeAddr at, RuntimeAddr witness) {
   const Mapping* m = mapping_at(at);
-  semaphores_.raise(memory_, at, m ? file_identity(*m, at) : trap::FileIdentity{}, guardian_.get());
+  semaphores_.raise(memory_, at, m ? file_identity(*m, at) : trap::FileIdentity{}, guardian_.get(),
+                    witness);
 }
 
 void TracedProcess::forget_semaphore(RuntimeAddr at) {

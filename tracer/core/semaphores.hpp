@@ -16,6 +16,7 @@
 // semaphore one too high (the program computes arguments nobody reads) rather than taking
 // away another tracer's count.
 #include <cstdint>
+#include <functional>
 #include <map>
 
 #include "breakpoint/x86/tracee_memory.hpp"
@@ -26,16 +27,22 @@ namespace probecost {
 class Semaphores {
  public:
   // One more probe reads the semaphore at `at` (in the mapping `file`): the first raises it.
+  // `witness`: the probe's site, written just before, with every thread stopped: a fork
+  // child's copy holds the raise if and only if it holds that site's bytes (a fork's copy
+  // of the memory comes before or after the whole batch of writes, never inside it).
   void raise(TraceeMemory& memory, RuntimeAddr at, const trap::FileIdentity& file,
-             Guardian* guardian);
+             Guardian* guardian, RuntimeAddr witness);
   // A probe of it went with its library (dlclose): nothing to lower, the memory is gone.
   void forget(RuntimeAddr at, Guardian* guardian);
   // Every one raised, lowered by one (detach). Errors (the process gone) end the lowering.
   void lower_all(TraceeMemory& memory, Guardian* guardian);
-  // A fork child's copy of the memory holds our raise: lowered there, the parent's kept.
-  void lower_copy(TraceeMemory& child) const;
-  // The child of a traced fork takes the parent's raises over (its copy holds them).
-  void adopt(const Semaphores& parent) { held_ = parent.held_; }
+  // Whether a fork child's copy holds the bytes probecost wrote at a site.
+  using CopyHolds = std::function<bool(RuntimeAddr site)>;
+  // A fork child's copy of the memory holds our raises, those whose witness it holds: lowered
+  // there, the parent's kept. One it does not hold is not lowered: that count is not ours.
+  void lower_copy(TraceeMemory& child, const CopyHolds& holds) const;
+  // The child of a traced fork takes over the parent's raises that its copy holds.
+  void adopt(const Semaphores& parent, const CopyHolds& holds);
   // The address space went (exec): nothing to lower.
   void clear() { held_.clear(); }
   // Tells a new guardian (after an exec, or started late) of every one raised.
@@ -48,6 +55,7 @@ class Semaphores {
   struct Held {
     trap::FileIdentity file;
     unsigned probes = 0;
+    RuntimeAddr witness;
   };
   std::map<RuntimeAddr, Held> held_;
 };
