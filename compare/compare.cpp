@@ -95,6 +95,7 @@ void summarize_mechanism(MechanismResult& r, const MechanismResult& baseline,
   r.hits = s.front().hits;
   r.step_over_plan = s.front().step_over_plan;
   for (const auto& x : s) {
+    r.tracee_minflt = std::max(r.tracee_minflt, x.tracee_minflt);
     if (!x.problem.empty() && r.problem.empty()) r.problem = x.problem;
     if (x.hits != r.hits && r.problem.empty()) r.problem = "hit counts differ between runs";
   }

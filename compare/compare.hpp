@@ -55,6 +55,7 @@ struct MechanismResult {
   bool noisy = false;
   std::string skipped;      // the machine refused this mechanism (no uprobe PMU, no permission)
   Summary wall_ns_per_hit;  // longest thread's loop / all threads' hits, minus the baseline's
+  std::uint64_t tracee_minflt = 0;  // the program's minor page faults in its loop, most of a run
 };
 
 struct CompareResult {

@@ -79,6 +79,7 @@ void fill_from_report(const std::string& text, const Mechanism& m, Sample& s) {
     ns.push_back(t.at("ns").get<double>() / n);
     cycles.push_back(t.at("cycles").get<double>() / n);
     s.tracee_cpu_ns += t.at("cpu_ns").get<double>();
+    s.tracee_minflt += t.value("minflt", std::uint64_t{0});
     start = std::min(start, t.value("start_ns", std::uint64_t{0}));
     end = std::max(end, t.value("end_ns", std::uint64_t{0}));
     s.site_calls += t.at("calls").get<std::uint64_t>();

@@ -52,6 +52,7 @@ struct Sample {
   std::uint64_t spare_probes = 0;           // probes installed on spare sites
   std::uint64_t spare_hits = 0;             // must stay 0
   double wall_ns = 0;  // first thread's loop start to last thread's loop end: all hits took this
+  std::uint64_t tracee_minflt = 0;  // the program's minor page faults in its loops
 };
 
 Sample run_once(const Mechanism& m, const RunConfig& cfg);

@@ -4,6 +4,7 @@
 // document on stdout.
 #include <sched.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 #include <x86intrin.h>
 
@@ -37,6 +38,7 @@ struct ThreadResult {
   pid_t tid = 0;
   int cpu = -1;
   std::uint64_t ns = 0, cycles = 0, cpu_ns = 0;
+  long minflt = 0;                         // the thread's minor page faults during its loop
   std::uint64_t start_ns = 0, end_ns = 0;  // CLOCK_MONOTONIC: all threads' loops span min..max
   std::uint64_t calls = 0, traps = 0;
   std::uint64_t marker_written = 0, marker_overwritten = 0;
@@ -202,6 +204,8 @@ void run_thread(const Options& o, unsigned index, Site site, StartLine& start, T
   }
   start.arrive_and_wait();
 
+  rusage u0{}, u1{};
+  getrusage(RUSAGE_THREAD, &u0);
   std::uint64_t cpu0 = now_ns(CLOCK_THREAD_CPUTIME_ID);
   std::uint64_t ns0 = now_ns(CLOCK_MONOTONIC);
   std::uint64_t c0 = tsc();
@@ -213,6 +217,8 @@ void run_thread(const Options& o, unsigned index, Site site, StartLine& start, T
   std::uint64_t c1 = tsc();
   std::uint64_t ns1 = now_ns(CLOCK_MONOTONIC);
   std::uint64_t cpu1 = now_ns(CLOCK_THREAD_CPUTIME_ID);
+  getrusage(RUSAGE_THREAD, &u1);
+  r.minflt = u1.ru_minflt - u0.ru_minflt;
 
   r.ns = ns1 - ns0;
   r.start_ns = ns0;
@@ -234,7 +240,8 @@ nlohmann::json report(const Options& o, const std::vector<ThreadResult>& results
   for (const auto& r : results) {
     nlohmann::json t = {{"tid", r.tid},       {"cpu", r.cpu},           {"ns", r.ns},
                         {"cycles", r.cycles}, {"cpu_ns", r.cpu_ns},     {"calls", r.calls},
-                        {"traps", r.traps},   {"start_ns", r.start_ns}, {"end_ns", r.end_ns}};
+                        {"traps", r.traps},   {"start_ns", r.start_ns}, {"end_ns", r.end_ns},
+                        {"minflt", r.minflt}};
     if (o.marker_on) {
       t["marker"] = {{"written", r.marker_written},
                      {"overwritten", r.marker_overwritten},

@@ -171,6 +171,8 @@ std::vector<ProbeInstall> TraceRun::place_calls(ProcessTrace& tr) {
     notes_ << opts_.tool << ": " << tr.jumps->calls_refused() << "; every entry and exit is an int3"
            << std::endl;
   }
+  if (!tr.jumps->call_buffer_cold().empty() && opts_.announce)
+    notes_ << opts_.tool << ": " << tr.jumps->call_buffer_cold() << std::endl;
   p.held().mark("calls: int3 entries and exits");
   return out;
 }

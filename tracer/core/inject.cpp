@@ -35,6 +35,20 @@ void check_seccomp(pid_t pid, pid_t tid, long nr, const std::array<long, 6>& arg
 }
 
 // The system call of a `syscall` instruction at the thread's PC, as its registers give it.
+// `saved` with system call `nr`'s number and arguments. orig_rax = -1: the kernel must not
+// take the thread for one interrupted in a system call and "restart" it when we resume.
+user_regs_struct syscall_regs(user_regs_struct regs, long nr, const std::array<long, 6>& args) {
+  regs.rax = static_cast<unsigned long long>(nr);
+  regs.rdi = args[0];
+  regs.rsi = args[1];
+  regs.rdx = args[2];
+  regs.r10 = args[3];
+  regs.r8 = args[4];
+  regs.r9 = args[5];
+  regs.orig_rax = static_cast<unsigned long long>(-1);
+  return regs;
+}
+
 std::optional<std::pair<long, std::array<long, 6>>> syscall_at_pc(TraceeMemory& memory,
                                                                   const user_regs_struct& r) {
   std::array<std::uint8_t, 2> insn{};
@@ -176,17 +190,7 @@ long TracedProcess::inject_syscall(Task& t, long nr, const std::array<long, 6>& 
   const user_regs_struct* current = t.regs();
   if (!current) throw Error("thread " + std::to_string(tid) + " is gone");
   user_regs_struct saved = *current;
-  user_regs_struct regs = saved;
-  regs.rax = static_cast<unsigned long long>(nr);
-  regs.rdi = args[0];
-  regs.rsi = args[1];
-  regs.rdx = args[2];
-  regs.r10 = args[3];
-  regs.r8 = args[4];
-  regs.r9 = args[5];
-  // orig_rax = -1: the kernel must not take the thread for one interrupted in a system call
-  // and "restart" it when we resume.
-  regs.orig_rax = static_cast<unsigned long long>(-1);
+  user_regs_struct regs = syscall_regs(saved, nr, args);
   if (!syscall_insn_tried_) {
     syscall_insn_ = vdso_syscall(memory_, proc_tid());
     syscall_insn_tried_ = true;
@@ -197,7 +201,8 @@ long TracedProcess::inject_syscall(Task& t, long nr, const std::array<long, 6>& 
   if (!keep) {
     if (auto frame = way_back_frame(t, saved)) {
       check_seccomp(pid_, tid, nr, args, gadgets_->syscall_leave_ret);
-      return inject_with_way_back(t, regs, saved, *frame);
+      regs.rip = gadgets_->syscall_leave_ret.value();
+      return inject_with_way_back(t, regs, saved, *frame, gadgets_->syscall_leave_ret);
     }
   }
   check_seccomp(pid_, tid, nr, args, at);
@@ -296,12 +301,12 @@ std::optional<RuntimeAddr> TracedProcess::way_back_frame(Task& t, const user_reg
 // Run by PTRACE_SYSCALL to the call's exit stop, never single-stepped: the step flag outlives
 // a dying tracer and would trap the way back's first instruction.
 long TracedProcess::inject_with_way_back(Task& t, user_regs_struct regs,
-                                         const user_regs_struct& saved, RuntimeAddr frame) {
+                                         const user_regs_struct& saved, RuntimeAddr frame,
+                                         RuntimeAddr syscall_at) {
   pid_t tid = t.tid();
   auto gone = [&] {
     return Error("thread " + std::to_string(tid) + " went away during an injected system call");
   };
-  regs.rip = gadgets_->syscall_leave_ret.value();
   regs.rbp = frame.value();
   regs.eflags &= ~0x100ull;
   if (!t.set_regs(regs)) throw gone();
@@ -313,7 +318,9 @@ long TracedProcess::inject_with_way_back(Task& t, user_regs_struct regs,
     if (ws->syscall_stop()) {
       auto info = t.syscall_info();
       if (!info) throw gone();
-      if (info->op == PTRACE_SYSCALL_INFO_EXIT && info->instruction_pointer == regs.rip + 2) break;
+      if (info->op == PTRACE_SYSCALL_INFO_EXIT &&
+          info->instruction_pointer == (syscall_at + 2).value())
+        break;
     } else if (ws->signal_stop()) {
       t.pending_signals.push_back(ws->stop_signal());  // delivered after
     } else if (!ws->stopped() || ws->ptrace_event() == PTRACE_EVENT_EXIT) {
@@ -341,6 +348,22 @@ std::optional<long> TracedProcess::syscall_in_tracee(long nr, const std::array<l
   // The `syscall` borrows two bytes at the thread's PC, which another thread could execute
   // meanwhile (the instruction after a one-byte site, say): everyone else waits.
   return with_others_stopped(via, [&](Task& t) { return inject_syscall(t, nr, args); });
+}
+
+std::optional<long> TracedProcess::run_in_tracee(RuntimeAddr code, RuntimeAddr syscall_at, long nr,
+                                                 const std::array<long, 6>& args) {
+  auto r = with_others_stopped(nullptr, [&](Task& t) -> std::optional<long> {
+    const user_regs_struct* now = t.regs();
+    if (!now || (t.held() && t.last_stop().signal_stop())) return std::nullopt;
+    user_regs_struct saved = *now;
+    auto frame = way_back_frame(t, saved);
+    if (!frame) return std::nullopt;
+    check_seccomp(pid_, t.tid(), nr, args, syscall_at);
+    user_regs_struct regs = syscall_regs(saved, nr, args);
+    regs.rip = code.value();
+    return inject_with_way_back(t, regs, saved, *frame, syscall_at);
+  });
+  return r ? *r : std::nullopt;
 }
 
 std::uint64_t TracedProcess::inject_call(Task& t, RuntimeAddr fn) {

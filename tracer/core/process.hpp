@@ -253,6 +253,13 @@ class TracedProcess final : public RemoteProcess {
   // any), every other thread stopped meanwhile, and returns RAX; the thread's registers are
   // as before afterwards. For IFUNC resolvers. Nothing when no thread can run it now.
   std::optional<std::uint64_t> call_in_tracee(RuntimeAddr fn, Task* via = nullptr);
+  // Runs our `code` in a stopped thread, every other thread stopped, resumed rather than
+  // single-stepped: it starts with the registers of system call `nr` (`args`) and must end in
+  // `syscall; leave; ret` at `syscall_at`, with RAX and RBP as it found them, so that a death
+  // of probecost meanwhile lets the thread back to its own registers (way_back.hpp). The
+  // call's result; nothing when no thread can run it or the process has no way back.
+  std::optional<long> run_in_tracee(RuntimeAddr code, RuntimeAddr syscall_at, long nr,
+                                    const std::array<long, 6>& args);
   // A stopped thread that may run an injected system call (one with no deferred event).
   Task* any_stopped_thread();
 
@@ -377,8 +384,9 @@ class TracedProcess final : public RemoteProcess {
   // The frame of a way back (tracer/core/way_back.hpp) for `task`, about to lend it with `saved`
   // its own; nothing when the process has no way back or there is no room for one.
   std::optional<RuntimeAddr> way_back_frame(Task& task, const user_regs_struct& saved);
+  // From regs.rip, resumed (never stepped) to the exit of the call at `syscall_at`.
   long inject_with_way_back(Task& task, user_regs_struct regs, const user_regs_struct& saved,
-                            RuntimeAddr frame);
+                            RuntimeAddr frame, RuntimeAddr syscall_at);
   // The thread's own registers back after injected code, from that interrupt stop (from the
   // last step's, `keep_step_stop`). False when it is gone.
   bool give_back_registers(Task& task, const user_regs_struct& saved, bool keep_step_stop);

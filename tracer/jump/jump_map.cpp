@@ -6,8 +6,10 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <thread>
 
 #include "common/error.hpp"
 #include "common/fd.hpp"
@@ -90,6 +92,7 @@ struct Undo {
   long tracee_at = 0;
   std::size_t size = 0;
   void* view = nullptr;
+  Fd ours = Fd(-1);         // our descriptor of the memfd
   std::uint64_t inode = 0;  // the memfd's
   ~Undo() {
     try {
@@ -148,6 +151,7 @@ void shared_memfd(TracedProcess& proc, Undo& undo, const std::string& name, cons
                       MAP_SHARED | (populate ? MAP_POPULATE : 0), ours.get(), 0);
   if (view == MAP_FAILED) throw Error::from_errno(std::string("mmap of ") + what);
   undo.view = view;
+  undo.ours = std::move(ours);
 }
 
 // The tracee's page table entries for [at, at + size) of a shared mapping whose pages exist:
@@ -168,6 +172,59 @@ void fault_in(pid_t pid, RuntimeAddr at, std::uint64_t size) {
       remote.clear();
     }
   }
+}
+
+// Every page of our view read once by the kernel through it (a byte of each written back onto
+// itself by pwrite(2) from the view, while nothing else writes but warm_in_tracee's `lock orb
+// $0`, which changes no byte either): the drain's write(2) reads the rings through this view, in
+// kernel mode, which pays the same first-access exit once per page (drain-copy.c: the first lap
+// of a ring cost 87 ns per record into ext4, the laps after it 5).
+void warm_our_view(int fd, const std::uint8_t* view, std::uint64_t size) {
+  for (std::uint64_t at = 0; at < size; at += 4096)
+    if (::pwrite(fd, view + at, 1, static_cast<off_t>(at)) != 1) return;
+}
+
+// Every page of [at, at + size) written once by the process itself, in user mode: on this
+// guest (a PVM hypervisor: shadow page tables) the first user-mode access to a page in each
+// address space exits to the hypervisor, ~7 us, however populated the page is: neither
+// MAP_POPULATE, MADV_POPULATE_WRITE, a write by another process to the same memfd pages, nor the
+// kernel's own accesses through the address (read(2) into it) spare it (scripts/record-cost.sh).
+// Without this, the trampolines paid it, one 4 KiB page of records at a time (compare's record
+// row: ~110 of its 134 ns per call). `lock orb $0` changes no byte, even if a writer were there.
+// The loop runs on a page of its own, mapped for it and gone after; it ends in `syscall; leave;
+// ret` (getpid), the way back run_in_tracee needs. False (and `why`) when it could not run.
+bool warm_in_tracee(TracedProcess& proc, RuntimeAddr at, std::uint64_t size, std::string& why) {
+  // clang-format off
+  static constexpr std::uint8_t kLoop[] = {
+      0xf0, 0x80, 0x0f, 0x00,                    // 1: lock orb $0, (%rdi)
+      0x48, 0x81, 0xc7, 0x00, 0x10, 0x00, 0x00,  //    add $4096, %rdi
+      0x48, 0x39, 0xf7,                          //    cmp %rsi, %rdi
+      0x72, 0xf0,                                //    jb 1b
+      0x0f, 0x05, 0xc9, 0xc3};                   //    syscall; leave; ret
+  // clang-format on
+  constexpr std::int64_t kSyscallAt = 16;
+  std::optional<long> page, r;
+  try {
+    page = proc.syscall_in_tracee(
+        SYS_mmap, {0, 4096, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0});
+    if (!page || (*page < 0 && *page > -4096)) {
+      why = page ? std::string("mmap: ") + std::strerror(static_cast<int>(-*page)) : "no thread";
+      return false;
+    }
+    RuntimeAddr code(static_cast<std::uint64_t>(*page));
+    proc.memory().write(code, kLoop);
+    r = proc.run_in_tracee(code, code + kSyscallAt, SYS_getpid,
+                           {static_cast<long>(at.value()), static_cast<long>(at.value() + size)});
+  } catch (const Error& e) {
+    why = e.what();  // a seccomp filter that refuses one of the calls, a thread gone
+  }
+  try {
+    if (page && *page > 0) proc.syscall_in_tracee(SYS_munmap, {*page, 4096, 0, 0, 0, 0});
+  } catch (const Error&) {
+    // No thread can run it now: one page of ours stays, which nothing runs again.
+  }
+  if (!r && why.empty()) why = "no thread could run it with a way back";
+  return r.has_value() && *r > 0;
 }
 
 }  // namespace
@@ -208,6 +265,10 @@ JumpProbes::Area JumpProbes::map_area(RuntimeAddr near) {
     throw Error(mapping_refused_);
   }
   if (code < 0 && code > -4096) throw failed("mmap of the trampolines", proc_.pid(), code);
+  // In the process's page tables now, its code pages too: else the first call through a
+  // trampoline is a page fault (an instruction fetch), the one a recording still took after
+  // its call buffer was populated (RecordAttach.NoPageFaultInTheProgramAfterTheAttach).
+  fault_in(proc_.pid(), RuntimeAddr(static_cast<std::uint64_t>(at)), undo.size);
   tracee_syscall(SYS_close, {fd, 0, 0, 0, 0, 0}, "close of the jump area's fd");
   undo.tracee_fd = -1;
 
@@ -236,7 +297,9 @@ JumpProbes::CallBuffer JumpProbes::map_call_buffer(const jump::CallBufferLayout&
   // of the seize died of SIGSEGV, issue 23 item 2; 3.4 ms still with the pages made first).
   // So we allocate and zero the pages (in our mapping), and map them into the tracee's page
   // tables afterwards by reading a byte of each (fault_in), with its registers its own.
+  proc_.held().mark("calls: before the call buffer");
   shared_memfd(proc_, undo, jump::kCallBufferName, "the call buffer", true);
+  proc_.held().mark("call buffer: allocated (our mapping, populated)");
   // Anywhere: the trampolines load its address whole. Data only, read-write.
   long at = tracee_syscall(
       SYS_mmap,
@@ -245,6 +308,19 @@ JumpProbes::CallBuffer JumpProbes::map_call_buffer(const jump::CallBufferLayout&
   if (at < 0 && at > -4096) throw failed("mmap of the call buffer", proc_.pid(), at);
   undo.tracee_at = at;
   fault_in(proc_.pid(), RuntimeAddr(static_cast<std::uint64_t>(at)), undo.size);
+  proc_.held().mark("call buffer: mapped in the process");
+  std::string why;
+  // PROBECOST_COLD_RINGS=1: populated only, as before (to measure the difference).
+  const char* cold = std::getenv("PROBECOST_COLD_RINGS");
+  if (options_.calls.warm && !(cold && *cold == '1')) {
+    // Ours meanwhile, on the other CPU: the process's loop is mostly the hypervisor's time.
+    std::jthread ours(warm_our_view, undo.ours.get(), static_cast<std::uint8_t*>(undo.view),
+                      undo.size);
+    if (!warm_in_tracee(proc_, RuntimeAddr(static_cast<std::uint64_t>(at)), undo.size, why))
+      warm_why_ = "the call buffer was not written through first (" + why +
+                  "): the first records into each of its pages pay for it";
+  }
+  proc_.held().mark("call buffer: written once by the process");
   tracee_syscall(SYS_close, {undo.tracee_fd, 0, 0, 0, 0, 0}, "close of the call buffer's fd");
   undo.tracee_fd = -1;
   CallBuffer b;

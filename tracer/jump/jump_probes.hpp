@@ -42,6 +42,9 @@ struct CallOptions {
   std::uint64_t buffer_bytes = 0;
   std::uint32_t max_ids = 1024;      // probe ids 0 .. max_ids - 1
   jump::CallReader::Options reader;  // its flush interval and commit slack (TSC ticks)
+  // Every page of the call buffer written once by the process at attach (jump_map.cpp), so
+  // that no record is the first user-mode write to its page; false: populated only.
+  bool warm = true;
 };
 
 struct JumpOptions {
@@ -128,6 +131,8 @@ class JumpProbes {
   // Why no call record can be written in this process (no usable rseq registration, the buffer
   // could not be mapped); empty otherwise.
   const std::string& calls_refused() const { return calls_refused_; }
+  // Why the call buffer was only populated, not written through by the process (a note).
+  const std::string& call_buffer_cold() const { return warm_why_; }
   // One site alone (add_all of one).
   std::optional<std::size_t> add(RuntimeAddr site, const ProcessSymbols& symbols, std::uint32_t id,
                                  std::string label, std::string& why);
@@ -254,6 +259,7 @@ class JumpProbes {
   jump::CallBufferLayout call_layout_;
   std::unique_ptr<jump::CallReader> call_reader_;
   std::string calls_refused_;
+  std::string warm_why_;
   std::vector<Area> areas_;
   std::vector<Probe> probes_;
   std::string mapping_refused_;
