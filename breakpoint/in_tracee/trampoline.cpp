@@ -74,6 +74,8 @@ void emit_record(Assembler& a, const TrampolineSpec& spec) {
 
 // The registers the body writes, in push order.
 std::vector<ZydisRegister> clobbered(const TrampolineSpec& spec, Work work) {
+  if (work == Work::Entry && spec.calls->layout.stack_bytes)
+    return {RAX, RCX, RDX, RSI, RDI, R8, R9, R10};
   if (work != Work::Count) return {RAX, RCX, RDX, RSI};
   std::vector<ZydisRegister> out;
   if (spec.per_cpu) out = {RAX, RCX};
@@ -318,12 +320,14 @@ std::optional<Trampoline> build_trampoline(const JumpPlan& plan, const Trampolin
     why = "per-CPU counters out of RIP-relative reach of the trampoline";
     return std::nullopt;
   }
+  TrampolineSpec at_site = spec;
+  if (at_site.calls) at_site.calls->site = plan.site;
   Labels guess;
   guess.not_taken = spec.address;
   Labels found = guess;
-  if (!generate(plan, spec, guess, found, why)) return std::nullopt;
+  if (!generate(plan, at_site, guess, found, why)) return std::nullopt;
   Labels check = found;
-  auto t = generate(plan, spec, found, check, why);
+  auto t = generate(plan, at_site, found, check, why);
   if (t && check != found) throw Error("trampoline layout changed between passes");
   return t;
 }
