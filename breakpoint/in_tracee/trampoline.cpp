@@ -176,6 +176,9 @@ void emit_body(Assembler& a, const TrampolineSpec& spec, Work work, const Rseq& 
     case Work::Entry:
     case Work::Exit:
       emit_call_record(a, spec, work == Work::Exit, frame_of(pushes), in, out);
+      // A probe that takes stacks counts its hits as well: exact, whether or not each
+      // snapshot finds room.
+      if (spec.calls->layout.stack_bytes) lock_inc_counter(a, spec);
       break;
     case Work::Count:
       if (spec.per_cpu) {

@@ -79,6 +79,7 @@ bool JumpProbes::ensure_call_buffer() {
       options_.calls.buffer_bytes ? options_.calls.buffer_bytes : default_call_buffer(rseq_->cpus);
   config.args = options_.calls.args;
   config.max_ids = options_.calls.max_ids;
+  config.stack_bytes = options_.stack_bytes;
   call_layout_ = jump::CallBufferLayout::of(config);
   try {
     call_buffer_ = map_call_buffer(call_layout_);
