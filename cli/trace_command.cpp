@@ -59,7 +59,8 @@ int trace_command(const std::vector<std::string>& all_args) {
   if (dashdash != all_args.end()) command.assign(dashdash + 1, all_args.end());
 
   TraceOptions opts;
-  std::string format, output, list, duration, stack_depth, top_text, folded, via, step_over;
+  std::string format, output, list, duration, stack_depth, top_text, folded, via, step_over,
+      stack_size;
   po::options_description desc(
       "probecost trace (-p PID[,PID...] [-p PID...] | -- COMMAND ARGS...) -b PROBE [-b PROBE ...] "
       "[options]\n\n"
@@ -90,9 +91,12 @@ int trace_command(const std::vector<std::string>& all_args) {
       "all-matches", po::bool_switch(&opts.all_matches),
       "a symbol found in several modules: probe all of them")(
       "stacks", po::bool_switch(&opts.stacks),
-      "capture the call stack at every hit: every probe is then an int3 (a jump never stops "
-      "the thread), and each hit costs probecost an unwind too, tens of microseconds (said "
-      "before the trace starts)")(
+      "capture the call stack at every hit: a jump probe copies the registers and the top of "
+      "the thread's stack (--stack-size) and probecost unwinds the copies after the run; an "
+      "int3 probe stops the thread and is unwound over ptrace, tens of microseconds per hit")(
+      "stack-size", po::value(&stack_size)->default_value("8192"),
+      "with --stacks: bytes of stack a jump probe copies per hit (perf's --call-graph "
+      "dwarf,SIZE), 64 to 65408; 0: every probe an int3, unwound over ptrace")(
       "usdt-args", po::bool_switch(&opts.usdt_args),
       "USDT probes: read the arguments at every hit (numbers sized and signed as the note says, "
       "text quoted, truncated at 64 bytes with '...') and count each distinct list; every "
@@ -141,6 +145,8 @@ int trace_command(const std::vector<std::string>& all_args) {
   opts.step_over = parse_step_over(step_over);
   opts.via = parse_via(via);
   opts.stack_depth = static_cast<unsigned>(parse_count("--stack-depth", stack_depth, 1, 4096));
+  opts.stack_size = static_cast<std::uint32_t>(parse_count("--stack-size", stack_size, 0, 65408));
+  if (opts.stack_size && opts.stack_size < 64) throw UsageError("--stack-size: 0, or 64 to 65408");
   unsigned top = static_cast<unsigned>(parse_count("--top", top_text, 0));
   for (const auto& p : opts.probes) parse_probe(p);  // syntax errors before touching anything
   if (vm.count("list-usdt")) list = "usdt:*";

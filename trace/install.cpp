@@ -148,6 +148,7 @@ void TraceRun::install_image(ProcessTrace& tr) {
   tr.step_over = make_step_over(opts_.step_over, p.memory(), scratch_mapper(p), &p.relocated());
   p.held().mark("step-over set up");
   drain_calls(tr, true);  // a feed left by the image before (its buffer goes with `jumps`)
+  finish_stack_feed(tr);
   tr.jumps.reset();
   tr.feed.reset();
   if (opts_.calls) {
@@ -162,15 +163,17 @@ void TraceRun::install_image(ProcessTrace& tr) {
     tr.installs = place_calls(tr);
     return;
   }
-  if (opts_.via != Via::Int3 && !opts_.stacks && !opts_.usdt_args) {
+  if (opts_.via != Via::Int3 && (!opts_.stacks || opts_.stack_size) && !opts_.usdt_args) {
     JumpOptions jo;
     jo.events = opts_.events;
+    if (opts_.stacks) jo.stack_bytes = opts_.stack_size;
     jo.event_sites = static_cast<std::uint32_t>(std::max<std::size_t>(tr.probes.size(), 1));
     tr.jumps = std::make_unique<JumpProbes>(p, jo);
   }
   refuse_leftovers(tr);
   p.held().mark("looking for leftover jumps");
   place_probes(tr, 0);
+  start_stack_feed(tr);
   watch_link_map(tr);
   p.held().mark("watching the link map");
 }

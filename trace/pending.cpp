@@ -110,6 +110,7 @@ void TraceRun::on_link_map(ProcessTrace& tr, Task& task) {
   if (!tr.link_map->consistent(tr.proc->memory())) return;
   if (!tr.symbols)
     tr.symbols = std::make_unique<ProcessSymbols>(tr.proc->proc_tid());  // a fork child
+  if (tr.stack_feed) tr.stack_feed->refresh();  // the snapshots' unwinder sees the new modules
   auto gone = tr.proc->forget_moved_code();
   if (!gone.empty()) retire(tr, gone);
   if (!tr.pending.empty()) install_pending(tr, task);

@@ -62,7 +62,7 @@ std::unique_ptr<Prepared> prepare(const TraceOptions& opts, pid_t pid) {
     out->code_maps = code_maps(pid);
     out->symbols = std::make_unique<ProcessSymbols>(pid);
     out->probes = resolve_running(opts, pid, *out->symbols);
-    if (opts.via == Via::Int3 || opts.stacks) return out;
+    if (opts.via == Via::Int3 || (opts.stacks && !opts.stack_size)) return out;
     // The functions the jump plans decode, looked up now (ProcessSymbols keeps the answers).
     for (const auto& p : out->probes.value_or(std::vector<ResolvedProbe>{}))
       out->symbols->sized_function_containing(p.address);

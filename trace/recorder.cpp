@@ -2,6 +2,7 @@
 #include <fstream>
 
 #include "common/clock.hpp"
+#include "common/error.hpp"
 #include "trace/run.hpp"
 
 namespace probecost::trace_run {
@@ -24,6 +25,12 @@ void Recorder::record_stack(ProcessSymbols& symbols, pid_t tid, StoppedThread& t
   // site's first instruction as not yet executed.
   thread.set_pc(site.address());
   auto ips = collector->capture(tid);
+  add_stack(symbols, site.address().value(), ips);
+  stack_seconds += now_s() - t0;
+}
+
+void Recorder::add_stack(ProcessSymbols& symbols, std::uint64_t site,
+                         const std::vector<std::uint64_t>& ips) {
   for (std::size_t i = 0; i < ips.size(); ++i) {
     // Return addresses point after the call: look up ip-1 for the caller's line (frame 0 is
     // the site itself).
@@ -31,13 +38,16 @@ void Recorder::record_stack(ProcessSymbols& symbols, pid_t tid, StoppedThread& t
     if (frame_names.count(ip)) continue;
     std::string name = symbols.describe(RuntimeAddr(ip));
     if (name.rfind("0x", 0) == 0) {  // unknown: a library loaded since? look again once
-      symbols.refresh();
-      name = symbols.describe(RuntimeAddr(ip));
+      try {
+        symbols.refresh();
+        name = symbols.describe(RuntimeAddr(ip));
+      } catch (const Error&) {
+        // The process is gone (a jump probe's snapshots are unwound after): as it is.
+      }
     }
     frame_names[ip] = name;
   }
-  ++stacks[site.address().value()][ips];
-  stack_seconds += now_s() - t0;
+  ++stacks[site][ips];
 }
 
 std::vector<StackCount> Recorder::top_stacks(std::uint64_t site) const {

@@ -21,6 +21,21 @@ std::string fmt(const char* f, double v) {
   return buf;
 }
 
+// The reader's CPU per unwound snapshot (jump probes' stacks), in ns.
+double snapshot_unwind_ns(const TraceReport& r) {
+  return r.snapshots ? r.snapshot_unwind_s * 1e9 / static_cast<double>(r.snapshots) : 0;
+}
+
+// Jump probes' stacks: how many were copied, unwound, cut short or not copied, and why.
+void write_snapshots(std::ostream& out, const TraceReport& r) {
+  out << "stacks of jump hits: " << r.snapshots << " snapshots, " << r.snapshots_unwound
+      << " unwound (" << fmt("%.0f", snapshot_unwind_ns(r))
+      << " ns of the reader's CPU each, after the run), " << r.snapshots_truncated
+      << " cut short by --stack-size, " << r.snapshots_lost << " lost (no room)\n";
+  for (const auto& [why, n] : r.snapshots_not_copied)
+    out << "  not copied: " << n << ", " << why << "\n";
+}
+
 std::string fmt_str(const char* f, const std::string& v) {
   char buf[256];
   std::snprintf(buf, sizeof buf, f, v.c_str());
@@ -134,6 +149,12 @@ nlohmann::json to_json(const TraceReport& r) {
   if (r.stacks) {
     j["stacks"] = stacks;
     j["stack_ns_per_hit"] = r.stack_ns_per_hit;
+    j["snapshots"] = {{"taken", r.snapshots},
+                      {"unwound", r.snapshots_unwound},
+                      {"truncated", r.snapshots_truncated},
+                      {"lost", r.snapshots_lost},
+                      {"not_copied", r.snapshots_not_copied},
+                      {"unwind_ns_per_snapshot", snapshot_unwind_ns(r)}};
   }
   return j;
 }
@@ -374,6 +395,7 @@ void write_text(std::ostream& out, const TraceReport& r, unsigned top, bool verb
   if (r.stacks) {
     out << "stacks: unwinding took " << fmt("%.0f", r.stack_ns_per_hit)
         << " ns of the tracer's per int3 hit\n";
+    if (r.snapshots || r.snapshots_lost) write_snapshots(out, r);
     for (const auto& p : r.probes) {
       out << "\n" << p.probe.spec;
       if (several_processes(r)) out << " in process " << p.pid;

@@ -10,6 +10,7 @@ namespace probecost::trace_run {
 // gone): jump counts and rings are final then.
 void TraceRun::close_image(ProcessTrace& tr) {
   drain_calls(tr, true);
+  finish_stack_feed(tr);
   std::string image = tr.images.empty() ? std::string() : tr.images.back();
   if (std::find(report_.images.begin(), report_.images.end(), image) == report_.images.end()) {
     report_.images.push_back(image);
@@ -40,6 +41,7 @@ ProbeReport TraceRun::probe_row(ProcessTrace& tr, std::size_t i, const std::stri
     pr.events_read = tr.jumps->records_read(*j);
     pr.events_lost = tr.jumps->records_lost(*j);
     pr.step_over = "jump over " + std::to_string(tr.jumps->patched_length(*j)) + " bytes";
+    pr.stacks = tr.rec.top_stacks(tr.probes[i].address.value());
   } else {
     pr.via = Via::Int3;
     BreakpointSite* site = tr.proc->sites().find(tr.probes[i].address);

@@ -19,6 +19,7 @@
 #include "common/clock.hpp"
 #include "record/events.hpp"
 #include "trace/call_feed.hpp"
+#include "trace/stack_feed.hpp"
 #include "trace/trace.hpp"
 #include "tracer/core/event_loop.hpp"
 #include "tracer/core/family.hpp"
@@ -51,6 +52,9 @@ struct Recorder {
 
   void record_stack(ProcessSymbols& symbols, pid_t tid, StoppedThread& thread,
                     BreakpointSite& site);
+  // A stack unwound from a jump probe's snapshot, counted as record_stack counts its own.
+  void add_stack(ProcessSymbols& symbols, std::uint64_t site,
+                 const std::vector<std::uint64_t>& ips);
   std::vector<StackCount> top_stacks(std::uint64_t site) const;
   void forget_image() {
     thread_hits.clear();
@@ -78,7 +82,8 @@ struct ProcessTrace {
   std::unique_ptr<StepOver> step_over;
   std::unique_ptr<JumpProbes> jumps;
   std::unique_ptr<Session> session;
-  std::unique_ptr<CallFeed> feed;  // `probecost record`: its image's call events
+  std::unique_ptr<CallFeed> feed;         // `probecost record`: its image's call events
+  std::unique_ptr<StackFeed> stack_feed;  // `trace --stacks`: its jump probes' snapshots
   Recorder rec;
   std::vector<std::string> images;
   double cpu0 = 0, cpu_last = 0;  // its CPU time when we took it, and when last looked at
@@ -147,6 +152,8 @@ class TraceRun {
   void replay_calls();
   ScratchMapper scratch_mapper(TracedProcess& p);
   void start_session(ProcessTrace& tr);
+  void start_stack_feed(ProcessTrace& tr);
+  void finish_stack_feed(ProcessTrace& tr);
   void let_run(ProcessTrace& tr);
   void attach_others();
   void take_fork_child(ProcessTrace& tr, ProcessTrace& parent);

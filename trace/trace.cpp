@@ -246,6 +246,12 @@ void TraceRun::let_go_after_failure() {
 // a stopped thread takes here (after a first one has read the unwind tables, as every hit
 // after the first finds them).
 void TraceRun::announce_stacks(ProcessTrace& tr) {
+  if (tr.stack_feed) {
+    notes_ << opts_.tool << ": --stacks: each jump probe's hit copies its registers and up to "
+           << opts_.stack_size << " bytes of its stack, unwound after the run (no stop); an "
+           << "int3 probe's hits are unwound over ptrace" << std::endl;
+    return;
+  }
   pid_t tid = tr.proc->proc_tid();
   tr.rec.collector->capture(tid);
   double t0 = now_s();
@@ -371,7 +377,7 @@ std::vector<UsdtProbe> list_target_usdt(const TraceOptions& opts, const std::str
 }
 
 TraceReport run_trace(const TraceOptions& opts, std::ostream& notes) {
-  if (opts.stacks && opts.via == Via::Jump) {
+  if (opts.stacks && opts.via == Via::Jump && !opts.stack_size) {
     throw UsageError(
         "--stacks needs int3 probes: a jump probe never stops the thread to unwind it "
         "(use --via int3, or auto, which uses int3 with --stacks)");

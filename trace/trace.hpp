@@ -56,6 +56,9 @@ struct TraceOptions {
   bool all_matches = false;
   bool stacks = false;
   unsigned stack_depth = 16;
+  // With --stacks, jump probes copy this many bytes of the stack at each hit (0: int3 probes
+  // and ptrace unwinding only, as before issue 26).
+  std::uint32_t stack_size = 8192;
   // USDT probes: read each hit's arguments (tracer/symbols/usdt_args.hpp) and count the
   // distinct argument lists; every probe is then an int3 (a jump never stops the thread).
   bool usdt_args = false;
@@ -151,6 +154,10 @@ struct TraceReport {
   // (tracer + tracee CPU) / hits: both sides of a hit, and the tracee's own work between hits
   // too. Only an untraced run tells the two apart (`probecost overhead` does).
   double cpu_ns_per_hit = 0;
+  // --stacks on jump probes: their snapshots, and the reader's CPU unwinding them.
+  std::uint64_t snapshots = 0, snapshots_unwound = 0, snapshots_truncated = 0, snapshots_lost = 0;
+  std::map<std::string, std::uint64_t> snapshots_not_copied;  // by why
+  double snapshot_unwind_s = 0;
   double stack_ns_per_hit = 0;  // part of the tracer's spent unwinding, per int3 hit (--stacks)
   double syscalls_per_int3_hit = 0;  // the tracer's system calls (a jump hit makes none)
   bool stacks = false;

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "breakpoint/in_tracee/area_format.hpp"
+#include "breakpoint/in_tracee/stack_record.hpp"
 #include "common/error.hpp"
 
 namespace probecost::jump {
@@ -49,7 +50,9 @@ CallBufferLayout CallBufferLayout::of(const CallBufferConfig& config) {
   CallBufferLayout l;
   l.cpus = config.cpus;
   l.args = config.args;
-  l.record_size = call_record_size(config.args);
+  l.stack_bytes = config.stack_bytes;
+  l.record_size =
+      config.stack_bytes ? snapshot_record_size(config.stack_bytes) : call_record_size(config.args);
   l.max_ids = config.max_ids;
   if (!config.cpus || config.cpus > 65536) throw Error("call buffer: 1 to 65536 CPUs");
   if (!config.max_ids || config.max_ids > kMaxCallIds)
@@ -61,10 +64,15 @@ CallBufferLayout CallBufferLayout::of(const CallBufferConfig& config) {
                 " sub-buffers: both powers of two, sub-buffers of 4 KiB at least, 2 GiB at most");
   l.capacity = config.capacity;
   l.subbuffer = config.capacity / config.subbuffers;
+  if (l.subbuffer < l.record_size)
+    throw Error("call buffer: sub-buffers of " + std::to_string(l.subbuffer) +
+                " bytes cannot hold a record of " + std::to_string(l.record_size));
   std::uint64_t ctl = kLostOffset + 8ull * config.max_ids;
   while ((std::uint64_t{1} << l.ctl_shift) < ctl) ++l.ctl_shift;
   l.ctl_offset = kPage;
-  l.data_offset = round_up(l.ctl_offset + (l.cpus + 1ull) * l.ctl_stride(), kPage);
+  l.threads_offset = round_up(l.ctl_offset + (l.cpus + 1ull) * l.ctl_stride(), kPage);
+  l.data_offset = l.threads_offset;
+  if (l.stack_bytes) l.data_offset = round_up(l.threads_offset + kThreadTableBytes, kPage);
   l.size = l.data_offset + l.cpus * l.capacity;
   return l;
 }
@@ -103,6 +111,7 @@ void format_call_buffer(std::span<std::uint8_t> view, std::uint64_t tracee_at,
   h.size = l.size;
   h.tracee_address = tracee_at;
   h.args = l.args;
+  h.stack_bytes = l.stack_bytes;
   std::memcpy(view.data(), &h, sizeof h);
   for (std::uint32_t cpu = 0; cpu < l.cpus; ++cpu) {
     std::uint64_t data = tracee_at + l.data_offset + cpu * l.capacity;

@@ -48,6 +48,7 @@
 //                the last block's lost[id] counts records of threads without an rseq
 //                registration (glibc.pthread.rseq=0, a thread made by a raw clone), which
 //                have no CPU buffer: dropped, with a locked increment.
+//   threads_offset  with stack snapshots only: the thread table (stack_record.hpp)
 //   data_offset  cpus rings of `capacity` bytes
 //
 // A record is record_size bytes (32, 64 or 128) and never crosses a sub-buffer:
@@ -57,6 +58,8 @@
 //        first instruction, and at its ret or tail jump); bits 48-62: the probe id; bit 63: set
 //        for an exit (user-space addresses are below 2^47)
 //   +24  an entry: its arguments (rdi, rsi, rdx, rcx, r8, r9), as many as asked; an exit: rax
+// A buffer made with stack_bytes > 0 holds stack snapshots instead (stack_record.hpp): the same
+// first three words, then the registers and the stack bytes, in slots of record_size bytes.
 #include <array>
 #include <cstdint>
 #include <functional>
@@ -94,13 +97,15 @@ struct CallBufferConfig {
   std::uint32_t subbuffers = 16;     // per CPU: a power of two, at least 2
   int args = 0;                      // arguments per entry record, 0 to 6
   std::uint32_t max_ids = 64;        // probe ids 0 .. max_ids - 1
+  // Stack snapshots of up to this many bytes instead of call records (0: call records).
+  std::uint32_t stack_bytes = 0;
 };
 
 struct CallBufferLayout {
-  std::uint32_t cpus = 0, record_size = 0, max_ids = 0, ctl_shift = 0;
+  std::uint32_t cpus = 0, record_size = 0, max_ids = 0, ctl_shift = 0, stack_bytes = 0;
   int args = 0;
   std::uint64_t capacity = 0, subbuffer = 0;
-  std::uint64_t ctl_offset = 0, data_offset = 0, size = 0;
+  std::uint64_t ctl_offset = 0, threads_offset = 0, data_offset = 0, size = 0;
   std::uint64_t ctl_stride() const { return std::uint64_t{1} << ctl_shift; }
   // Error for a config out of bounds (sizes not powers of two, too many ids or arguments).
   static CallBufferLayout of(const CallBufferConfig& config);
@@ -114,7 +119,7 @@ struct BufferHeader {
   std::uint64_t capacity, subbuffer, ctl_offset, data_offset, size;
   std::uint64_t tracee_address;  // where the tracee maps the buffer
   std::int32_t args;
-  std::uint32_t reserved;
+  std::uint32_t stack_bytes;  // 0: call records; else stack snapshots (stack_record.hpp)
 };
 
 // One decoded record.

@@ -145,6 +145,9 @@ void emit_call_record(Assembler& a, const TrampolineSpec& spec, bool exit, const
                       const Rseq& in, Rseq& out) {
   const jump::CallBufferLayout& l = spec.calls->layout;
   if (l.capacity > (1ull << 31)) throw Error("call record code: a ring above 2 GiB");
+  const bool snapshot = l.stack_bytes != 0;
+  if (snapshot && exit) throw Error("call record code: a stack snapshot at an exit");
+  if (snapshot) emit_snapshot_prologue(a);
   arm_rseq(a, spec.calls->rseq_offset, in.main, out.main);
   out.main.start = a.here();
   control_block(a, spec, in);
@@ -159,7 +162,11 @@ void emit_call_record(Assembler& a, const TrampolineSpec& spec, bool exit, const
   a.must(ZYDIS_MNEMONIC_MOV, {reg(EAX), reg(ESI)});
   a.must(ZYDIS_MNEMONIC_AND, {reg(EAX), imm(static_cast<std::int64_t>(l.capacity - 1))});
   a.must(ZYDIS_MNEMONIC_ADD, {reg(RAX), mem(RCX, jump::kDataPointerOffset)});
-  write_words(a, spec, exit, frame);
+  if (snapshot) {
+    emit_snapshot(a, *spec.calls, frame);
+  } else {
+    write_words(a, spec, exit, frame);
+  }
   a.must(ZYDIS_MNEMONIC_ADD, {reg(RSI), imm(l.record_size)});
   a.must(ZYDIS_MNEMONIC_MOV, {mem(RCX, jump::kHeadOffset), reg(RSI)});  // the commit
   out.main.post_commit = a.here();

@@ -74,6 +74,8 @@ void emit_record(Assembler& a, const TrampolineSpec& spec) {
 
 // The registers the body writes, in push order.
 std::vector<ZydisRegister> clobbered(const TrampolineSpec& spec, Work work) {
+  if (work == Work::Entry && spec.calls->layout.stack_bytes)
+    return {RAX, RCX, RDX, RSI, RDI, R8, R9, R10};
   if (work != Work::Count) return {RAX, RCX, RDX, RSI};
   std::vector<ZydisRegister> out;
   if (spec.per_cpu) out = {RAX, RCX};
@@ -174,6 +176,9 @@ void emit_body(Assembler& a, const TrampolineSpec& spec, Work work, const Rseq& 
     case Work::Entry:
     case Work::Exit:
       emit_call_record(a, spec, work == Work::Exit, frame_of(pushes), in, out);
+      // A probe that takes stacks counts its hits as well: exact, whether or not each
+      // snapshot finds room.
+      if (spec.calls->layout.stack_bytes) lock_inc_counter(a, spec);
       break;
     case Work::Count:
       if (spec.per_cpu) {
@@ -318,12 +323,14 @@ std::optional<Trampoline> build_trampoline(const JumpPlan& plan, const Trampolin
     why = "per-CPU counters out of RIP-relative reach of the trampoline";
     return std::nullopt;
   }
+  TrampolineSpec at_site = spec;
+  if (at_site.calls) at_site.calls->site = plan.site;
   Labels guess;
   guess.not_taken = spec.address;
   Labels found = guess;
-  if (!generate(plan, spec, guess, found, why)) return std::nullopt;
+  if (!generate(plan, at_site, guess, found, why)) return std::nullopt;
   Labels check = found;
-  auto t = generate(plan, spec, found, check, why);
+  auto t = generate(plan, at_site, found, check, why);
   if (t && check != found) throw Error("trampoline layout changed between passes");
   return t;
 }

@@ -60,6 +60,10 @@ struct CallRecordTarget {
   jump::CallBufferLayout layout;
   std::uint32_t id = 0;  // the probe's, in its records (below layout.max_ids)
   std::int32_t rseq_offset = 0;
+  // With stack snapshots (layout.stack_bytes): the buffer's thread table in the tracee, and the
+  // site (build_trampoline sets it from the plan).
+  RuntimeAddr threads;
+  RuntimeAddr site;
 };
 
 // How a trampoline keeps the status flags: lahf/seto..sahf (the default), or pushfq/popfq,

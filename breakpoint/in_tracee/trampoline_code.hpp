@@ -61,6 +61,11 @@ ZydisEncoderOperand reach(x86::Assembler& a, RuntimeAddr at, RuntimeAddr target,
 // saves `frame` describes; rax, rcx, rdx, rsi are the body's to use.
 void emit_call_record(x86::Assembler& a, const TrampolineSpec& spec, bool exit, const Frame& frame,
                       const Rseq& in, Rseq& out);
+// A stack snapshot (stack_record.hpp) as the record's words, in its sequence (stack_code.cpp):
+// %rax the slot, %rdx the TSC, %rcx and %rsi kept; %rdi (DF, from the prologue, emitted before
+// the sequence) and %r8-%r10 clobbered.
+void emit_snapshot_prologue(x86::Assembler& a);
+void emit_snapshot(x86::Assembler& a, const CallRecordTarget& t, const Frame& frame);
 // Its cold code, after the jump back: the abort, the two ways a record is dropped and counted
 // (no CPU buffer, no room), the descriptors.
 void emit_call_record_cold(x86::Assembler& a, const TrampolineSpec& spec, const Rseq& in,

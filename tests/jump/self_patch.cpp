@@ -105,6 +105,7 @@ CallRecordTarget LocalCallBuffer::target(std::uint32_t id) const {
   t.layout = layout_;
   t.id = id;
   t.rseq_offset = static_cast<std::int32_t>(__rseq_offset);
+  t.threads = RuntimeAddr(reinterpret_cast<std::uintptr_t>(view_) + layout_.threads_offset);
   return t;
 }
 

@@ -295,6 +295,13 @@ pid_t TracedProcess::add_new_task(const NewTask& child, Task& parent,
   if (new_thread_ && c.runs_with_us()) {
     if (auto tp = thread_pointer_of_child(parent)) new_thread_(child.tid, *tp);
   }
+  // A child on its parent's thread pointer (no CLONE_SETTLS) is not told: the pointer's bounds
+  // stay the parent's, and the child's stack is not in them (its hits are not copied).
+  if (new_stack_ && c.runs_with_us()) {
+    auto tp = thread_pointer_of_child(parent);
+    const user_regs_struct* pr = parent.regs();
+    if (tp && pr && *tp != pr->fs_base) new_stack_(child.tid, *tp, stack_of_child(parent));
+  }
   if (first_stop) c.note_stop(*first_stop);
   if (child.vfork) {
     parent.in_vfork = true;  // from when it is resumed until the child execs or exits
@@ -323,6 +330,23 @@ std::optional<std::uint64_t> TracedProcess::thread_pointer_of_child(Task& parent
     return (args.flags & CLONE_SETTLS) ? args.tls : r->fs_base;
   }
   return r->fs_base;
+}
+
+// The child's first stack pointer, from the same arguments: clone(2)'s stack (rsi), the
+// child's %rsp itself; clone3(2)'s stack + stack_size, the top of the area it gave.
+std::uint64_t TracedProcess::stack_of_child(Task& parent) {
+  const user_regs_struct* r = parent.regs();
+  if (!r) return 0;
+  if (r->orig_rax == SYS_clone) return r->rsi;
+  if (r->orig_rax != SYS_clone3) return 0;
+  clone_args args{};
+  try {
+    memory_.read(RuntimeAddr(r->rdi),
+                 std::span<std::uint8_t>(reinterpret_cast<std::uint8_t*>(&args), sizeof args));
+  } catch (const Error&) {
+    return 0;
+  }
+  return args.stack ? args.stack + args.stack_size : 0;
 }
 
 bool TracedProcess::on_first_stop(Task& t) {

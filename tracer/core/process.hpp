@@ -223,6 +223,12 @@ class TracedProcess final : public RemoteProcess {
   void set_new_thread_observer(std::function<void(pid_t, std::uint64_t)> f) {
     new_thread_ = std::move(f);
   }
+  // Called with each new thread, its thread pointer and the stack pointer it starts with (the
+  // clone's stack argument; 0 when the clone gave none), at its parent's clone event, before
+  // it runs anything (`trace --stacks`: its stack bounds for the jump probes' snapshots).
+  void set_new_stack_observer(std::function<void(pid_t, std::uint64_t, std::uint64_t)> f) {
+    new_stack_ = std::move(f);
+  }
   // Called with a thread at its PTRACE_EVENT_EXIT stop (its name is still there), once
   // report_thread_exits() has asked for those stops; it is resumed after, as any event stop.
   void set_thread_exit_observer(std::function<void(pid_t)> f) { thread_exit_ = std::move(f); }
@@ -331,6 +337,7 @@ class TracedProcess final : public RemoteProcess {
   // bytes we wrote at `site` (an int3, or a jump's): a fork's copy may come before them.
   bool copy_holds(TraceeMemory& child, RuntimeAddr site);
   std::optional<std::uint64_t> thread_pointer_of_child(Task& parent);
+  std::uint64_t stack_of_child(Task& parent);
   // Runs `inject` on `via` (or any stopped thread) with every other thread stopped meanwhile;
   // nothing when there is no such thread, or it ended while the others stopped.
   template <typename Inject>
@@ -405,6 +412,7 @@ class TracedProcess final : public RemoteProcess {
   EventSource& events_;
   ProcMemory memory_;
   std::function<void(pid_t, std::uint64_t)> new_thread_;
+  std::function<void(pid_t, std::uint64_t, std::uint64_t)> new_stack_;
   std::function<void(pid_t)> thread_exit_;
   SiteTable sites_;
   std::vector<std::unique_ptr<PatchSite>> patches_;

@@ -79,6 +79,7 @@ bool JumpProbes::ensure_call_buffer() {
       options_.calls.buffer_bytes ? options_.calls.buffer_bytes : default_call_buffer(rseq_->cpus);
   config.args = options_.calls.args;
   config.max_ids = options_.calls.max_ids;
+  config.stack_bytes = options_.stack_bytes;
   call_layout_ = jump::CallBufferLayout::of(config);
   try {
     call_buffer_ = map_call_buffer(call_layout_);
@@ -144,9 +145,13 @@ std::vector<JumpProbes::Candidate> JumpProbes::call_candidates(
 jump::SiteOptions JumpProbes::call_site_options(std::uint32_t id) const {
   jump::SiteOptions opts;
   opts.id = id;
-  opts.calls =
-      CallRecordTarget{call_buffer_.tracee_at + static_cast<std::int64_t>(call_layout_.ctl_offset),
-                       call_layout_, id, rseq_->offset};
+  CallRecordTarget t;
+  t.control = call_buffer_.tracee_at + static_cast<std::int64_t>(call_layout_.ctl_offset);
+  t.layout = call_layout_;
+  t.id = id;
+  t.rseq_offset = rseq_->offset;
+  t.threads = call_buffer_.tracee_at + static_cast<std::int64_t>(call_layout_.threads_offset);
+  opts.calls = t;
   return opts;
 }
 

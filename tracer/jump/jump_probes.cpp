@@ -107,6 +107,15 @@ std::vector<std::optional<std::size_t>> JumpProbes::add_all(
   held.mark("jumps: plans");
   check_threads(cands, why);
   held.mark("jumps: threads' RIPs and signal frames");
+  if (options_.stack_bytes && !cands.empty()) {
+    // The snapshots go into the call buffer, and need what its records need (rseq).
+    if (!ensure_call_buffer()) {
+      for (const auto& c : cands) why[c.request] = "no stack snapshot: " + calls_refused_;
+      cands.clear();
+    }
+    enter_stacks_of_threads();
+    held.mark("jumps: stack snapshots' buffer and thread table");
+  }
   const std::size_t new_areas = areas_.size();
   std::erase_if(cands, [&](Candidate& c) {
     return !place(c, site_options(requests[c.request].id), why[c.request]);
@@ -139,6 +148,7 @@ std::optional<std::size_t> JumpProbes::add(RuntimeAddr site, const ProcessSymbol
 }
 
 jump::SiteOptions JumpProbes::site_options(std::uint32_t id) const {
+  if (options_.stack_bytes && call_reader_) return call_site_options(id);
   jump::SiteOptions opts;
   opts.id = id;
   opts.events = options_.events;

@@ -24,6 +24,7 @@
 #include "breakpoint/in_tracee/call_buffer.hpp"
 #include "breakpoint/in_tracee/event_ring.hpp"
 #include "breakpoint/in_tracee/jump_area.hpp"
+#include "breakpoint/in_tracee/stack_record.hpp"
 #include "breakpoint/jump/exit_plan.hpp"
 #include "tracer/core/process.hpp"
 #include "tracer/core/stacks.hpp"
@@ -56,6 +57,9 @@ struct JumpOptions {
   // rseq in the process; elsewhere, and with events, lock inc.
   bool per_cpu_counts = true;
   CallOptions calls;  // for add_calls()
+  // Jump probes that also take a stack snapshot of up to this many bytes at each hit
+  // (breakpoint/in_tracee/stack_record.hpp) into the call buffer; 0: none.
+  std::uint32_t stack_bytes = 0;
 };
 
 // Whether `to` is still the function `fn` (a jump there leaves no frame): inside its bytes but
@@ -133,6 +137,14 @@ class JumpProbes {
   const std::string& calls_refused() const { return calls_refused_; }
   // Why the call buffer was only populated, not written through by the process (a note).
   const std::string& call_buffer_cold() const { return warm_why_; }
+  // Stack snapshots (JumpOptions::stack_bytes): each stopped thread's stack bounds into the
+  // buffer's thread table (add_all does it), a new thread's at its clone (its thread pointer and
+  // the stack pointer it starts with), a gone thread's out. Threads whose stack could not be
+  // bounded or entered (their hits get no copy).
+  void enter_stacks_of_threads();
+  void enter_new_thread(pid_t tid, std::uint64_t tp, std::uint64_t sp);
+  void forget_thread(std::uint64_t tp);
+  std::uint64_t unbounded_threads() const { return unbounded_threads_; }
   // One site alone (add_all of one).
   std::optional<std::size_t> add(RuntimeAddr site, const ProcessSymbols& symbols, std::uint32_t id,
                                  std::string label, std::string& why);
@@ -242,6 +254,12 @@ class JumpProbes {
   // A planned patch that did not go in: its entry or exit becomes an int3.
   static void to_int3(const JumpPlan& plan, const std::string& why, CallInstall& out);
 
+  // stack_threads.cpp: the thread table of stack snapshots.
+  std::optional<std::pair<std::uint64_t, std::uint64_t>> stack_bounds(
+      pid_t tid, std::uint64_t sp, const std::vector<Mapping>& maps) const;
+  jump::ThreadTable thread_table();
+  void enter_stack(pid_t tid, std::uint64_t tp, std::uint64_t sp, const std::vector<Mapping>& maps);
+
   // jump_map.cpp: the area's memfd and mappings, in the tracee and here.
   Area map_area(RuntimeAddr near);
   CallBuffer map_call_buffer(const jump::CallBufferLayout& layout);
@@ -264,6 +282,7 @@ class JumpProbes {
   std::vector<Probe> probes_;
   std::string mapping_refused_;
   std::unique_ptr<StackCollector> unwinder_;  // for signal frames, made at the first need
+  std::uint64_t unbounded_threads_ = 0;
 };
 
 }  // namespace probecost

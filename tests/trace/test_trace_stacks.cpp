@@ -1,0 +1,58 @@
+// Issue 26: `trace --stacks` on jump probes (stack snapshots unwound after the run) against the
+// int3 path (the thread stopped, unwound over ptrace), on stacks_target: three call paths of
+// known counts into stack_leaf, a qsort in libc.so.6 calling back into it, and a second thread.
+// Every distinct stack and its count must be the same both ways, and the counts the program's.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "run_capture.hpp"
+#include "temp_dir.hpp"
+
+using namespace probecost::test;
+using Json = nlohmann::json;
+
+namespace {
+
+std::map<std::vector<std::string>, long> stacks_via(const std::string& via, const TempDir& dir,
+                                                    Json& report) {
+  std::string out = (dir.path / (via + ".json")).string();
+  Result r = run_command({PROBECOST_BIN, "trace", "-b", "stack_leaf", "--stacks", "--via", via,
+                          "-f", "json", "-o", out, "--", STACKS_TARGET});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("leaf=53 "), std::string::npos) << r.out;  // the program's own counts
+  std::ifstream in(out);
+  report = Json::parse(in);
+  std::map<std::vector<std::string>, long> got;
+  for (const auto& s : report["stacks"]["stack_leaf"])
+    got[s["frames"].get<std::vector<std::string>>()] += s["count"].get<long>();
+  return got;
+}
+
+TEST(TraceStacks, JumpSnapshotsGiveTheStacksAndCountsOfTheInt3Path) {
+  TempDir dir;
+  Json jr, ir;
+  auto jump = stacks_via("jump", dir, jr);
+  auto int3 = stacks_via("int3", dir, ir);
+  EXPECT_EQ(jr["probes"][0]["via"], "jump");
+  EXPECT_EQ(ir["probes"][0]["via"], "int3");
+  long total = 0, in_libc = 0, threaded = 0;
+  for (const auto& [frames, n] : jump) {
+    total += n;
+    std::string all;
+    for (const auto& f : frames) all += f + ";";
+    if (all.find("qsort_r+") != std::string::npos) in_libc += n;
+    if (all.find("thread_main") != std::string::npos) threaded += n;
+  }
+  EXPECT_EQ(total, 53);
+  EXPECT_EQ(threaded, 4);
+  EXPECT_EQ(in_libc, 34);
+  EXPECT_EQ(jump, int3);
+  EXPECT_EQ(jr["snapshots"]["taken"], 53);
+  EXPECT_EQ(jr["snapshots"]["unwound"], 53);
+  EXPECT_EQ(jr["snapshots"]["truncated"], 0);
+}
+
+}  // namespace

@@ -1,0 +1,46 @@
+// `trace --stacks` on jump probes (issue 26): the snapshots' feed started once the image's
+// probes are in, each new thread's stack bounds entered before it runs, and the stacks
+// unwound and counted once the probes are out.
+#include "trace/run.hpp"
+#include "tracer/os/seccomp.hpp"
+
+namespace probecost::trace_run {
+
+void TraceRun::start_stack_feed(ProcessTrace& tr) {
+  if (!opts_.stacks || !tr.jumps || tr.stack_feed) return;
+  jump::CallReader* reader = tr.jumps->call_reader();
+  if (!reader) return;
+  TracedProcess& p = *tr.proc;
+  // A seccomp filter applies to the trampolines' futex calls too (see calls.cpp).
+  bool syscalls = !seccomp::any_thread_under_seccomp(p.pid());
+  tr.stack_feed = std::make_unique<StackFeed>(*reader, p.pid(), opts_.stack_depth, syscalls);
+  ProcessTrace* t = &tr;
+  p.set_new_stack_observer([t](pid_t tid, std::uint64_t tp, std::uint64_t sp) {
+    if (t->jumps) t->jumps->enter_new_thread(tid, tp, sp);
+  });
+  p.held().mark("stacks: the snapshots' drain");
+}
+
+void TraceRun::finish_stack_feed(ProcessTrace& tr) {
+  if (!tr.stack_feed) return;
+  tr.proc->set_new_stack_observer(nullptr);
+  ProcessSymbols* symbols = tr.symbols.get();
+  tr.stack_feed->finish([&](std::uint64_t site, const std::vector<std::uint64_t>& ips) {
+    if (symbols) tr.rec.add_stack(*symbols, site, ips);
+  });
+  const SnapshotCounts& c = tr.stack_feed->counts();
+  report_.snapshots += c.snapshots;
+  report_.snapshots_unwound += c.unwound;
+  report_.snapshots_truncated += c.truncated;
+  for (const auto& [why, n] : c.not_copied)
+    report_.snapshots_not_copied[jump::bound_name(why)] += n;
+  report_.snapshot_unwind_s += c.unwind_s;
+  if (const jump::CallReader* reader = tr.jumps ? tr.jumps->call_reader() : nullptr)
+    report_.snapshots_lost += reader->lost_total();
+  if (!tr.stack_feed->error().empty() && opts_.announce)
+    notes_ << opts_.tool << ": the stack snapshots of process " << tr.proc->pid()
+           << " stopped being read: " << tr.stack_feed->error() << std::endl;
+  tr.stack_feed.reset();
+}
+
+}  // namespace probecost::trace_run

@@ -1,0 +1,87 @@
+// Stack snapshots in jump probes (breakpoint/in_tracee/stack_record.hpp): each thread's stack
+// bounds entered in the call buffer's thread table, which the trampolines look up by thread
+// pointer before they copy. The bounds are what the tracer can prove from /proc/PID/maps:
+//   - the main thread: the "[stack]" mapping's end, down to its end less RLIMIT_STACK (the
+//     kernel grows it no further) but never below the mapping under it;
+//   - another thread: the mapping its stack pointer is in, at the attach (every thread
+//     stopped) or at its clone (the child's stack argument, before it runs).
+// A thread on another stack at the moment its bounds are taken (a coroutine, a sigaltstack at
+// the attach) gets that mapping's bounds: a copy never leaves it.
+#include <sys/resource.h>
+#include <sys/user.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "breakpoint/in_tracee/stack_record.hpp"
+#include "tracer/jump/jump_probes.hpp"
+
+namespace probecost {
+
+namespace {
+
+// RLIMIT_STACK's soft limit of `pid` (/proc/PID/limits); 0 when unlimited or unreadable.
+std::uint64_t stack_limit(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/limits");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("Max stack size", 0) != 0) continue;
+    std::istringstream words(line.substr(14));
+    std::string soft;
+    words >> soft;
+    return soft == "unlimited" ? 0 : std::stoull(soft);
+  }
+  return 0;
+}
+
+}  // namespace
+
+std::optional<std::pair<std::uint64_t, std::uint64_t>> JumpProbes::stack_bounds(
+    pid_t tid, std::uint64_t sp, const std::vector<Mapping>& maps) const {
+  for (std::size_t i = 0; i < maps.size(); ++i) {
+    const Mapping& m = maps[i];
+    bool main = tid == proc_.pid() && m.path == "[stack]";
+    if (!main && !m.contains(RuntimeAddr(sp))) continue;
+    if (!m.read || !m.write) return std::nullopt;
+    std::uint64_t hi = m.end.value(), lo = m.start.value();
+    if (main) {
+      std::uint64_t limit = stack_limit(proc_.pid());
+      std::uint64_t below = i ? maps[i - 1].end.value() : 0;
+      lo = limit && limit < hi ? std::max(hi - limit, below) : below;
+    }
+    return std::pair{lo, hi};
+  }
+  return std::nullopt;
+}
+
+jump::ThreadTable JumpProbes::thread_table() {
+  return jump::ThreadTable(
+      std::span(call_buffer_.view + call_layout_.threads_offset, jump::kThreadTableBytes));
+}
+
+void JumpProbes::enter_stacks_of_threads() {
+  if (!call_reader_ || !call_layout_.stack_bytes) return;
+  auto maps = read_maps(proc_.proc_tid());
+  for (auto& [tid, task] : proc_.tasks()) {
+    const user_regs_struct* r = task.regs();
+    if (!r) continue;
+    enter_stack(tid, r->fs_base, r->rsp, maps);
+  }
+}
+
+void JumpProbes::enter_new_thread(pid_t tid, std::uint64_t tp, std::uint64_t sp) {
+  if (!call_reader_ || !call_layout_.stack_bytes || !sp) return;
+  enter_stack(tid, tp, sp - 1, read_maps(proc_.proc_tid()));
+}
+
+void JumpProbes::enter_stack(pid_t tid, std::uint64_t tp, std::uint64_t sp,
+                             const std::vector<Mapping>& maps) {
+  auto bounds = stack_bounds(tid, sp, maps);
+  if (!bounds || !thread_table().enter(tp, bounds->first, bounds->second)) ++unbounded_threads_;
+}
+
+void JumpProbes::forget_thread(std::uint64_t tp) {
+  if (call_reader_ && call_layout_.stack_bytes) thread_table().forget(tp);
+}
+
+}  // namespace probecost
