@@ -6,8 +6,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
+# Each phase prints its wall time, so a CI log shows where its budget goes.
+phase_start=$SECONDS
+took() { echo "== $1 took $((SECONDS - phase_start)) s (total $SECONDS s)"; phase_start=$SECONDS; }
 echo "== clang-format"
 git ls-files '*.cpp' '*.hpp' | xargs clang-format --dry-run --Werror
+took clang-format
 for flavour in release asan; do
   dir="build-$flavour"
   if [ "$flavour" = release ]; then
@@ -18,8 +22,11 @@ for flavour in release asan; do
   echo "== $flavour build"
   cmake -S . -B "$dir" "${opts[@]}" >/dev/null
   cmake --build "$dir" -j "$jobs"
+  took "$flavour build"
   echo "== $flavour tests"
   ctest --test-dir "$dir" --output-on-failure -j "$jobs"
+  took "$flavour tests"
 done
 echo "== fuzzing"
 ./scripts/fuzz.sh "${FUZZ_SECONDS:-20}"
+took fuzzing
