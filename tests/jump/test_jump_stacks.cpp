@@ -7,11 +7,13 @@
 #include <execinfo.h>
 #include <gtest/gtest.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <ucontext.h>
 #include <x86intrin.h>
 
+#include <atomic>
 #include <cstring>
 #include <map>
 #include <thread>
@@ -335,6 +337,51 @@ TEST(StackSnapshots, ADeepStackIsCutAtTheSizeAndSaysSo) {
   EXPECT_GE(st.ips.size(), 10u);
   for (std::size_t i = 2; i < st.ips.size(); ++i)
     EXPECT_EQ(unwinder.describe(st.ips[i], true).rfind("stack_deep+", 0), 0u) << i;
+}
+
+// A copy preempted in its rep movsb is aborted by the kernel and starts over: it must start
+// with the site's own flags again (the copy leaves its destination in the register that held
+// the direction flag). A spinning thread on the same CPU makes the preemptions; every
+// snapshot must be whole and bounded, none "DF set".
+TEST(StackSnapshots, ACopyPreemptedInTheMiddleStartsOverWithTheSitesFlags) {
+  NEED_RSEQ();
+  Snapshots s(16384);
+  s.enter_this_thread();
+  s.patch();
+  cpu_set_t before;
+  ASSERT_EQ(sched_getaffinity(0, sizeof before, &before), 0);
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(sched_getcpu(), &one);
+  ASSERT_EQ(sched_setaffinity(0, sizeof one, &one), 0);
+  std::atomic<bool> stop{false};
+  std::thread hog([&] {
+    sched_setaffinity(0, sizeof one, &one);
+    while (!stop.load(std::memory_order_relaxed)) {
+    }
+  });
+  std::map<SnapshotBound, std::uint64_t> bounds;
+  std::uint64_t short_copies = 0;
+  std::uint32_t size = s.buffer.layout().record_size;
+  const std::uint64_t hi = my_stack().second;
+  int sum = 0;
+  for (int round = 0; round < 1000; ++round) {
+    for (int i = 0; i < 100; ++i) sum += stack_target(i);
+    s.reader.poll(__rdtsc(), true, [&](std::uint32_t, const std::uint8_t* data, std::size_t n) {
+      for (std::size_t at = 0; at + size <= n; at += size) {
+        StackSnapshot snap = decode_snapshot({data + at, size});
+        ++bounds[snap.bound];
+        if (snap.stack.size() != std::min<std::uint64_t>(16384, hi - snap.sp)) ++short_copies;
+      }
+    });
+  }
+  stop = true;
+  hog.join();
+  sched_setaffinity(0, sizeof before, &before);
+  EXPECT_GT(sum, 0);
+  EXPECT_EQ(bounds[SnapshotBound::Bounded], 100000u);
+  EXPECT_EQ(bounds[SnapshotBound::DirectionFlag], 0u);
+  EXPECT_EQ(short_copies, 0u);
 }
 
 }  // namespace
