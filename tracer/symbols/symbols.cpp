@@ -70,21 +70,24 @@ ProcessSymbols::ProcessSymbols(pid_t pid) : pid_(pid) {
   report();
 }
 
+// The new module list is built aside and replaces the old one only when it is whole: a
+// refresh after the process is gone (its snapshots are unwound after the run) fails and
+// leaves the modules as they were, still good for the stacks taken while it lived.
 void ProcessSymbols::report() {
-  tables_.clear();
-  if (dwfl_) dwfl_end(dwfl_);
-  dwfl_ = dwfl_begin(process_callbacks());
-  if (!dwfl_) throw Error(std::string("dwfl_begin: ") + dwfl_errmsg(-1));
+  Dwfl* fresh = dwfl_begin(process_callbacks());
+  if (!fresh) throw Error(std::string("dwfl_begin: ") + dwfl_errmsg(-1));
   // Three outcomes (elfutils tests/vdsosyms.c): 0 ok, -1 a libdwfl error, >0 an errno.
-  int r = dwfl_linux_proc_report(dwfl_, pid_);
+  int r = dwfl_linux_proc_report(fresh, pid_);
   if (r != 0) {
     std::string why = r < 0 ? dwfl_errmsg(-1) : std::strerror(r);
-    dwfl_end(dwfl_);
-    dwfl_ = nullptr;
+    dwfl_end(fresh);
     throw Error("cannot read the modules of process " + std::to_string(pid_) + ": " + why);
   }
-  dwfl_report_end(dwfl_, nullptr, nullptr);
-  tag_modules_with_pid(dwfl_, pid_);
+  dwfl_report_end(fresh, nullptr, nullptr);
+  tag_modules_with_pid(fresh, pid_);
+  tables_.clear();
+  if (dwfl_) dwfl_end(dwfl_);
+  dwfl_ = fresh;
 }
 
 void ProcessSymbols::refresh() {
