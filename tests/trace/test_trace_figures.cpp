@@ -121,11 +121,27 @@ TEST(TraceFigures, JumpRowsSayNoThreadsAlikeInEveryFormat) {
   }
 }
 
-// --stacks says before the trace what a hit will cost, and that the probes are int3 though a
-// jump fits; the report then gives the unwinding per int3 hit.
-TEST(TraceFigures, StacksSayTheirCostFirstAndForceInt3) {
+// --stacks says before the trace what a hit will cost. By default a jump probe copies a
+// snapshot of the stack (no stop) and the report counts the snapshots unwound after the run;
+// with --stack-size 0 every probe is an int3 and the report gives the unwinding per hit.
+TEST(TraceFigures, StacksSayTheirCostFirst) {
   std::vector<std::string> argv = {PROBECOST_BIN,     "trace", "--stacks",    "-b",
                                    "probecost_event", "--",    EVENTS_TARGET, "2000"};
+  auto r = run_command(argv);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto notice = r.err.find("probecost trace: --stacks: each jump probe's hit copies");
+  auto tracing = r.err.find("probecost trace: tracing process");
+  ASSERT_NE(notice, std::string::npos) << r.err;
+  EXPECT_LT(notice, tracing) << r.err;
+  EXPECT_NE(r.err.find("\n  jump hits: 2000, "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("stacks of jump hits: 2000 snapshots, 2000 unwound"), std::string::npos)
+      << r.err;
+}
+
+TEST(TraceFigures, StacksWithStackSizeZeroSayTheirCostFirstAndForceInt3) {
+  std::vector<std::string> argv = {PROBECOST_BIN, "trace", "--stacks",        "--stack-size",
+                                   "0",           "-b",    "probecost_event", "--",
+                                   EVENTS_TARGET, "2000"};
   auto r = run_command(argv);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto notice = r.err.find("probecost trace: --stacks: every hit stops the thread");
@@ -150,8 +166,8 @@ TEST(TraceFigures, HelpSaysJumpsWhereTheyFitAndWhatStacksCost) {
   EXPECT_NE(words.find("Each probe is a jump to a trampoline where the site allows one"),
             std::string::npos)
       << help.out;
-  EXPECT_NE(words.find("--stacks capture the call stack at every hit: every probe is then an "
-                       "int3 (a jump never stops the thread)"),
+  EXPECT_NE(words.find("--stacks capture the call stack at every hit: a jump probe copies the "
+                       "registers and the top of the thread's stack (--stack-size)"),
             std::string::npos)
       << help.out;
 }
