@@ -103,9 +103,10 @@ TEST_P(JumpTraceTest, ViaJumpRefusesASiteItCannotPatchAndLeavesTheProcessAlone) 
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_NE(r.err.find("cannot patch a jump at probecost_calls_first"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("in process " + pid), std::string::npos) << r.err;
-  r = run_probecost({"trace", "-p", pid, "-b", "probecost_test_site", "--via", "jump", "--stacks"});
+  r = run_probecost({"trace", "-p", pid, "-b", "probecost_test_site", "--via", "jump", "--stacks",
+                     "--stack-size", "0"});
   EXPECT_EQ(r.exit_code, 2) << r.err;
-  EXPECT_NE(r.err.find("--stacks needs int3"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--stacks with --stack-size 0 needs int3"), std::string::npos) << r.err;
   EXPECT_EQ(target.ask("go 3"), "calls=3");
 }
 
