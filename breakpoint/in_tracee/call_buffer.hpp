@@ -103,8 +103,8 @@ inline constexpr std::uint32_t kWakeOffset = 256;
 inline constexpr std::uint32_t kBlockingOffset = 320;
 inline constexpr std::uint32_t kWaitBoundOffset = 384;
 inline constexpr std::uint32_t kSleepingOffset = 448;
+// Where the probe id is, in a call record's first word and a snapshot's third (bits 0-47 its sp).
 inline constexpr int kIdShift = 48;
-inline constexpr std::uint64_t kExitBit = 1ull << 63;
 inline constexpr std::uint64_t kSpMask = (1ull << kIdShift) - 1;
 // Call records (format 3): the split of tsc and sp between a sync and the events after it.
 inline constexpr int kWindowBits = 24;
