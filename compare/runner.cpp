@@ -213,10 +213,13 @@ void run_jump(const Mechanism& m, Family& family, Sample& s) {
 }
 
 // Per CPU, room for every record of the run (a record dropped for want of room costs less than
-// one written: the figure would be too low), within 1 GiB in all, since it is faulted in first.
+// one written: the figure would be too low), within 1 GiB in all, since it is faulted in first;
+// and for the sync records among them (call_buffer.hpp: one per sub-buffer, per thread switch,
+// per ~6 ms), far fewer than 1 in 16.
 std::uint64_t call_buffer_bytes(const Sample& s, std::uint32_t record_size) {
   constexpr std::uint64_t kMin = 1 << 20, kAll = 1ull << 30;
   std::uint64_t need = 2 * s.iterations * s.threads * record_size;
+  need += need / 16;
   std::uint64_t cap = std::bit_floor(kAll / std::max(1, get_nprocs_conf()));
   return std::clamp(std::bit_ceil(need), kMin, std::max(kMin, cap));
 }

@@ -6,7 +6,8 @@
 # 1. The first write to a page of a shared memfd mapping, per address space (record-cost/
 #    first-touch.c): populated or not, written before by another process or not.
 # 2. The drain's copy of a ring per record (record-cost/drain-copy.c): write(2) from a cold or a
-#    warm mapping, copy_file_range, splice, sendfile; to ext4 (/var/tmp) and tmpfs (/dev/shm).
+#    warm mapping, copy_file_range, splice, sendfile (per 16-byte record); to ext4 (/var/tmp)
+#    and tmpfs (/dev/shm).
 # 3. `probecost compare -m jump,record -r 3` with the call buffer only populated
 #    (PROBECOST_COLD_RINGS=1, as before) and written through by the program at attach.
 # 4. `probecost record -v -p` of calls_target serve, both ways: the hold's phases, the

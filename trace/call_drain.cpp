@@ -40,10 +40,11 @@ double thread_cpu_now() {
 }  // namespace
 
 CallSpool::CallSpool(const std::string& dir, std::uint32_t record_size, std::uint32_t max_ids,
-                     std::uint64_t limit)
+                     Kind kind, std::uint64_t limit)
     : dir_(dir),
       fd_(spool_file(dir)),
       record_size_(record_size),
+      kind_(kind),
       limit_(limit),
       not_kept_(max_ids + 1) {}
 
@@ -67,10 +68,16 @@ bool CallSpool::write_all(const std::uint8_t* data, std::size_t bytes) {
 // counts in the last slot).
 void CallSpool::refuse(const std::uint8_t* data, std::size_t bytes) {
   for (std::size_t at = 0; at + record_size_ <= bytes; at += record_size_) {
-    std::uint64_t word;
-    std::memcpy(&word, data + at + 16, 8);
-    auto id = static_cast<std::size_t>((word >> jump::kIdShift) & (jump::kMaxCallIds - 1));
-    ++not_kept_[std::min(id, not_kept_.size() - 1)];
+    std::int64_t id;
+    if (kind_ == Kind::Calls) {
+      id = jump::call_record_id(data + at);
+      if (id < 0) continue;  // a sync: no call's
+    } else {
+      std::uint64_t word;
+      std::memcpy(&word, data + at + 16, 8);
+      id = static_cast<std::int64_t>((word >> jump::kIdShift) & (jump::kMaxCallIds - 1));
+    }
+    ++not_kept_[std::min(static_cast<std::size_t>(id), not_kept_.size() - 1)];
   }
 }
 

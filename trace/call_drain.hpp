@@ -39,9 +39,12 @@ class CallSpool {
     std::uint32_t cpu = 0;
     std::uint64_t offset = 0, bytes = 0;  // the records' place in the file
   };
+  // What the records are (where their probe id is, for those not kept): call records (format
+  // 3, call_buffer.hpp) or stack snapshots (the id in bits 48-62 of their third word).
+  enum class Kind { Snapshots, Calls };
   // Error when no file can be made in `dir`.
   CallSpool(const std::string& dir, std::uint32_t record_size, std::uint32_t max_ids,
-            std::uint64_t limit = kSpoolLimit);
+            Kind kind = Kind::Snapshots, std::uint64_t limit = kSpoolLimit);
 
   // One CPU's records, straight from the shared mapping with write(2).
   void append(std::uint32_t cpu, const std::uint8_t* data, std::size_t bytes);
@@ -61,6 +64,7 @@ class CallSpool {
   std::string dir_;
   Fd fd_;
   std::uint32_t record_size_;
+  Kind kind_;
   std::uint64_t limit_, size_ = 0;
   std::vector<Chunk> chunks_;
   std::string error_;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 #include "breakpoint/x86/emulate.hpp"
 #include "common/clock.hpp"
@@ -119,7 +120,8 @@ record::Event CallFeed::event_of(const jump::CallRecord& r) {
 void CallFeed::start_drain(jump::CallReader& reader, const std::string& spool_dir,
                            const CallDrain::Options& options) {
   layout_ = reader.layout();
-  spool_ = std::make_unique<CallSpool>(spool_dir, layout_.record_size, layout_.max_ids);
+  spool_ = std::make_unique<CallSpool>(spool_dir, layout_.record_size, layout_.max_ids,
+                                       CallSpool::Kind::Calls);
   drain_ = std::make_unique<CallDrain>(reader, *spool_, options);
   reader_ = &reader;
 }
@@ -135,13 +137,25 @@ void CallFeed::finish_drain() {
   reader_ = nullptr;  // it goes with the buffer
 }
 
-// One CPU's records in the spool, chunk after chunk.
+// One CPU's records in the spool, chunk after chunk, decoded in order (a sync record sets
+// what the calls' records after it lean on).
 struct CallFeed::Stream {
   std::vector<std::pair<const std::uint8_t*, std::uint64_t>> pieces;
   std::size_t piece = 0;
   std::uint64_t at = 0;
-  const std::uint8_t* next() const {
-    return piece < pieces.size() ? pieces[piece].first + at : nullptr;
+  jump::CallDecoder decoder{0};
+  std::optional<jump::CallRecord> next;
+  const jump::CallRecord* peek(std::uint32_t record_size) {
+    while (!next && piece < pieces.size()) {
+      jump::CallRecord r;
+      if (decoder.next(pieces[piece].first + at, r)) next = r;
+      if (!next) advance(record_size);
+    }
+    return next ? &*next : nullptr;
+  }
+  void pop(std::uint32_t record_size) {
+    next.reset();
+    advance(record_size);
   }
   void advance(std::uint32_t record_size) {
     at += record_size;
@@ -154,6 +168,7 @@ struct CallFeed::Stream {
 
 std::vector<CallFeed::Stream> CallFeed::streams(const std::uint8_t* spool) const {
   std::vector<Stream> out(layout_.cpus);
+  for (Stream& s : out) s.decoder = jump::CallDecoder(layout_.args);
   for (const auto& c : spool_->chunks()) {
     // The drain wrote these: in bounds, whole records, a CPU of the buffer.
     if (c.cpu >= out.size() || c.bytes % layout_.record_size || !c.bytes) continue;
@@ -194,11 +209,10 @@ void CallFeed::replay(std::ostream* progress) {
     Stream* oldest = nullptr;
     std::uint64_t oldest_tsc = UINT64_MAX;
     for (Stream& c : cpus) {
-      const std::uint8_t* r = c.next();
-      std::uint64_t t;
-      if (r && (std::memcpy(&t, r, 8), t < oldest_tsc)) {
+      const jump::CallRecord* r = c.peek(layout_.record_size);
+      if (r && r->tsc < oldest_tsc) {
         oldest = &c;
-        oldest_tsc = t;
+        oldest_tsc = r->tsc;
       }
     }
     if (const record::Event* e = int3.peek(); e && e->tsc <= oldest_tsc) {
@@ -207,8 +221,9 @@ void CallFeed::replay(std::ostream* progress) {
       continue;
     }
     if (!oldest) break;
-    record::Event e = event_of(jump::decode_call_record(oldest->next(), layout_.args));
-    oldest->advance(layout_.record_size);
+    record::Event e = event_of(*oldest->next);
+    oldest->pop(layout_.record_size);
+    ++decoded_;
     if (e.probe != record::kAnyProbe) add(e);
     if (progress && (++done & 0xffff) == 0 && now_s() >= next_line) {
       next_line += 1;

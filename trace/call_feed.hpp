@@ -86,6 +86,8 @@ class CallFeed {
   // each second there when it takes longer than one.
   void replay(std::ostream* progress);
   std::uint64_t unknown_threads() const { return unknown_; }
+  // The calls' records the replay found in the spool (its sync records not counted).
+  std::uint64_t records_decoded() const { return decoded_; }
   const CallDrain* drain() const { return drain_.get(); }
   const CallSpool* spool() const { return spool_.get(); }
   const EventSpool& int3_spool() const { return int3_events_; }
@@ -119,7 +121,8 @@ class CallFeed {
   std::unique_ptr<CallDrain> drain_;
   jump::CallBufferLayout layout_;
   jump::CallReader* reader_ = nullptr;  // until finish_drain()
-  std::vector<std::uint64_t> lost_;     // by id: dropped by the writers
+  std::uint64_t decoded_ = 0;
+  std::vector<std::uint64_t> lost_;  // by id: dropped by the writers
   struct Named {
     std::uint64_t tsc = 0;
     pid_t tid = 0;

@@ -186,7 +186,7 @@ void TraceRun::drain_calls(ProcessTrace& tr, bool final) {
   if (const CallDrain* d = tr.feed->drain()) {
     report_.events_cpu_s += d->cpu_s();
     report_.tracer_cpu_s += d->cpu_s();
-    drained_records_ += d->bytes() / std::max<std::uint32_t>(tr.feed->spool()->record_size(), 1);
+    drained_bytes_ += d->bytes();
     drain_cpu_s_ += d->cpu_s();
     if (!d->error().empty() && opts_.announce)
       notes_ << opts_.tool << ": the records of process " << tr.proc->pid()
@@ -201,14 +201,17 @@ void TraceRun::drain_calls(ProcessTrace& tr, bool final) {
 void TraceRun::replay_calls() {
   for (auto& feed : fed_) {
     feed->replay(opts_.announce ? &notes_ : nullptr);
+    drained_records_ += feed->records_decoded();
     if (!feed->int3_spool().error().empty()) spool_errors_.push_back(feed->int3_spool().error());
   }
   fed_.clear();
   if (opts_.announce && drained_records_) {
-    notes_ << opts_.tool << ": the drain copied " << drained_records_ << " records in "
-           << static_cast<long>(drain_cpu_s_ * 1e3 + 0.5) << " ms of its CPU ("
-           << drain_cpu_s_ * 1e9 / static_cast<double>(drained_records_) << " ns per record)"
-           << std::endl;
+    // Per call's record: the sync records (call_buffer.hpp) are in the bytes, not the count.
+    auto records = static_cast<double>(drained_records_);
+    notes_ << opts_.tool << ": the drain copied " << drained_records_ << " records ("
+           << drained_bytes_ << " bytes, " << static_cast<double>(drained_bytes_) / records
+           << " per record) in " << static_cast<long>(drain_cpu_s_ * 1e3 + 0.5)
+           << " ms of its CPU (" << drain_cpu_s_ * 1e9 / records << " ns per record)" << std::endl;
   }
   for (const auto& e : spool_errors_) notes_ << opts_.tool << ": error: " << e << std::endl;
   report_.spool_error = !spool_errors_.empty();

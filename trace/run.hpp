@@ -193,7 +193,7 @@ class TraceRun {
   record::Recorder* recording_ = nullptr;  // `probecost record`: made at the first image
   std::vector<record::ProbeInfo> recorded_;
   std::vector<std::unique_ptr<CallFeed>> fed_;  // images whose call buffers are final
-  std::uint64_t drained_records_ = 0;
+  std::uint64_t drained_records_ = 0, drained_bytes_ = 0;
   double drain_cpu_s_ = 0;
   std::vector<std::string> spool_errors_;
 };

@@ -42,8 +42,8 @@ long futex(void* word, int op, std::uint32_t value, const timespec* timeout) {
 
 std::uint32_t call_record_size(int args) {
   if (args < 0 || args > kMaxCallArgs) throw Error("call records hold 0 to 6 arguments");
-  std::uint32_t bytes = 24 + 8 * static_cast<std::uint32_t>(std::max(args, 1));
-  return bytes <= 32 ? 32 : bytes <= 64 ? 64 : 128;
+  std::uint32_t bytes = 8 + 8 * static_cast<std::uint32_t>(std::max(args, 1));
+  return bytes <= 16 ? 16 : bytes <= 32 ? 32 : 64;
 }
 
 CallBufferLayout CallBufferLayout::of(const CallBufferConfig& config) {
@@ -55,8 +55,9 @@ CallBufferLayout CallBufferLayout::of(const CallBufferConfig& config) {
       config.stack_bytes ? snapshot_record_size(config.stack_bytes) : call_record_size(config.args);
   l.max_ids = config.max_ids;
   if (!config.cpus || config.cpus > 65536) throw Error("call buffer: 1 to 65536 CPUs");
-  if (!config.max_ids || config.max_ids > kMaxCallIds)
-    throw Error("call buffer: 1 to " + std::to_string(kMaxCallIds) + " probe ids");
+  std::uint32_t ids = config.stack_bytes ? kMaxCallIds : kMaxRecordIds;
+  if (!config.max_ids || config.max_ids > ids)
+    throw Error("call buffer: 1 to " + std::to_string(ids) + " probe ids");
   if (!power_of_two(config.subbuffers) || config.subbuffers < 2 || !power_of_two(config.capacity) ||
       config.capacity / config.subbuffers < kPage || config.capacity > (1ull << 31))
     throw Error("call buffer: " + std::to_string(config.capacity) + " bytes in " +
@@ -77,18 +78,36 @@ CallBufferLayout CallBufferLayout::of(const CallBufferConfig& config) {
   return l;
 }
 
-CallRecord decode_call_record(const std::uint8_t* bytes, int args) {
-  std::uint64_t w[3 + kMaxCallArgs];
-  std::memcpy(w, bytes, 8 * (3 + std::max(args, 1)));
-  CallRecord r;
-  r.tsc = w[0];
-  r.tp = w[1];
-  r.sp = w[2] & kSpMask;
-  r.id = static_cast<std::uint32_t>((w[2] >> kIdShift) & (kMaxCallIds - 1));
-  r.exit = (w[2] & kExitBit) != 0;
-  int values = r.exit ? 1 : args;
-  std::copy(w + 3, w + 3 + values, r.values.begin());
-  return r;
+bool CallDecoder::next(const std::uint8_t* bytes, CallRecord& out) {
+  std::uint64_t w[1 + kMaxCallArgs];
+  std::memcpy(w, bytes, 8 * (1 + std::max(args_, 1)));
+  if (w[0] & kSyncBit) {
+    synced_ = true;
+    tp_ = w[1];
+    tsc_hi_ = w[0] & ((1ull << kSyncSpShift) - 1);
+    sp_hi_ = (w[0] & ~kSyncBit) >> kSyncSpShift;
+    return false;
+  }
+  if (!synced_) {
+    ++orphans_;
+    return false;
+  }
+  out = CallRecord{};
+  out.tsc = tsc_hi_ << kWindowBits | (w[0] & kWindowMask);
+  out.tp = tp_;
+  out.sp = sp_hi_ << kWindowBits | ((w[0] >> kWindowBits) & kWindowMask);
+  out.id = static_cast<std::uint32_t>((w[0] >> kIdShift) & (kMaxRecordIds - 1));
+  out.exit = (w[0] & kEventExitBit) != 0;
+  int values = out.exit ? 1 : args_;
+  std::copy(w + 1, w + 1 + values, out.values.begin());
+  return true;
+}
+
+std::int64_t call_record_id(const std::uint8_t* bytes) {
+  std::uint64_t w0;
+  std::memcpy(&w0, bytes, 8);
+  if (w0 & kSyncBit) return -1;
+  return static_cast<std::int64_t>((w0 >> kIdShift) & (kMaxRecordIds - 1));
 }
 
 static_assert(sizeof(BufferHeader) <= kWakeOffset, "the header's words come after it");
@@ -122,7 +141,10 @@ void format_call_buffer(std::span<std::uint8_t> view, std::uint64_t tracee_at,
 CallReader::CallReader(std::span<std::uint8_t> view, const CallBufferLayout& layout,
                        std::uint64_t start_tsc, const Options& options)
     : view_(view), layout_(layout), options_(options), cpus_(layout.cpus) {
-  for (Cpu& c : cpus_) c.watermark = start_tsc;
+  for (Cpu& c : cpus_) {
+    c.watermark = start_tsc;
+    c.at_end = c.at_taken = CallDecoder(layout.args);
+  }
 }
 
 std::uint8_t* CallReader::ctl(std::uint32_t cpu) const {
@@ -156,21 +178,23 @@ void CallReader::read_range(std::uint32_t cpu, Cpu& c, std::uint64_t end, const 
     c.taken = 0;
   }
   // In at most two pieces: the ring wraps once at most between cursor and end.
-  std::uint64_t last_tsc = 0;
   for (std::uint64_t at = c.cursor; at < end;) {
     std::uint64_t offset = at & (layout_.capacity - 1);
     std::uint64_t n = std::min(end - at, layout_.capacity - offset);
     if (sink) {
       (*sink)(cpu, data + offset, n);
     } else {
+      std::size_t from = c.copied.size();
       c.copied.insert(c.copied.end(), data + offset, data + offset + n);
+      // The newest record's time, from our copy (the tracee may rewrite its ring meanwhile).
+      CallRecord r;
+      for (std::size_t i = from; i < c.copied.size(); i += layout_.record_size)
+        if (c.at_end.next(c.copied.data() + i, r)) c.watermark = std::max(c.watermark, r.tsc);
     }
-    std::memcpy(&last_tsc, data + offset + n - layout_.record_size, 8);
     at += n;
   }
   read_ += (end - c.cursor) / layout_.record_size;
   c.cursor = end;
-  c.watermark = std::max(c.watermark, last_tsc);
   // The writer checks this before it starts a sub-buffer: our copies are made.
   std::uint8_t* block = ctl(cpu);
   __atomic_store_n(reinterpret_cast<std::uint64_t*>(block + kConsumedOffset), c.cursor,
@@ -257,11 +281,13 @@ std::uint64_t CallReader::horizon() const {
   return h;
 }
 
-std::uint64_t CallReader::Cpu::next_tsc() const {
-  if (taken == copied.size()) return UINT64_MAX;
-  std::uint64_t tsc;
-  std::memcpy(&tsc, copied.data() + taken, 8);
-  return tsc;
+const CallRecord* CallReader::Cpu::peek(std::uint32_t record_size) {
+  while (!next && taken < copied.size()) {
+    CallRecord r;
+    if (at_taken.next(copied.data() + taken, r)) next = r;
+    if (!next) taken += record_size;  // a sync
+  }
+  return next ? &*next : nullptr;
 }
 
 void CallReader::take(std::vector<CallRecord>& out) {
@@ -271,14 +297,15 @@ void CallReader::take(std::vector<CallRecord>& out) {
     Cpu* oldest = nullptr;
     std::uint64_t oldest_tsc = h;
     for (Cpu& c : cpus_) {
-      std::uint64_t t = c.next_tsc();
-      if (t < oldest_tsc) {
+      const CallRecord* r = c.peek(layout_.record_size);
+      if (r && r->tsc < oldest_tsc) {
         oldest = &c;
-        oldest_tsc = t;
+        oldest_tsc = r->tsc;
       }
     }
     if (!oldest) return;
-    out.push_back(decode_call_record(oldest->copied.data() + oldest->taken, layout_.args));
+    out.push_back(*oldest->next);
+    oldest->next.reset();
     oldest->taken += layout_.record_size;
   }
 }

@@ -40,6 +40,8 @@
 //   ctl_offset   cpus + 1 control blocks of ctl_stride bytes (a power of two), the CPU's own:
 //                  +0    head: bytes committed (the writer's line)
 //                  +8    data: where this CPU's ring is, in the tracee
+//                  +16   sync_at: where the CPU's last sync record is (below), +24 its thread
+//                        pointer, +32 its tsc >> 24, +40 its sp >> 24 (the writers' own words)
 //                  +64   consumed: bytes the reader is done with (the reader's line); its low
 //                        32 bits are the futex word a writer waiting for room waits on
 //                  +96   waiting: writers in that wait (lock inc / lock dec): the reader wakes
@@ -51,25 +53,38 @@
 //   threads_offset  with stack snapshots only: the thread table (stack_record.hpp)
 //   data_offset  cpus rings of `capacity` bytes
 //
-// A record is record_size bytes (32, 64 or 128) and never crosses a sub-buffer:
-//   +0   tsc
-//   +8   the thread pointer (%fs:0, glibc's TCB: the thread's fs_base)
-//   +16  bits 0-47: sp, the address of the frame's return-address slot (%rsp at the function's
-//        first instruction, and at its ret or tail jump); bits 48-62: the probe id; bit 63: set
-//        for an exit (user-space addresses are below 2^47)
-//   +24  an entry: its arguments (rdi, rsi, rdx, rcx, r8, r9), as many as asked; an exit: rax
-// A buffer made with stack_bytes > 0 holds stack snapshots instead (stack_record.hpp): the same
-// first three words, then the registers and the stack bytes, in slots of record_size bytes.
+// A record is record_size bytes (16, 32 or 64: 16 with 0 or 1 argument) and never crosses a
+// sub-buffer. Two kinds, told apart by bit 63 of the first word (format version 3; version 2
+// gave every record {tsc, thread pointer, sp | id | exit, values}, 32 bytes at least):
+//   a sync record, the first of each sub-buffer and wherever a writer finds that the last one
+//   of its CPU's sub-buffer is not its own (another thread wrote since, or the tsc or the stack
+//   left the 2^24 window below):
+//     +0   bit 63 set; bits 40-62: sp >> 24; bits 0-39: tsc >> 24
+//     +8   the thread pointer (%fs:0, glibc's TCB: the thread's fs_base)
+//   an entry or an exit, of the thread, time window and stack window of the sync before it:
+//     +0   bit 63 clear; bit 62: set for an exit; bits 48-61: the probe id; bits 24-47: the low
+//          24 bits of sp, the address of the frame's return-address slot (%rsp at the function's
+//          first instruction, and at its ret or tail jump); bits 0-23: the low 24 bits of tsc
+//     +8   an entry: its first argument (rdi); an exit: rax
+//     +16  an entry: its other arguments (rsi, rdx, rcx, r8, r9), as many as asked
+// So a call costs 2 x 16 bytes (uftrace writes 16 per record), and a sync 16 more: once per
+// sub-buffer, per thread switch on the CPU, per 2^24 TSC ticks (~6 ms) of a thread that calls
+// seldom. The writer validates its CPU's sync words against the head (an aborted sync leaves
+// sync_at equal to the head, or the words of a sync it did not commit; call_code.cpp).
+// A buffer made with stack_bytes > 0 holds stack snapshots instead (stack_record.hpp): {tsc,
+// thread pointer, sp | id << 48} as their first three words, then the registers and the stack
+// bytes, in slots of record_size bytes.
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <vector>
 
 namespace probecost::jump {
 
 inline constexpr char kCallBufferMagic[8] = {'p', 'r', 'o', 'b', 'e', 'c', 'a', 'l'};
-inline constexpr std::uint32_t kCallBufferVersion = 2;
+inline constexpr std::uint32_t kCallBufferVersion = 3;
 // The memfd's name: /proc/PID/maps shows "/memfd:probecost-calls (deleted)".
 inline constexpr char kCallBufferName[] = "probecost-calls";
 inline constexpr int kMaxCallArgs = 6;
@@ -77,6 +92,10 @@ inline constexpr std::uint32_t kMaxCallIds = 1u << 15;
 
 inline constexpr std::uint32_t kHeadOffset = 0;
 inline constexpr std::uint32_t kDataPointerOffset = 8;
+inline constexpr std::uint32_t kSyncAtOffset = 16;
+inline constexpr std::uint32_t kSyncTpOffset = 24;
+inline constexpr std::uint32_t kSyncTscOffset = 32;
+inline constexpr std::uint32_t kSyncSpOffset = 40;
 inline constexpr std::uint32_t kConsumedOffset = 64;
 inline constexpr std::uint32_t kWaitingOffset = 96;
 inline constexpr std::uint32_t kLostOffset = 128;
@@ -84,11 +103,18 @@ inline constexpr std::uint32_t kWakeOffset = 256;
 inline constexpr std::uint32_t kBlockingOffset = 320;
 inline constexpr std::uint32_t kWaitBoundOffset = 384;
 inline constexpr std::uint32_t kSleepingOffset = 448;
+// Where the probe id is, in a call record's first word and a snapshot's third (bits 0-47 its sp).
 inline constexpr int kIdShift = 48;
-inline constexpr std::uint64_t kExitBit = 1ull << 63;
 inline constexpr std::uint64_t kSpMask = (1ull << kIdShift) - 1;
+// Call records (format 3): the split of tsc and sp between a sync and the events after it.
+inline constexpr int kWindowBits = 24;
+inline constexpr std::uint64_t kWindowMask = (1ull << kWindowBits) - 1;
+inline constexpr std::uint64_t kSyncBit = 1ull << 63;
+inline constexpr std::uint64_t kEventExitBit = 1ull << 62;
+inline constexpr int kSyncSpShift = 40;
+inline constexpr std::uint32_t kMaxRecordIds = 1u << 14;  // an event's 14 bits of id
 
-// Bytes per record for `args` arguments (0 to 6).
+// Bytes per call record for `args` arguments (0 to 6): 16, 32 or 64.
 std::uint32_t call_record_size(int args);
 
 struct CallBufferConfig {
@@ -132,7 +158,24 @@ struct CallRecord {
   std::array<std::uint64_t, kMaxCallArgs> values{};  // entry: the arguments; exit: [0] = rax
 };
 
-CallRecord decode_call_record(const std::uint8_t* bytes, int args);
+// One CPU's call records, decoded in the order they were written: a sync sets what the events
+// after it lean on. The tracee wrote every byte: nothing decoded is trusted beyond its bits.
+class CallDecoder {
+ public:
+  explicit CallDecoder(int args) : args_(args) {}
+  // The record at `bytes`: true with `out` set for an entry or exit; false for a sync, or an
+  // event with no sync before it (counted: no writer of ours leaves one).
+  bool next(const std::uint8_t* bytes, CallRecord& out);
+  std::uint64_t orphans() const { return orphans_; }
+
+ private:
+  int args_;
+  bool synced_ = false;
+  std::uint64_t tp_ = 0, tsc_hi_ = 0, sp_hi_ = 0, orphans_ = 0;
+};
+
+// The probe id of the call record at `bytes`, or -1 for a sync.
+std::int64_t call_record_id(const std::uint8_t* bytes);
 
 // Formats a buffer through the tracer's mapping (zero-filled, as a fresh memfd is): the header
 // and each CPU's data pointer, for a tracee that maps it at `tracee_at`.
@@ -196,8 +239,10 @@ class CallReader {
     // Records copied out and not taken yet, as the writers wrote them, in TSC order: copying
     // is what frees the buffer for the writers, and it is a memcpy.
     std::vector<std::uint8_t> copied;
-    std::size_t taken = 0;  // bytes of `copied` taken
-    std::uint64_t next_tsc() const;
+    std::size_t taken = 0;               // bytes of `copied` taken
+    CallDecoder at_end{0}, at_taken{0};  // decoding `copied` at its end, and at `taken`
+    std::optional<CallRecord> next;      // decoded at `taken`, not taken yet
+    const CallRecord* peek(std::uint32_t record_size);
   };
   std::uint8_t* ctl(std::uint32_t cpu) const;
   std::uint64_t readable_end(Cpu& c, std::uint64_t head, std::uint64_t now, bool final);

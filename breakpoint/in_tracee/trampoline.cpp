@@ -154,7 +154,8 @@ Frame frame_of(const std::vector<ZydisRegister>& pushes) {
   return f;
 }
 
-void emit_body(Assembler& a, const TrampolineSpec& spec, Work work, const Rseq& in, Rseq& out) {
+// Returns where the body's saves are (its cold code runs on the same stack).
+Frame emit_body(Assembler& a, const TrampolineSpec& spec, Work work, const Rseq& in, Rseq& out) {
   auto saved = clobbered(spec, work);
   const bool flags = spec.flag_save != FlagSave::None;
   // With the flags saved by lahf, %rax is on the stack already and free for the body.
@@ -191,6 +192,7 @@ void emit_body(Assembler& a, const TrampolineSpec& spec, Work work, const Rseq& 
   for (auto r = saved.rbegin(); r != saved.rend(); ++r) a.must(ZYDIS_MNEMONIC_POP, {reg(*r)});
   if (flags) restore_flags(a, spec.flag_save);
   if (any) a.must(ZYDIS_MNEMONIC_LEA, {reg(RSP), mem(RSP, kRedZone)});
+  return frame_of(pushes);
 }
 
 // The two passes' labels: one restartable sequence per body that has one, and the end of a
@@ -208,6 +210,7 @@ struct Builder {
   const Labels& in;
   Labels& out;
   std::vector<Work> bodies;
+  std::vector<Frame> frames;
 
   void body(Work work) {
     std::size_t i = bodies.size();
@@ -216,17 +219,17 @@ struct Builder {
       // Any address of this trampoline will do in the first pass: every branch reaches it.
       Sequence here{a.here(), a.here(), a.here(), a.here(), a.here()};
       RuntimeAddr at = a.here();
-      out.cs.resize(i + 1, Rseq{here, here, at, at, at, at, at, at});
+      out.cs.resize(i + 1, Rseq{here, here, here, at, at, at, at, at, at, at, at});
     }
     Rseq guess = i < in.cs.size() ? in.cs[i] : out.cs[i];
-    emit_body(a, spec, work, guess, out.cs[i]);
+    frames.push_back(emit_body(a, spec, work, guess, out.cs[i]));
   }
   void cold() {
     for (std::size_t i = 0; i < bodies.size(); ++i) {
       Rseq guess = i < in.cs.size() ? in.cs[i] : out.cs[i];
       if (bodies[i] == Work::Count && spec.per_cpu) emit_per_cpu_cold(a, spec, guess, out.cs[i]);
       if (bodies[i] == Work::Entry || bodies[i] == Work::Exit)
-        emit_call_record_cold(a, spec, guess, out.cs[i]);
+        emit_call_record_cold(a, spec, frames[i], guess, out.cs[i]);
     }
   }
 };
@@ -279,7 +282,7 @@ void note_copies(const JumpPlan& plan, std::size_t from, const RelocatedBlock& b
 std::optional<Trampoline> generate(const JumpPlan& plan, const TrampolineSpec& spec,
                                    const Labels& in, Labels& out, std::string& why) {
   Assembler a(spec.address);
-  Builder b{a, spec, in, out, {}};
+  Builder b{a, spec, in, out, {}, {}};
   Trampoline t{spec.address, {}, {}, {}, {}};
   std::span<const Instruction> covered = plan.covered;
   if (plan.role == PlanRole::Entry) {

@@ -36,11 +36,13 @@ struct Sequence {
 };
 
 // A body's sequences and the cold code they reach: the counting or the record (`main`), and a
-// record's drop, counted in a sequence of its own (`drop`); for a record, the wait for room
-// (`full`), the drop (`dropped`), the reader's wake (`wake`) and where they all end (`done`).
+// record's drop, counted in a sequence of its own (`drop`); for a record, the sync record it
+// needs first (`need_sync`, in a sequence of its own: `sync`, then back to `main`), the wait for
+// room (`full`), the drop (`dropped`), the reader's wake (`wake`, `sync_wake`) and where they all
+// end (`done`).
 struct Rseq {
-  Sequence main, drop;
-  RuntimeAddr no_cpu, full, dropped, wake, done, waited;
+  Sequence main, drop, sync;
+  RuntimeAddr no_cpu, full, dropped, wake, done, waited, need_sync, sync_wake;
   bool operator==(const Rseq&) const = default;
 };
 
@@ -66,9 +68,10 @@ void emit_call_record(x86::Assembler& a, const TrampolineSpec& spec, bool exit, 
 // the sequence) and %r8-%r10 clobbered.
 void emit_snapshot_prologue(x86::Assembler& a);
 void emit_snapshot(x86::Assembler& a, const CallRecordTarget& t, const Frame& frame);
-// Its cold code, after the jump back: the abort, the two ways a record is dropped and counted
-// (no CPU buffer, no room), the descriptors.
-void emit_call_record_cold(x86::Assembler& a, const TrampolineSpec& spec, const Rseq& in,
-                           Rseq& out);
+// Its cold code, after the jump back: the abort, the sync record a call record needs first,
+// the two ways a record is dropped and counted (no CPU buffer, no room), the descriptors.
+// `frame`: the body's, whose stack the cold code runs on.
+void emit_call_record_cold(x86::Assembler& a, const TrampolineSpec& spec, const Frame& frame,
+                           const Rseq& in, Rseq& out);
 
 }  // namespace probecost::tramp

@@ -1,5 +1,6 @@
-// Issue 24: the drain's copy of a ring to its spool, per 32-byte record, by the copying thread's
-// CPU clock: LAPS laps of a 16 MiB memfd ring in 1 MiB sub-buffers into an unlinked file in DIR,
+// Issue 24: the drain's copy of a ring to its spool, per 16-byte record (format 3: a call's
+// entry or exit with 0 or 1 argument; format 2's were 32), by the copying thread's CPU clock:
+// LAPS laps of a 16 MiB memfd ring in 1 MiB sub-buffers into an unlinked file in DIR,
 // by write(2) from a mapping (as record's drain does: first lap cold, or every page of the
 // mapping read once by the kernel before), copy_file_range, splice through a pipe, sendfile.
 // scripts/record-cost.sh builds and runs it.
@@ -81,8 +82,8 @@ int main(int argc, char** argv) {
     }
     double ns = cpu_ns() - c0;
     if (refused) printf("  %-54s refused: %s\n", names[how], refused);
-    else printf("  %-54s %6.2f ns per 32-byte record (%lld MiB to %s)\n", names[how],
-                ns / (total / 32), total >> 20, dir);
+    else printf("  %-54s %6.2f ns per 16-byte record (%lld MiB to %s)\n", names[how],
+                ns / (total / 16), total >> 20, dir);
     close(out), close(p[0]), close(p[1]), close(mfd);
     munmap(w, kRing), munmap(r, kRing);
   }

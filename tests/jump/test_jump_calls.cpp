@@ -3,7 +3,9 @@
 // process patches and calls its own functions (no ptrace). The reader alone, on records written
 // by hand: test_call_reader.cpp.
 #include <gtest/gtest.h>
+#include <pthread.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/time.h>
 #include <x86intrin.h>
 
@@ -11,6 +13,7 @@
 #include <map>
 #include <thread>
 
+#include "call_fixture.hpp"
 #include "common/error.hpp"
 #include "self_patch.hpp"
 
@@ -88,52 +91,6 @@ TEST(CallPlan, WhatNoPatchFitsGetsAnInt3WithTheReason) {
 }
 
 // --- records written by the trampolines ---
-
-std::uint64_t thread_pointer() {
-  std::uint64_t tp;
-  asm("mov %%fs:0, %0" : "=r"(tp));
-  return tp;
-}
-
-struct Calls {
-  LocalCallBuffer buffer;
-  LocalArea area;
-  std::vector<std::unique_ptr<CallPatch>> patches;
-  std::vector<CallRecord> records;
-
-  explicit Calls(const CallBufferConfig& config)
-      : buffer(config), area(address_of("shape_leaf"), jump::AreaConfig{}) {}
-  void patch(const std::string& name, std::uint32_t id) {
-    patches.push_back(patch_calls(name, id, area, buffer));
-    patches.back()->install();
-  }
-  void unpatch() {
-    for (auto& p : patches) p->remove();
-  }
-  // Everything written so far, in TSC order.
-  std::vector<CallRecord>& drain(CallReader& reader) {
-    reader.poll(__rdtsc(), true);
-    reader.take(records);
-    return records;
-  }
-};
-
-CallBufferConfig config(int args, std::uint64_t capacity = 1 << 20) {
-  CallBufferConfig c;
-  c.cpus = static_cast<std::uint32_t>(std::thread::hardware_concurrency() * 2);
-  c.capacity = capacity;
-  c.subbuffers = capacity >= 16 * 4096 ? 16 : 2;
-  c.args = args;
-  c.max_ids = 8;
-  return c;
-}
-
-CallReader reader_of(Calls& c) {
-  return CallReader(c.buffer.view(), c.buffer.layout(), __rdtsc(), {});
-}
-
-#define NEED_RSEQ() \
-  if (!have_rseq()) GTEST_SKIP() << "glibc registered no rseq in this process"
 
 TEST(CallRecords, EntryAndExitOfAWholePatchedFunction) {
   NEED_RSEQ();
@@ -267,8 +224,11 @@ TEST(CallRecords, WritersWaitForTheReaderAndLoseNothing) {
   c.patch("shape_leaf", 2);
   constexpr int kCalls = 20000;
   std::atomic<bool> done{false};
-  std::uint64_t bytes = 0;
-  auto count = [&](std::uint32_t, const std::uint8_t*, std::size_t n) { bytes += n; };
+  std::uint64_t events = 0;  // the calls' records, their syncs not counted
+  auto count = [&](std::uint32_t, const std::uint8_t* data, std::size_t n) {
+    for (std::size_t at = 0; at < n; at += c.buffer.layout().record_size)
+      events += call_record_id(data + at) >= 0;
+  };
   std::thread drain([&] {
     while (!done) {
       std::uint32_t seen = reader.wake_word();
@@ -282,7 +242,7 @@ TEST(CallRecords, WritersWaitForTheReaderAndLoseNothing) {
   c.unpatch();
   reader.poll(__rdtsc(), true, count);
   EXPECT_EQ(reader.lost_total(), 0u);
-  EXPECT_EQ(bytes, 2u * kCalls * c.buffer.layout().record_size);
+  EXPECT_EQ(events, 2u * kCalls);
 }
 
 // No reader at all (a SIGKILLed probecost): the first writer to find no room waits out the
@@ -345,6 +305,67 @@ TEST(CallRecords, ThreadsAndAConcurrentReaderPairExactly) {
   }
   EXPECT_EQ(calls.size(), static_cast<std::size_t>(kThreads));
   for (auto& [tp, n] : calls) EXPECT_EQ(n, static_cast<std::uint64_t>(kCalls) * kDepth);
+}
+
+// Format 3 keeps 24 bits of each record's TSC and slot, the rest in the sync before it: calls
+// more than 2^24 ticks apart, and calls on a thread whose stack is in another 16 MiB window
+// (an mmap'd stack), interleaved with the main thread's on the same CPUs, each decode to
+// their own thread, a TSC between the caller's readings before and after, and the same slot at
+// entry and exit, inside the caller's stack.
+TEST(CallRecords, TimesAndSlotsAreWholeAcrossSyncWindows) {
+  NEED_RSEQ();
+  Calls c(config(1));
+  CallReader reader = reader_of(c);
+  c.patch("shape_leaf", 1);
+  struct Call {
+    std::uint64_t before, after, tp;
+  };
+  std::vector<Call> calls;
+  auto call = [&](std::int64_t i) {
+    std::uint64_t before = __rdtsc();
+    EXPECT_EQ(shape_leaf(i, 1), i + 1);
+    calls.push_back({before, __rdtsc(), thread_pointer()});
+  };
+  constexpr std::size_t kStack = 1 << 20;
+  void* stack = ::mmap(nullptr, kStack, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(stack, MAP_FAILED);
+  auto lo = reinterpret_cast<std::uint64_t>(stack);
+  for (int i = 0; i < 4; ++i) {
+    call(i);
+    // Past the 2^24-tick window: the next record needs a sync of its own time.
+    for (std::uint64_t until = __rdtsc() + (2ull << kWindowBits); __rdtsc() < until;) {
+    }
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstack(&attr, stack, kStack);
+    pthread_t t;
+    auto body = [](void* arg) -> void* {
+      (*static_cast<decltype(call)*>(arg))(100);
+      return nullptr;
+    };
+    ASSERT_EQ(pthread_create(&t, &attr, body, &call), 0);
+    pthread_join(t, nullptr);
+    pthread_attr_destroy(&attr);
+  }
+  c.unpatch();
+  auto& r = c.drain(reader);
+  ASSERT_EQ(r.size(), 2 * calls.size());
+  std::uint64_t main_tp = thread_pointer();
+  for (std::size_t i = 0; i < calls.size(); ++i) {
+    const CallRecord &entry = r[2 * i], &exit = r[2 * i + 1];
+    EXPECT_FALSE(entry.exit);
+    EXPECT_TRUE(exit.exit);
+    EXPECT_EQ(entry.tp, calls[i].tp) << i;
+    EXPECT_EQ(exit.tp, calls[i].tp) << i;
+    EXPECT_LE(calls[i].before, entry.tsc) << i;
+    EXPECT_LE(entry.tsc, exit.tsc) << i;
+    EXPECT_LE(exit.tsc, calls[i].after) << i;
+    EXPECT_EQ(entry.sp, exit.sp) << i;
+    bool own = calls[i].tp != main_tp;
+    EXPECT_EQ(own, entry.sp >= lo && entry.sp < lo + kStack) << i << std::hex << " sp " << entry.sp;
+    EXPECT_EQ(entry.values[0], own ? 100u : i / 2) << i;
+  }
+  ::munmap(stack, kStack);
 }
 
 std::atomic<std::uint64_t> g_handler_calls{0};
