@@ -1,0 +1,73 @@
+// A thread whose stack is the lower half of one 2 MiB mapping (pthread_attr_setstack), the upper
+// half unmapped by the program while the thread calls bounds_leaf, the probed function. A jump
+// probe's stack snapshot must stop at the top of the thread's stack, not at the end of the
+// mapping as /proc/PID/maps showed it when the thread was seen (the copy ran into the unmapped
+// half: SIGSEGV in the trampoline, 10 of 10 runs, before the fix).
+//
+// Prints "ready" once the thread runs (a test attaches then), waits for the probe (a jmp at
+// bounds_leaf's first byte: at once when launched by probecost, which probes before main),
+// unmaps the upper half, lets the thread make kAfter more calls, and prints how many it made.
+#include <pthread.h>
+#include <sched.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstdio>
+
+extern "C" {
+volatile long g_bounds_sink;
+__attribute__((noinline)) long bounds_leaf(long x) {
+  g_bounds_sink = x;  // long enough for a jump: a store, then the arithmetic
+  asm volatile("" ::: "memory");
+  return g_bounds_sink * 3 + 1;
+}
+}
+
+namespace {
+
+constexpr long kAfter = 2000;
+std::atomic<long> g_calls{0};
+std::atomic<bool> g_stop{false};
+
+void* thread_main(void*) {
+  while (!g_stop.load()) {
+    bounds_leaf(g_calls.load());
+    g_calls.fetch_add(1);
+  }
+  return nullptr;
+}
+
+bool probed() {
+  auto* first = reinterpret_cast<volatile const std::uint8_t*>(&bounds_leaf);
+  return *first == 0xe9;
+}
+
+}  // namespace
+
+int main() {
+  alarm(60);  // a failsafe should the probe never come: the test fails, it does not hang
+  constexpr std::size_t kHalf = std::size_t{1} << 20;
+  void* region =
+      mmap(nullptr, 2 * kHalf, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (region == MAP_FAILED) return 1;
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setstack(&attr, region, kHalf);
+  pthread_t t;
+  if (pthread_create(&t, &attr, thread_main, nullptr) != 0) return 1;
+  while (g_calls.load() == 0) {
+  }
+  std::printf("ready\n");
+  std::fflush(stdout);
+  while (!probed()) sched_yield();
+  munmap(static_cast<char*>(region) + kHalf, kHalf);
+  long from = g_calls.load();
+  while (g_calls.load() < from + kAfter) {
+  }
+  g_stop.store(true);
+  pthread_join(t, nullptr);
+  std::printf("calls=%ld after=%ld\n", g_calls.load(), kAfter);
+  return 0;
+}
