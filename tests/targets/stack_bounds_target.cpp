@@ -7,14 +7,21 @@
 // Prints "ready" once the thread runs (a test attaches then), waits for the probe (a jmp at
 // bounds_leaf's first byte: at once when launched by probecost, which probes before main),
 // unmaps the upper half, lets the thread make kAfter more calls, and prints how many it made.
+//
+// `stack_bounds_target signal N`: N calls of bounds_leaf from a SIGUSR1 handler on the main
+// stack (raise): the stack runs through the signal frame (__restore_rt, which has no symbol),
+// pthread_kill, raise and main; prints "signal=N".
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 
 extern "C" {
 volatile long g_bounds_sink;
@@ -39,6 +46,20 @@ void* thread_main(void*) {
   return nullptr;
 }
 
+std::atomic<long> g_signals{0};
+
+void on_signal(int) {
+  bounds_leaf(g_signals.load());
+  g_signals.fetch_add(1);
+}
+
+int signal_calls(long n) {
+  signal(SIGUSR1, on_signal);
+  for (long i = 0; i < n; ++i) raise(SIGUSR1);
+  std::printf("signal=%ld\n", g_signals.load());
+  return 0;
+}
+
 bool probed() {
   auto* first = reinterpret_cast<volatile const std::uint8_t*>(&bounds_leaf);
   return *first == 0xe9;
@@ -46,7 +67,8 @@ bool probed() {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  if (argc == 3 && std::strcmp(argv[1], "signal") == 0) return signal_calls(std::atol(argv[2]));
   alarm(60);  // a failsafe should the probe never come: the test fails, it does not hang
   constexpr std::size_t kHalf = std::size_t{1} << 20;
   void* region =

@@ -2,7 +2,10 @@
 // program cuts while traced (stack_bounds_target): the snapshot's copy is bounded by the top of
 // the thread's own stack, so the program lives, every call is counted and every hit unwound.
 // Before, the bound was the mapping's end as first seen: SIGSEGV in the trampoline, launched
-// and attached alike.
+// and attached alike. And the frames of a stack through a signal frame are named as the int3
+// path names them: the snapshots are named after the process has gone, and a frame with no
+// symbol (__restore_rt) made the names refresh from a gone process, which threw the modules
+// away (the frames after it unnamed or in a module named with garbage bytes).
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -114,4 +117,31 @@ TEST(StackBounds, AnAttachedThreadOnPartOfAMappingCutWhileTracedLivesAndEveryHit
   EXPECT_GE(hits, after);  // every call after the probe went in, some before
   EXPECT_LE(hits, calls);
   expect_every_hit_unwound_through_the_thread(report, hits);
+}
+
+TEST(StackBounds, AStackThroughASignalFrameIsNamedAfterTheProcessHasGone) {
+  TempDir dir;
+  std::string out = (dir.path / "signal.json").string();
+  auto args = trace_args(out);
+  for (std::string a : {"--stack-size", "16384", "--", STACK_BOUNDS_TARGET, "signal", "20"})
+    args.push_back(a);
+  Result r = run_command(args);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "signal=20\n");
+  Json report = read_json(out);
+  const Json& stacks = report["stacks"]["bounds_leaf"];
+  ASSERT_EQ(stacks.size(), 1u) << stacks;
+  EXPECT_EQ(stacks[0]["count"], 20);
+  std::vector<std::string> frames = stacks[0]["frames"].get<std::vector<std::string>>();
+  ASSERT_GE(frames.size(), 6u) << stacks;
+  EXPECT_EQ(frames[0], "bounds_leaf in stack_bounds_target");
+  EXPECT_EQ(frames[1].rfind("(anonymous namespace)::on_signal(int)+0x", 0), 0u) << frames[1];
+  EXPECT_NE(frames[1].find(" in stack_bounds_target"), std::string::npos) << frames[1];
+  EXPECT_EQ(frames[2].rfind("0x", 0), 0u) << frames[2];  // __restore_rt: no symbol
+  EXPECT_NE(frames[2].find(" in libc.so.6"), std::string::npos) << frames[2];
+  // The int3 path's names after it: pthread_kill's, raise, main (before: "0x7f... in <garbage>").
+  EXPECT_NE(frames[3].find("pthread_kill"), std::string::npos) << frames[3];
+  EXPECT_EQ(frames[4].rfind("raise+", 0), 0u) << frames[4];
+  EXPECT_EQ(frames[5].rfind("main+", 0), 0u) << frames[5];
+  EXPECT_NE(frames[5].find(" in stack_bounds_target"), std::string::npos) << frames[5];
 }
