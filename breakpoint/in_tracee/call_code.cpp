@@ -147,8 +147,13 @@ void emit_call_record(Assembler& a, const TrampolineSpec& spec, bool exit, const
   if (l.capacity > (1ull << 31)) throw Error("call record code: a ring above 2 GiB");
   const bool snapshot = l.stack_bytes != 0;
   if (snapshot && exit) throw Error("call record code: a stack snapshot at an exit");
+  RuntimeAddr again = a.here();
   if (snapshot) emit_snapshot_prologue(a);
   arm_rseq(a, spec.calls->rseq_offset, in.main, out.main);
+  // A snapshot's abort starts over from the prologue: the copy moves %rdi, where the prologue
+  // left DF, and a sequence aborted inside the copy then took it for DF set (no copy, and a
+  // wrong reason). The flags are read again; the thread's DF is the site's still.
+  if (snapshot) out.main.arm = again;
   out.main.start = a.here();
   control_block(a, spec, in);
   a.must(ZYDIS_MNEMONIC_MOV, {reg(RSI), mem(RCX, jump::kHeadOffset)});

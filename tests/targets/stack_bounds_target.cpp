@@ -11,6 +11,11 @@
 // `stack_bounds_target signal N`: N calls of bounds_leaf from a SIGUSR1 handler on the main
 // stack (raise): the stack runs through the signal frame (__restore_rt, which has no symbol),
 // pthread_kill, raise and main; prints "signal=N".
+//
+// `stack_bounds_target interrupted N`: N calls of bounds_leaf on the main thread while another
+// thread signals it (SIGUSR2, an empty handler) without a pause: signals that land inside a
+// snapshot's restartable sequence (its stack copy is the long part) abort it, and the record is
+// made again from the start; prints "interrupted=N".
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -60,6 +65,35 @@ int signal_calls(long n) {
   return 0;
 }
 
+std::atomic<bool> g_done{false};
+
+void* signaller(void* main_thread) {
+  pthread_t to = *static_cast<pthread_t*>(main_thread);
+  while (!g_done.load()) pthread_kill(to, SIGUSR2);
+  return nullptr;
+}
+
+// bounds_leaf 64 KiB below main's frame: a copy of --stack-size bytes is a long one.
+__attribute__((noinline)) long deep_leaf(long x) {
+  volatile char pad[65536];
+  pad[0] = static_cast<char>(x);
+  long r = bounds_leaf(x);
+  asm volatile("" ::"r"(pad) : "memory");
+  return r;
+}
+
+int interrupted_calls(long n) {
+  signal(SIGUSR2, [](int) {});
+  pthread_t self = pthread_self(), t;
+  if (pthread_create(&t, nullptr, signaller, &self) != 0) return 1;
+  long made = 0;
+  for (long i = 0; i < n; ++i, ++made) deep_leaf(i);
+  g_done.store(true);
+  pthread_join(t, nullptr);
+  std::printf("interrupted=%ld\n", made);
+  return 0;
+}
+
 bool probed() {
   auto* first = reinterpret_cast<volatile const std::uint8_t*>(&bounds_leaf);
   return *first == 0xe9;
@@ -69,6 +103,8 @@ bool probed() {
 
 int main(int argc, char** argv) {
   if (argc == 3 && std::strcmp(argv[1], "signal") == 0) return signal_calls(std::atol(argv[2]));
+  if (argc == 3 && std::strcmp(argv[1], "interrupted") == 0)
+    return interrupted_calls(std::atol(argv[2]));
   alarm(60);  // a failsafe should the probe never come: the test fails, it does not hang
   constexpr std::size_t kHalf = std::size_t{1} << 20;
   void* region =
