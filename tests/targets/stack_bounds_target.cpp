@@ -16,6 +16,9 @@
 // thread signals it (SIGUSR2, an empty handler) without a pause: signals that land inside a
 // snapshot's restartable sequence (its stack copy is the long part) abort it, and the record is
 // made again from the start; prints "interrupted=N".
+//
+// `stack_bounds_target serve`: prints "ready", then a thread calls bounds_leaf without pause,
+// checking each result, until standard input ends; prints "calls=N bad=M".
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -27,6 +30,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 
 extern "C" {
 volatile long g_bounds_sink;
@@ -94,6 +98,26 @@ int interrupted_calls(long n) {
   return 0;
 }
 
+int serve() {
+  std::atomic<long> bad{0};
+  std::thread worker([&] {
+    for (long i = 0; !g_stop.load(); ++i)
+      if (bounds_leaf(i) != i * 3 + 1)
+        bad.fetch_add(1);
+      else
+        g_calls.fetch_add(1);
+  });
+  std::printf("ready\n");
+  std::fflush(stdout);
+  char c;
+  while (read(0, &c, 1) > 0) {
+  }
+  g_stop.store(true);
+  worker.join();
+  std::printf("calls=%ld bad=%ld\n", g_calls.load() > 0 ? 1L : 0L, bad.load());
+  return 0;
+}
+
 bool probed() {
   auto* first = reinterpret_cast<volatile const std::uint8_t*>(&bounds_leaf);
   return *first == 0xe9;
@@ -103,6 +127,7 @@ bool probed() {
 
 int main(int argc, char** argv) {
   if (argc == 3 && std::strcmp(argv[1], "signal") == 0) return signal_calls(std::atol(argv[2]));
+  if (argc == 2 && std::strcmp(argv[1], "serve") == 0) return serve();
   if (argc == 3 && std::strcmp(argv[1], "interrupted") == 0)
     return interrupted_calls(std::atol(argv[2]));
   alarm(60);  // a failsafe should the probe never come: the test fails, it does not hang
