@@ -198,14 +198,13 @@ void emit_call_record(Assembler& a, const TrampolineSpec& spec, bool exit, const
   if (l.capacity > (1ull << 31)) throw Error("call record code: a ring above 2 GiB");
   const bool snapshot = l.stack_bytes != 0;
   if (snapshot && exit) throw Error("call record code: a stack snapshot at an exit");
-  // A snapshot's sequence starts over from the prologue: the copy's rep movsb leaves its
-  // destination in %rdi, where the prologue put the site's direction flag, and an abort in
-  // the middle of the copy (a preemption) would read that as DF set. DF itself is what it
-  // was at the site wherever the kernel aborts (nothing in the sequence changes it).
-  RuntimeAddr restart = a.here();
+  RuntimeAddr again = a.here();
   if (snapshot) emit_snapshot_prologue(a);
   arm_rseq(a, spec.calls->rseq_offset, in.main, out.main);
-  if (snapshot) out.main.arm = restart;
+  // A snapshot's abort starts over from the prologue: the copy moves %rdi, where the prologue
+  // left DF, and a sequence aborted inside the copy then took it for DF set (no copy, and a
+  // wrong reason). The flags are read again; the thread's DF is the site's still.
+  if (snapshot) out.main.arm = again;
   out.main.start = a.here();
   control_block(a, spec, in);
   a.must(ZYDIS_MNEMONIC_MOV, {reg(RSI), mem(RCX, jump::kHeadOffset)});

@@ -392,4 +392,37 @@ TEST(StackSnapshots, ACopyPreemptedInTheMiddleStartsOverWithTheSitesFlags) {
   EXPECT_EQ(short_copies, 0u);
 }
 
+// stack_target called with DF set (against the ABI, as a hand-written routine may): the copy is
+// a rep movsb, so the trampoline copies nothing and says why; the next hit, DF clear, is copied.
+// The probe's abort path reads the flags again (a retry no longer takes the copy's %rdi for DF).
+extern "C" int df_call_stack_target(int x);
+asm(R"(
+  .text
+  .type df_call_stack_target, @function
+df_call_stack_target:
+  push %rbp
+  std
+  call stack_target
+  cld
+  pop %rbp
+  ret
+  .size df_call_stack_target, .-df_call_stack_target
+)");
+
+TEST(StackSnapshots, ASiteReachedWithTheDirectionFlagSetIsNotCopied) {
+  NEED_RSEQ();
+  Snapshots s(4096);
+  s.enter_this_thread();
+  s.patch();
+  EXPECT_EQ(df_call_stack_target(2), 7);
+  EXPECT_EQ(stack_path_a(2), 8);
+  auto snaps = s.drain();
+  ASSERT_EQ(snaps.size(), 2u);
+  if (snaps[0].tsc > snaps[1].tsc) std::swap(snaps[0], snaps[1]);  // per CPU: a move reorders
+  EXPECT_EQ(snaps[0].bound, SnapshotBound::DirectionFlag);
+  EXPECT_EQ(snaps[0].stack.size(), 0u);
+  EXPECT_EQ(snaps[1].bound, SnapshotBound::Bounded);
+  EXPECT_GT(snaps[1].stack.size(), 0u);
+}
+
 }  // namespace

@@ -113,9 +113,7 @@ Error failed(const std::string& what, pid_t pid, long r) {
 // A memfd the tracee makes (its fd in undo.tracee_fd), `undo.size` bytes, mapped here too
 // (undo.view). It is made by the tracee itself (its name on the tracee's stack, below the red
 // zone), so that its fd is the tracee's to map; pidfd_getfd(2) gives us a duplicate.
-// `populate`: its pages allocated (and zeroed) now, by us, in our mapping.
-void shared_memfd(TracedProcess& proc, Undo& undo, const std::string& name, const char* what,
-                  bool populate = false) {
+void shared_memfd(TracedProcess& proc, Undo& undo, const std::string& name, const char* what) {
   Task* t = proc.any_stopped_thread();
   if (!t || !t->regs()) {
     // Every thread is held in a group-stop (SIGSTOP): running a system call in one would take
@@ -147,11 +145,20 @@ void shared_memfd(TracedProcess& proc, Undo& undo, const std::string& name, cons
   if (::fstat(ours.get(), &st) == 0) undo.inode = st.st_ino;
   if (::ftruncate(ours.get(), static_cast<off_t>(undo.size)) != 0)
     throw Error::from_errno(std::string("ftruncate of ") + what);
-  void* view = ::mmap(nullptr, undo.size, PROT_READ | PROT_WRITE,
-                      MAP_SHARED | (populate ? MAP_POPULATE : 0), ours.get(), 0);
+  void* view = ::mmap(nullptr, undo.size, PROT_READ | PROT_WRITE, MAP_SHARED, ours.get(), 0);
   if (view == MAP_FAILED) throw Error::from_errno(std::string("mmap of ") + what);
   undo.view = view;
   undo.ours = std::move(ours);
+}
+
+// Every page of our view allocated, as MAP_POPULATE would have made them (MADV_POPULATE_WRITE,
+// Linux 5.14; else each page's first byte written onto itself: nothing else writes yet).
+void populate(std::uint8_t* view, std::uint64_t size) {
+  if (::madvise(view, size, MADV_POPULATE_WRITE) == 0) return;
+  for (std::uint64_t at = 0; at < size; at += 4096) {
+    volatile std::uint8_t* p = view + at;
+    *p = *p;
+  }
 }
 
 // The tracee's page table entries for [at, at + size) of a shared mapping whose pages exist:
@@ -298,8 +305,7 @@ JumpProbes::CallBuffer JumpProbes::map_call_buffer(const jump::CallBufferLayout&
   // So we allocate and zero the pages (in our mapping), and map them into the tracee's page
   // tables afterwards by reading a byte of each (fault_in), with its registers its own.
   proc_.held().mark("calls: before the call buffer");
-  shared_memfd(proc_, undo, jump::kCallBufferName, "the call buffer", true);
-  proc_.held().mark("call buffer: allocated (our mapping, populated)");
+  shared_memfd(proc_, undo, jump::kCallBufferName, "the call buffer");
   // Anywhere: the trampolines load its address whole. Data only, read-write.
   long at = tracee_syscall(
       SYS_mmap,
@@ -307,8 +313,20 @@ JumpProbes::CallBuffer JumpProbes::map_call_buffer(const jump::CallBufferLayout&
       "mmap of the call buffer");
   if (at < 0 && at > -4096) throw failed("mmap of the call buffer", proc_.pid(), at);
   undo.tracee_at = at;
+  // Its header at once, and the process's fd closed, before the pages are made (20-40 ms) and
+  // written through (the warm loop, ~250 ms): from here a SIGKILL of probecost leaves a mapping
+  // that `probecost restore` can tell is ours and unmap, and no fd. Formatted after the loop
+  // and closed after it, as they were, a death there left 32 MiB that restore could not claim,
+  // pinned besides by an fd in the process (4 of 12 SIGKILLs 0.4-0.9 s into `record -p`).
+  jump::format_call_buffer({static_cast<std::uint8_t*>(undo.view), undo.size},
+                           static_cast<std::uint64_t>(at), layout);
+  tracee_syscall(SYS_close, {undo.tracee_fd, 0, 0, 0, 0, 0}, "close of the call buffer's fd");
+  undo.tracee_fd = -1;
+  populate(static_cast<std::uint8_t*>(undo.view), undo.size);
+  proc_.held().mark("call buffer: allocated (our mapping, populated)");
   fault_in(proc_.pid(), RuntimeAddr(static_cast<std::uint64_t>(at)), undo.size);
   proc_.held().mark("call buffer: mapped in the process");
+  sys::at_stage("warm");
   std::string why;
   // PROBECOST_COLD_RINGS=1: populated only, as before (to measure the difference).
   const char* cold = std::getenv("PROBECOST_COLD_RINGS");
@@ -321,13 +339,10 @@ JumpProbes::CallBuffer JumpProbes::map_call_buffer(const jump::CallBufferLayout&
                   "): the first records into each of its pages pay for it";
   }
   proc_.held().mark("call buffer: written once by the process");
-  tracee_syscall(SYS_close, {undo.tracee_fd, 0, 0, 0, 0, 0}, "close of the call buffer's fd");
-  undo.tracee_fd = -1;
   CallBuffer b;
   b.view = static_cast<std::uint8_t*>(undo.view);
   b.size = undo.size;
   b.tracee_at = RuntimeAddr(static_cast<std::uint64_t>(at));
-  jump::format_call_buffer({b.view, b.size}, b.tracee_at.value(), layout);
   proc_.our_mappings().add({OurMapping::Kind::CallBuffer, b.tracee_at, b.size, undo.inode});
   undo.tracee_at = 0;
   undo.view = nullptr;

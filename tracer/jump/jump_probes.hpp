@@ -254,11 +254,13 @@ class JumpProbes {
   // A planned patch that did not go in: its entry or exit becomes an int3.
   static void to_int3(const JumpPlan& plan, const std::string& why, CallInstall& out);
 
-  // stack_threads.cpp: the thread table of stack snapshots.
+  // stack_threads.cpp: the thread table of stack snapshots. `top`: where the thread's own
+  // stack ends at the latest, when known (0 or outside the mapping: the mapping's end).
   std::optional<std::pair<std::uint64_t, std::uint64_t>> stack_bounds(
-      pid_t tid, std::uint64_t sp, const std::vector<Mapping>& maps) const;
+      pid_t tid, std::uint64_t sp, std::uint64_t top, const std::vector<Mapping>& maps) const;
   jump::ThreadTable thread_table();
-  void enter_stack(pid_t tid, std::uint64_t tp, std::uint64_t sp, const std::vector<Mapping>& maps);
+  void enter_stack(pid_t tid, std::uint64_t tp, std::uint64_t sp, std::uint64_t top,
+                   const std::vector<Mapping>& maps);
 
   // jump_map.cpp: the area's memfd and mappings, in the tracee and here.
   Area map_area(RuntimeAddr near);

@@ -4,9 +4,15 @@
 //   - the main thread: the "[stack]" mapping's end, down to its end less RLIMIT_STACK (the
 //     kernel grows it no further) but never below the mapping under it;
 //   - another thread: the mapping its stack pointer is in, at the attach (every thread
-//     stopped) or at its clone (the child's stack argument, before it runs).
+//     stopped) or at its clone (the child's stack argument, before it runs), but no higher
+//     than the top of its own stack: at its clone, the page of its first stack pointer; at the
+//     attach, its thread pointer when that is above its stack pointer in the same mapping
+//     (glibc puts struct pthread, the static TLS under it, at the top of every thread's stack,
+//     its own or one given by pthread_attr_setstack). The rest of the mapping is not the
+//     thread's: a program that gave it the lower part of a bigger mmap may unmap the upper
+//     part while it runs, and a copy up to the mapping's end would fault in the trampoline.
 // A thread on another stack at the moment its bounds are taken (a coroutine, a sigaltstack at
-// the attach) gets that mapping's bounds: a copy never leaves it.
+// the attach) gets that mapping's bounds: a copy never leaves it while the mapping stays.
 #include <sys/resource.h>
 #include <sys/user.h>
 
@@ -37,13 +43,14 @@ std::uint64_t stack_limit(pid_t pid) {
 }  // namespace
 
 std::optional<std::pair<std::uint64_t, std::uint64_t>> JumpProbes::stack_bounds(
-    pid_t tid, std::uint64_t sp, const std::vector<Mapping>& maps) const {
+    pid_t tid, std::uint64_t sp, std::uint64_t top, const std::vector<Mapping>& maps) const {
   for (std::size_t i = 0; i < maps.size(); ++i) {
     const Mapping& m = maps[i];
     bool main = tid == proc_.pid() && m.path == "[stack]";
     if (!main && !m.contains(RuntimeAddr(sp))) continue;
     if (!m.read || !m.write) return std::nullopt;
     std::uint64_t hi = m.end.value(), lo = m.start.value();
+    if (!main && top > sp && top < hi) hi = top;
     if (main) {
       std::uint64_t limit = stack_limit(proc_.pid());
       std::uint64_t below = i ? maps[i - 1].end.value() : 0;
@@ -65,18 +72,23 @@ void JumpProbes::enter_stacks_of_threads() {
   for (auto& [tid, task] : proc_.tasks()) {
     const user_regs_struct* r = task.regs();
     if (!r) continue;
-    enter_stack(tid, r->fs_base, r->rsp, maps);
+    enter_stack(tid, r->fs_base, r->rsp, r->fs_base, maps);
   }
 }
 
 void JumpProbes::enter_new_thread(pid_t tid, std::uint64_t tp, std::uint64_t sp) {
   if (!call_reader_ || !call_layout_.stack_bytes || !sp) return;
-  enter_stack(tid, tp, sp - 1, read_maps(proc_.proc_tid()));
+  // Its frames are all below its first stack pointer, but for what the clone's caller put
+  // there for the child to pop (glibc's clone(2) wrapper: the function and its argument, 16
+  // bytes): up to the end of that page.
+  constexpr std::uint64_t kPage = 4096;
+  std::uint64_t top = (sp + 16 + kPage - 1) & ~(kPage - 1);
+  enter_stack(tid, tp, sp - 1, top, read_maps(proc_.proc_tid()));
 }
 
-void JumpProbes::enter_stack(pid_t tid, std::uint64_t tp, std::uint64_t sp,
+void JumpProbes::enter_stack(pid_t tid, std::uint64_t tp, std::uint64_t sp, std::uint64_t top,
                              const std::vector<Mapping>& maps) {
-  auto bounds = stack_bounds(tid, sp, maps);
+  auto bounds = stack_bounds(tid, sp, top, maps);
   if (!bounds || !thread_table().enter(tp, bounds->first, bounds->second)) ++unbounded_threads_;
 }
 

@@ -32,7 +32,8 @@ void at_hit();
 // (the seize's first); if the attach is over first (at_stage("attached"): every thread let
 // run), a line on stderr says so and nothing dies. detach+N: the N-th call from
 // at_stage("detach") (letting go of the processes); runout+N: from at_stage("runout") (the
-// detach's threads caught in a trampoline, brought out). A death inside an injected call
+// detach's threads caught in a trampoline, brought out); warm+N: from at_stage("warm") (the
+// call buffer mapped in the process, about to be written through). A death inside an injected call
 // (set_injecting) is said on stderr first.
 void at_stage(const char* stage);
 // The same plan, given by a test that traces from a process of its own (fork, no exec).
