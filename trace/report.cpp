@@ -30,8 +30,9 @@ double snapshot_unwind_ns(const TraceReport& r) {
 void write_snapshots(std::ostream& out, const TraceReport& r) {
   out << "stacks of jump hits: " << r.snapshots << " snapshots, " << r.snapshots_unwound
       << " unwound (" << fmt("%.0f", snapshot_unwind_ns(r))
-      << " ns of the reader's CPU each, after the run), " << r.snapshots_truncated
-      << " cut short by --stack-size, " << r.snapshots_lost << " lost (no room)\n";
+      << " ns of the reader's CPU each, while the process ran), " << r.snapshots_truncated
+      << " cut short by --stack-size, " << r.snapshots_lost
+      << " lost (no room: the unwinding fell behind)\n";
   for (const auto& [why, n] : r.snapshots_not_copied)
     out << "  not copied: " << n << ", " << why << "\n";
 }

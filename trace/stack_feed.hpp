@@ -1,20 +1,26 @@
 #pragma once
-// `trace --stacks` on jump probes: the stack snapshots the trampolines write into the process's
-// call buffer (breakpoint/in_tracee/stack_record.hpp) are copied by a drain thread into a spool
-// as they come (record's CallDrain: no per-record work while the process runs), and unwound
-// once the image's probes are out (SnapshotUnwinder, libdw over the copied bytes: never in
-// the writer, never while the process is held), then counted per distinct stack as the int3
-// path counts them.
+// `trace --stacks` on jump probes: a thread of its own reads the stack snapshots the
+// trampolines write into the process's call buffer (breakpoint/in_tracee/stack_record.hpp)
+// while the process runs, unwinds each (SnapshotUnwinder, libdw over the copied bytes: never in
+// the writer, never in the ptrace thread) and keeps one count per distinct stack: memory that
+// grows with the distinct stacks, not with the hits, and nothing written to disk.
+//
+// The writers never wait for it: a snapshot that finds its CPU's ring full is dropped and
+// counted (the hit itself is counted by its probe as always). The program's cost per hit is
+// the copy, whatever the unwinder's speed; what the unwinder cannot keep up with is said, as
+// `lost`. (A spool the writers waited on cost 20 us per hit of 4 KiB, disk speed: see
+// docs/stacks.md.)
 #include <sys/types.h>
 
+#include <atomic>
 #include <cstdint>
-#include <functional>
 #include <map>
-#include <memory>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
-#include "trace/call_drain.hpp"
+#include "breakpoint/in_tracee/call_buffer.hpp"
 #include "tracer/symbols/stack_unwind.hpp"
 
 namespace probecost::trace_run {
@@ -27,31 +33,43 @@ struct SnapshotCounts {
 
 class StackFeed {
  public:
-  // Starts the drain over the process's snapshot buffer; the modules as mapped now.
+  // Starts the thread over the process's snapshot buffer; the modules as mapped now.
   StackFeed(jump::CallReader& reader, pid_t pid, unsigned max_depth, bool writers_syscall);
   ~StackFeed();
   StackFeed(const StackFeed&) = delete;
   StackFeed& operator=(const StackFeed&) = delete;
 
-  // A library came or went: the unwinder's modules read again.
-  void refresh();
-  // No writer is left: the drain's last copy, then each snapshot unwound; `add(site, ips)` for
-  // every unwound stack (the site first, then return addresses, as StackCollector gives them).
+  // A library came or went: the unwinder reads the maps again before its next pass (the
+  // caller, the ptrace thread, never waits for it).
+  void refresh() { maps_changed_.store(true, std::memory_order_release); }
+  // No writer is left: the thread stops, the last snapshots are unwound, and `add(site, ips, n)`
+  // is called for every distinct stack (the site first, then return addresses, as
+  // StackCollector gives them) and its count.
   template <typename F>
   void finish(F&& add) {
-    drain_.finish();
-    each_stack([&](std::uint64_t site, const std::vector<std::uint64_t>& ips) { add(site, ips); });
+    stop();
+    for (const auto& [key, n] : stacks_) add(key.first, key.second, n);
   }
   const SnapshotCounts& counts() const { return counts_; }
-  double drain_cpu_s() const { return drain_.cpu_s(); }
-  const std::string& error() const;
+  const std::string& error() const { return error_; }
 
  private:
-  void each_stack(const std::function<void(std::uint64_t, const std::vector<std::uint64_t>&)>& f);
+  void run();
+  void stop();
+  std::uint64_t pass(bool final);
+  void take(const std::uint8_t* data, std::size_t bytes);
+  void take_one(const std::uint8_t* record);
+
+  jump::CallReader& reader_;
   SnapshotUnwinder unwinder_;
-  CallSpool spool_;
-  CallDrain drain_;
+  bool writers_syscall_;
+  std::atomic<bool> stop_{false}, maps_changed_{false};
+  std::vector<std::uint8_t> copy_;  // one snapshot's stack bytes, out of the tracee's reach
+  std::map<std::pair<std::uint64_t, std::vector<std::uint64_t>>, std::uint64_t> stacks_;
   SnapshotCounts counts_;
+  std::string error_;
+  bool stopped_ = false;
+  std::thread thread_;
 };
 
 }  // namespace probecost::trace_run

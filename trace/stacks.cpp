@@ -25,9 +25,10 @@ void TraceRun::finish_stack_feed(ProcessTrace& tr) {
   if (!tr.stack_feed) return;
   tr.proc->set_new_stack_observer(nullptr);
   ProcessSymbols* symbols = tr.symbols.get();
-  tr.stack_feed->finish([&](std::uint64_t site, const std::vector<std::uint64_t>& ips) {
-    if (symbols) tr.rec.add_stack(*symbols, site, ips);
-  });
+  tr.stack_feed->finish(
+      [&](std::uint64_t site, const std::vector<std::uint64_t>& ips, std::uint64_t n) {
+        if (symbols) tr.rec.add_stack(*symbols, site, ips, n);
+      });
   const SnapshotCounts& c = tr.stack_feed->counts();
   report_.snapshots += c.snapshots;
   report_.snapshots_unwound += c.unwound;
