@@ -18,7 +18,10 @@ void TraceRun::start_stack_feed(ProcessTrace& tr) {
   p.set_new_stack_observer([t](pid_t tid, std::uint64_t tp, std::uint64_t sp) {
     if (t->jumps) t->jumps->enter_new_thread(tid, tp, sp);
   });
-  p.held().mark("stacks: the snapshots' drain");
+  // Each thread stops at its exit, where its entry in the thread table is freed (follow.cpp):
+  // else a slot's 8 entries fill with gone threads and the next get no copy.
+  p.report_thread_exits();
+  p.held().mark("stacks: the snapshots' feed");
 }
 
 void TraceRun::finish_stack_feed(ProcessTrace& tr) {
