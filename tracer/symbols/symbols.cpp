@@ -70,21 +70,24 @@ ProcessSymbols::ProcessSymbols(pid_t pid) : pid_(pid) {
   report();
 }
 
+// A new Dwfl, swapped in only once it has the modules: when the process is gone (a refresh
+// after its end), the modules read before stay, rather than no Dwfl at all (dwfl_addrmodule of
+// a null Dwfl leaves its module unset: describe() then read a wild pointer).
 void ProcessSymbols::report() {
-  tables_.clear();
-  if (dwfl_) dwfl_end(dwfl_);
-  dwfl_ = dwfl_begin(process_callbacks());
-  if (!dwfl_) throw Error(std::string("dwfl_begin: ") + dwfl_errmsg(-1));
+  Dwfl* fresh = dwfl_begin(process_callbacks());
+  if (!fresh) throw Error(std::string("dwfl_begin: ") + dwfl_errmsg(-1));
   // Three outcomes (elfutils tests/vdsosyms.c): 0 ok, -1 a libdwfl error, >0 an errno.
-  int r = dwfl_linux_proc_report(dwfl_, pid_);
+  int r = dwfl_linux_proc_report(fresh, pid_);
   if (r != 0) {
     std::string why = r < 0 ? dwfl_errmsg(-1) : std::strerror(r);
-    dwfl_end(dwfl_);
-    dwfl_ = nullptr;
+    dwfl_end(fresh);
     throw Error("cannot read the modules of process " + std::to_string(pid_) + ": " + why);
   }
-  dwfl_report_end(dwfl_, nullptr, nullptr);
-  tag_modules_with_pid(dwfl_, pid_);
+  dwfl_report_end(fresh, nullptr, nullptr);
+  tag_modules_with_pid(fresh, pid_);
+  tables_.clear();
+  if (dwfl_) dwfl_end(dwfl_);
+  dwfl_ = fresh;
 }
 
 void ProcessSymbols::refresh() {
