@@ -35,6 +35,9 @@ void write_snapshots(std::ostream& out, const TraceReport& r) {
       << " lost (no room: the unwinding fell behind)\n";
   for (const auto& [why, n] : r.snapshots_not_copied)
     out << "  not copied: " << n << ", " << why << "\n";
+  if (auto w = needed_summary(r.snapshots_needed); !w.empty())
+    out << "  bytes of stack the complete ones needed: median " << w["median"] << ", 90% "
+        << w["p90"] << ", 99% " << w["p99"] << ", most " << w["max"] << "\n";
 }
 
 std::string fmt_str(const char* f, const std::string& v) {
@@ -155,7 +158,8 @@ nlohmann::json to_json(const TraceReport& r) {
                       {"truncated", r.snapshots_truncated},
                       {"lost", r.snapshots_lost},
                       {"not_copied", r.snapshots_not_copied},
-                      {"unwind_ns_per_snapshot", snapshot_unwind_ns(r)}};
+                      {"unwind_ns_per_snapshot", snapshot_unwind_ns(r)},
+                      {"needed_bytes", needed_summary(r.snapshots_needed)}};
   }
   return j;
 }

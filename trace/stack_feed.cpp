@@ -4,6 +4,7 @@
 #include <time.h>
 #include <x86intrin.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "common/error.hpp"
@@ -50,6 +51,8 @@ void StackFeed::take_one(const std::uint8_t* record) {
   s.stack = copy_;
   auto st = unwinder_.unwind(s);
   if (st.truncated) ++counts_.truncated;
+  if (!st.truncated && !st.ips.empty())
+    ++counts_.needed[std::min<std::uint64_t>((st.needed + 255) / 256, kNeededBuckets - 1)];
   if (st.ips.empty()) return;
   ++counts_.unwound;
   ++stacks_[{s.rip, std::move(st.ips)}];

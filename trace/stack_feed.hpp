@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "breakpoint/in_tracee/call_buffer.hpp"
+#include "trace/trace.hpp"
 #include "tracer/symbols/stack_unwind.hpp"
 
 namespace probecost::trace_run {
@@ -29,6 +30,9 @@ struct SnapshotCounts {
   std::uint64_t snapshots = 0, unwound = 0, truncated = 0;
   std::map<jump::SnapshotBound, std::uint64_t> not_copied;  // by why
   double unwind_s = 0;                                      // the reader's CPU for them
+  // Complete stacks by the bytes they needed (SnapshotUnwinder::Stack::needed), bucket i for
+  // up to 256 * i bytes (kNeededBuckets: up to 64 KiB).
+  std::vector<std::uint64_t> needed = std::vector<std::uint64_t>(kNeededBuckets, 0);
 };
 
 class StackFeed {
