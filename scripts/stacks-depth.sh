@@ -39,9 +39,9 @@ PY
 }
 
 LC_ALL=C.UTF-8 depth "sort (strcoll, C.UTF-8, 200000 words)" strcoll sort -o "$tmp/sorted" "$tmp/words"
-depth "find /usr (readdir64)" readdir64 find /usr -name '*.h'
+depth "find /usr (readdir64)" libc.so.6:readdir64 find /usr -name '*.h'
 depth "python3 compileall (PyUnicode_New)" PyUnicode_New \
-  python3 -m compileall -q -f -d "$tmp" -o 0 /usr/lib/python3.11/json /usr/lib/python3.11/email
-depth "python3 json (PyObject_Malloc)" PyObject_Malloc python3 -c \
+  /usr/bin/python3.11 -m compileall -q -f -d "$tmp" -o 0 /usr/lib/python3.11/json /usr/lib/python3.11/email /usr/lib/python3.11/xml
+depth "python3 json (PyUnicode_New)" PyUnicode_New /usr/bin/python3.11 -c \
   'import json; d=[{"k%d" % i: [str(i)] * 3} for i in range(50000)]; print(len(json.loads(json.dumps(d))))'
 echo "load: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -25,7 +25,11 @@ constexpr long kPollNs = 1'000'000;     // writers that make no system call: we 
 }  // namespace
 
 StackFeed::StackFeed(jump::CallReader& reader, pid_t pid, unsigned max_depth, bool writers_syscall)
-    : reader_(reader), unwinder_(pid, max_depth), writers_syscall_(writers_syscall) {
+    : reader_(reader),
+      pid_(pid),
+      max_depth_(max_depth),
+      unwinder_(std::make_unique<SnapshotUnwinder>(pid, max_depth)),
+      writers_syscall_(writers_syscall) {
   reader_.set_blocking(false);
   thread_ = std::thread([this] { run(); });
 }
@@ -49,7 +53,8 @@ void StackFeed::take_one(const std::uint8_t* record) {
   }
   copy_.assign(s.stack.begin(), s.stack.end());
   s.stack = copy_;
-  auto st = unwinder_.unwind(s);
+  std::lock_guard<std::mutex> hold(unwinder_lock_);
+  auto st = unwinder_->unwind(s);
   if (st.truncated) ++counts_.truncated;
   if (!st.truncated && !st.ips.empty())
     ++counts_.needed[std::min<std::uint64_t>((st.needed + 255) / 256, kNeededBuckets - 1)];
@@ -63,14 +68,18 @@ void StackFeed::take(const std::uint8_t* data, std::size_t bytes) {
   for (std::size_t at = 0; at + rs <= bytes; at += rs) take_one(data + at);
 }
 
-std::uint64_t StackFeed::pass(bool final) {
-  if (maps_changed_.exchange(false, std::memory_order_acq_rel)) {
-    try {
-      unwinder_.refresh();
-    } catch (const Error&) {
-      // The process is gone: its last maps stay.
-    }
+void StackFeed::refresh() {
+  std::unique_ptr<SnapshotUnwinder> fresh;
+  try {
+    fresh = std::make_unique<SnapshotUnwinder>(pid_, max_depth_);
+  } catch (const Error&) {
+    return;  // the process is gone: its last maps stay
   }
+  std::lock_guard<std::mutex> hold(unwinder_lock_);
+  unwinder_.swap(fresh);
+}
+
+std::uint64_t StackFeed::pass(bool final) {
   return reader_.poll(__rdtsc(), final,
                       [this](std::uint32_t, const std::uint8_t* d, std::size_t n) { take(d, n); });
 }

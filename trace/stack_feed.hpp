@@ -15,6 +15,8 @@
 #include <atomic>
 #include <cstdint>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <utility>
@@ -43,9 +45,10 @@ class StackFeed {
   StackFeed(const StackFeed&) = delete;
   StackFeed& operator=(const StackFeed&) = delete;
 
-  // A library came or went: the unwinder reads the maps again before its next pass (the
-  // caller, the ptrace thread, never waits for it).
-  void refresh() { maps_changed_.store(true, std::memory_order_release); }
+  // A library came or went (the process is stopped at r_brk): a new unwinder reads the maps
+  // now, in the caller's thread (later, the process may be gone), and takes the old one's place
+  // between two snapshots (the caller waits for at most the one being unwound).
+  void refresh();
   // No writer is left: the thread stops, the last snapshots are unwound, and `add(site, ips, n)`
   // is called for every distinct stack (the site first, then return addresses, as
   // StackCollector gives them) and its count.
@@ -65,9 +68,12 @@ class StackFeed {
   void take_one(const std::uint8_t* record);
 
   jump::CallReader& reader_;
-  SnapshotUnwinder unwinder_;
+  pid_t pid_;
+  unsigned max_depth_;
+  std::mutex unwinder_lock_;  // held by the thread for each snapshot, by refresh() to swap
+  std::unique_ptr<SnapshotUnwinder> unwinder_;
   bool writers_syscall_;
-  std::atomic<bool> stop_{false}, maps_changed_{false};
+  std::atomic<bool> stop_{false};
   std::vector<std::uint8_t> copy_;  // one snapshot's stack bytes, out of the tracee's reach
   std::map<std::pair<std::uint64_t, std::vector<std::uint64_t>>, std::uint64_t> stacks_;
   SnapshotCounts counts_;

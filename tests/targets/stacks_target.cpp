@@ -6,6 +6,9 @@
 //   4 GiB from the last (so their thread pointers all hash to one slot of a jump probe's thread
 //   table, which holds 8), each calling path_a once: the 9th on finds a slot only if the
 //   exited threads' entries were freed.
+//   stacks_target dlopen PATH: dlopens PATH (stacks_lib.cpp) and calls stack_leaf through its
+//   stacks_lib_call 5 times: a frame in a library mapped after the probes went in.
+#include <dlfcn.h>
 #include <pthread.h>
 #include <sys/mman.h>
 
@@ -79,8 +82,20 @@ static int threads_on_own_stacks() {
   return 0;
 }
 
+static int through_a_library(const char* path) {
+  void* lib = dlopen(path, RTLD_NOW);
+  if (!lib) return 1;
+  auto call = reinterpret_cast<int (*)(int (*)(int), int)>(dlsym(lib, "stacks_lib_call"));
+  if (!call) return 1;
+  int s = 0;
+  for (int i = 0; i < 5; ++i) s += call(stack_leaf, i);
+  std::printf("dlopen lib=5 leaf=5 sum=%d\n", s);
+  return 0;
+}
+
 int main(int argc, char** argv) {
   if (argc > 1 && std::string_view(argv[1]) == "slots") return threads_on_own_stacks();
+  if (argc > 2 && std::string_view(argv[1]) == "dlopen") return through_a_library(argv[2]);
   int s = 0;
   for (int i = 0; i < 3; ++i) s += path_a(i);
   for (int i = 0; i < 5; ++i) s += path_b(i);
