@@ -92,11 +92,12 @@ int trace_command(const std::vector<std::string>& all_args) {
       "a symbol found in several modules: probe all of them")(
       "stacks", po::bool_switch(&opts.stacks),
       "capture the call stack at every hit: a jump probe copies the registers and the top of "
-      "the thread's stack (--stack-size) and probecost unwinds the copies after the run; an "
+      "the thread's stack (--stack-size) and probecost unwinds the copies as it runs; an "
       "int3 probe stops the thread and is unwound over ptrace, tens of microseconds per hit")(
       "stack-size", po::value(&stack_size)->default_value("8192"),
       "with --stacks: bytes of stack a jump probe copies per hit (perf's --call-graph "
-      "dwarf,SIZE), 64 to 65408; 0: every probe an int3, unwound over ptrace")(
+      "dwarf,SIZE), 64 to 65408 (python3's stacks need up to 9 KiB, C programs' 1-3.5); 0: "
+      "every probe an int3, unwound over ptrace")(
       "usdt-args", po::bool_switch(&opts.usdt_args),
       "USDT probes: read the arguments at every hit (numbers sized and signed as the note says, "
       "text quoted, truncated at 64 bytes with '...') and count each distinct list; every "

@@ -16,6 +16,7 @@ void TraceRun::start_session(ProcessTrace& tr) {
   });
   tr.proc->set_thread_exit_observer([t](pid_t tid) {
     if (t->feed) t->feed->thread_exiting(tid);
+    if (t->jumps) t->jumps->forget_thread(tid);  // its stack bounds' entry, for the next thread
   });
   tr.session->set_hit_observer([this, t](pid_t tid, StoppedThread& thread, BreakpointSite& site) {
     if (t->feed) t->feed->on_int3(tid, site.address(), thread.regs(), t->proc->memory());

@@ -84,7 +84,9 @@ void TraceRun::watch_link_map(ProcessTrace& tr) {
   bool in_library = std::any_of(tr.probes.begin(), tr.probes.end(), [&](const auto& probe) {
     return probe.module != tr.symbols->executable();
   });
-  if (tr.pending.empty() && !in_library) return;
+  // --stacks' snapshots: the unwinder must see a library that comes (dlopen), or the stacks
+  // through it end there.
+  if (tr.pending.empty() && !in_library && !tr.stack_feed) return;
   tr.link_map = LinkMapWatch::find(*tr.symbols, p.memory());
   if (!tr.link_map) {
     if (!tr.pending.empty() && opts_.announce) {
@@ -110,7 +112,11 @@ void TraceRun::on_link_map(ProcessTrace& tr, Task& task) {
   if (!tr.link_map->consistent(tr.proc->memory())) return;
   if (!tr.symbols)
     tr.symbols = std::make_unique<ProcessSymbols>(tr.proc->proc_tid());  // a fork child
-  if (tr.stack_feed) tr.stack_feed->refresh();  // the snapshots' unwinder sees the new modules
+  if (tr.stack_feed) {
+    tr.stack_feed->refresh();  // the snapshots' unwinder sees the new modules
+    // And the names: the stacks are named once the process is gone, too late to read its maps.
+    if (tr.pending.empty()) tr.symbols->refresh();
+  }
   auto gone = tr.proc->forget_moved_code();
   if (!gone.empty()) retire(tr, gone);
   if (!tr.pending.empty()) install_pending(tr, task);

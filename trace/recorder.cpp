@@ -30,7 +30,7 @@ void Recorder::record_stack(ProcessSymbols& symbols, pid_t tid, StoppedThread& t
 }
 
 void Recorder::add_stack(ProcessSymbols& symbols, std::uint64_t site,
-                         const std::vector<std::uint64_t>& ips) {
+                         const std::vector<std::uint64_t>& ips, std::uint64_t n) {
   for (std::size_t i = 0; i < ips.size(); ++i) {
     // Return addresses point after the call: look up ip-1 for the caller's line (frame 0 is
     // the site itself).
@@ -47,7 +47,7 @@ void Recorder::add_stack(ProcessSymbols& symbols, std::uint64_t site,
     }
     frame_names[ip] = name;
   }
-  ++stacks[site][ips];
+  stacks[site][ips] += n;
 }
 
 std::vector<StackCount> Recorder::top_stacks(std::uint64_t site) const {

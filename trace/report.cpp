@@ -30,10 +30,14 @@ double snapshot_unwind_ns(const TraceReport& r) {
 void write_snapshots(std::ostream& out, const TraceReport& r) {
   out << "stacks of jump hits: " << r.snapshots << " snapshots, " << r.snapshots_unwound
       << " unwound (" << fmt("%.0f", snapshot_unwind_ns(r))
-      << " ns of the reader's CPU each, after the run), " << r.snapshots_truncated
-      << " cut short by --stack-size, " << r.snapshots_lost << " lost (no room)\n";
+      << " ns of the reader's CPU each, while the process ran), " << r.snapshots_truncated
+      << " cut short by --stack-size, " << r.snapshots_lost
+      << " lost (no room: the unwinding fell behind)\n";
   for (const auto& [why, n] : r.snapshots_not_copied)
     out << "  not copied: " << n << ", " << why << "\n";
+  if (auto w = needed_summary(r.snapshots_needed); !w.empty())
+    out << "  bytes of stack the complete ones needed: median " << w["median"] << ", 90% "
+        << w["p90"] << ", 99% " << w["p99"] << ", most " << w["max"] << "\n";
 }
 
 std::string fmt_str(const char* f, const std::string& v) {
@@ -154,7 +158,8 @@ nlohmann::json to_json(const TraceReport& r) {
                       {"truncated", r.snapshots_truncated},
                       {"lost", r.snapshots_lost},
                       {"not_copied", r.snapshots_not_copied},
-                      {"unwind_ns_per_snapshot", snapshot_unwind_ns(r)}};
+                      {"unwind_ns_per_snapshot", snapshot_unwind_ns(r)},
+                      {"needed_bytes", needed_summary(r.snapshots_needed)}};
   }
   return j;
 }

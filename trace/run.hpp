@@ -53,8 +53,8 @@ struct Recorder {
   void record_stack(ProcessSymbols& symbols, pid_t tid, StoppedThread& thread,
                     BreakpointSite& site);
   // A stack unwound from a jump probe's snapshot, counted as record_stack counts its own.
-  void add_stack(ProcessSymbols& symbols, std::uint64_t site,
-                 const std::vector<std::uint64_t>& ips);
+  void add_stack(ProcessSymbols& symbols, std::uint64_t site, const std::vector<std::uint64_t>& ips,
+                 std::uint64_t n = 1);
   std::vector<StackCount> top_stacks(std::uint64_t site) const;
   void forget_image() {
     thread_hits.clear();

@@ -1,9 +1,11 @@
 #include "trace/stack_feed.hpp"
 
-#include <sys/mman.h>
+#include <pthread.h>
 #include <time.h>
+#include <x86intrin.h>
 
-#include <cstdlib>
+#include <algorithm>
+#include <cstring>
 
 #include "common/error.hpp"
 
@@ -11,71 +13,113 @@ namespace probecost::trace_run {
 
 namespace {
 
-std::string spool_dir() {
-  const char* t = std::getenv("TMPDIR");
-  return t && *t ? t : "/var/tmp";
-}
-
-CallDrain::Options drain_options(bool writers_syscall) {
-  CallDrain::Options o;
-  o.writers_syscall = writers_syscall;
-  return o;
-}
-
 double thread_cpu_s() {
   timespec t{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
   return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
 }
 
+constexpr long kFlushNs = 100'000'000;  // a partly filled sub-buffer is read after this
+constexpr long kPollNs = 1'000'000;     // writers that make no system call: we poll
+
 }  // namespace
 
 StackFeed::StackFeed(jump::CallReader& reader, pid_t pid, unsigned max_depth, bool writers_syscall)
-    : unwinder_(pid, max_depth),
-      spool_(spool_dir(), reader.layout().record_size, reader.layout().max_ids),
-      drain_(reader, spool_, drain_options(writers_syscall)) {}
+    : reader_(reader),
+      pid_(pid),
+      max_depth_(max_depth),
+      unwinder_(std::make_unique<SnapshotUnwinder>(pid, max_depth)),
+      writers_syscall_(writers_syscall) {
+  reader_.set_blocking(false);
+  thread_ = std::thread([this] { run(); });
+}
 
 StackFeed::~StackFeed() {
-  drain_.finish();
+  try {
+    stop();
+  } catch (...) {
+  }
+}
+
+// Every field of a record is the tracee's: decode_snapshot reads the header once and clamps
+// the copy to the slot; the bytes are copied out before the unwinder reads them.
+void StackFeed::take_one(const std::uint8_t* record) {
+  const std::uint32_t rs = reader_.layout().record_size;
+  jump::StackSnapshot s = jump::decode_snapshot({record, rs});
+  ++counts_.snapshots;
+  if (s.bound != jump::SnapshotBound::Bounded) {
+    ++counts_.not_copied[s.bound];
+    return;
+  }
+  copy_.assign(s.stack.begin(), s.stack.end());
+  s.stack = copy_;
+  std::lock_guard<std::mutex> hold(unwinder_lock_);
+  auto st = unwinder_->unwind(s);
+  if (st.truncated) ++counts_.truncated;
+  if (!st.truncated && !st.ips.empty())
+    ++counts_.needed[std::min<std::uint64_t>((st.needed + 255) / 256, kNeededBuckets - 1)];
+  if (st.ips.empty()) return;
+  ++counts_.unwound;
+  ++stacks_[{s.rip, std::move(st.ips)}];
+}
+
+void StackFeed::take(const std::uint8_t* data, std::size_t bytes) {
+  const std::uint32_t rs = reader_.layout().record_size;
+  for (std::size_t at = 0; at + rs <= bytes; at += rs) take_one(data + at);
 }
 
 void StackFeed::refresh() {
-  unwinder_.refresh();
+  std::unique_ptr<SnapshotUnwinder> fresh;
+  try {
+    fresh = std::make_unique<SnapshotUnwinder>(pid_, max_depth_);
+  } catch (const Error&) {
+    return;  // the process is gone: its last maps stay
+  }
+  std::lock_guard<std::mutex> hold(unwinder_lock_);
+  unwinder_.swap(fresh);
 }
 
-const std::string& StackFeed::error() const {
-  return drain_.error().empty() ? spool_.error() : drain_.error();
+std::uint64_t StackFeed::pass(bool final) {
+  return reader_.poll(__rdtsc(), final,
+                      [this](std::uint32_t, const std::uint8_t* d, std::size_t n) { take(d, n); });
 }
 
-// The spool, mapped, read chunk by chunk (the drain wrote them: whole records). Every field of
-// a record is the tracee's: decode_snapshot clamps the copy to its slot.
-void StackFeed::each_stack(
-    const std::function<void(std::uint64_t, const std::vector<std::uint64_t>&)>& f) {
-  std::uint64_t size = spool_.size();
-  if (!size) return;
-  void* m = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, spool_.fd(), 0);
-  if (m == MAP_FAILED) throw Error::from_errno("cannot map the stack spool");
-  const auto* base = static_cast<const std::uint8_t*>(m);
-  const std::uint32_t rs = spool_.record_size();
-  double t0 = thread_cpu_s();
-  for (const auto& c : spool_.chunks()) {
-    if (c.bytes % rs || c.offset + c.bytes > size) continue;
-    for (std::uint64_t at = 0; at < c.bytes; at += rs) {
-      jump::StackSnapshot s = jump::decode_snapshot({base + c.offset + at, rs});
-      ++counts_.snapshots;
-      if (s.bound != jump::SnapshotBound::Bounded) {
-        ++counts_.not_copied[s.bound];
-        continue;
+void StackFeed::run() {
+  ::pthread_setname_np(::pthread_self(), "probecost-stack");
+  try {
+    while (!stop_.load(std::memory_order_acquire)) {
+      // The word before the pass: a writer that fills a sub-buffer after this load changes it,
+      // and the wait below returns at once.
+      std::uint32_t seen = reader_.wake_word();
+      if (pass(false) || stop_.load(std::memory_order_acquire)) continue;
+      if (writers_syscall_) {
+        reader_.wait_for_writers(seen, kFlushNs);
+      } else {
+        timespec t{0, kPollNs};
+        ::nanosleep(&t, nullptr);
       }
-      auto st = unwinder_.unwind(s);
-      if (st.truncated) ++counts_.truncated;
-      if (st.ips.empty()) continue;
-      ++counts_.unwound;
-      f(s.rip, st.ips);
     }
+  } catch (const std::exception& e) {
+    // The tracee wrote a head no writer of ours can have: nothing more is read from it.
+    error_ = e.what();
+  }
+  counts_.unwind_s += thread_cpu_s();
+}
+
+void StackFeed::stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  stop_.store(true, std::memory_order_release);
+  reader_.wake_reader();
+  thread_.join();
+  if (!error_.empty()) return;
+  double t0 = thread_cpu_s();
+  try {
+    pass(true);
+  } catch (const std::exception& e) {
+    error_ = e.what();
   }
   counts_.unwind_s += thread_cpu_s() - t0;
-  ::munmap(m, size);
 }
 
 }  // namespace probecost::trace_run

@@ -1,20 +1,29 @@
 #pragma once
-// `trace --stacks` on jump probes: the stack snapshots the trampolines write into the process's
-// call buffer (breakpoint/in_tracee/stack_record.hpp) are copied by a drain thread into a spool
-// as they come (record's CallDrain: no per-record work while the process runs), and unwound
-// once the image's probes are out (SnapshotUnwinder, libdw over the copied bytes: never in
-// the writer, never while the process is held), then counted per distinct stack as the int3
-// path counts them.
+// `trace --stacks` on jump probes: a thread of its own reads the stack snapshots the
+// trampolines write into the process's call buffer (breakpoint/in_tracee/stack_record.hpp)
+// while the process runs, unwinds each (SnapshotUnwinder, libdw over the copied bytes: never in
+// the writer, never in the ptrace thread) and keeps one count per distinct stack: memory that
+// grows with the distinct stacks, not with the hits, and nothing written to disk.
+//
+// The writers never wait for it: a snapshot that finds its CPU's ring full is dropped and
+// counted (the hit itself is counted by its probe as always). The program's cost per hit is
+// the copy, whatever the unwinder's speed; what the unwinder cannot keep up with is said, as
+// `lost`. (A spool the writers waited on cost 20 us per hit of 4 KiB, disk speed: see
+// docs/stacks.md.)
 #include <sys/types.h>
 
+#include <atomic>
 #include <cstdint>
-#include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
-#include "trace/call_drain.hpp"
+#include "breakpoint/in_tracee/call_buffer.hpp"
+#include "trace/trace.hpp"
 #include "tracer/symbols/stack_unwind.hpp"
 
 namespace probecost::trace_run {
@@ -23,35 +32,54 @@ struct SnapshotCounts {
   std::uint64_t snapshots = 0, unwound = 0, truncated = 0;
   std::map<jump::SnapshotBound, std::uint64_t> not_copied;  // by why
   double unwind_s = 0;                                      // the reader's CPU for them
+  // Complete stacks by the bytes they needed (SnapshotUnwinder::Stack::needed), bucket i for
+  // up to 256 * i bytes (kNeededBuckets: up to 64 KiB).
+  std::vector<std::uint64_t> needed = std::vector<std::uint64_t>(kNeededBuckets, 0);
 };
 
 class StackFeed {
  public:
-  // Starts the drain over the process's snapshot buffer; the modules as mapped now.
+  // Starts the thread over the process's snapshot buffer; the modules as mapped now.
   StackFeed(jump::CallReader& reader, pid_t pid, unsigned max_depth, bool writers_syscall);
   ~StackFeed();
   StackFeed(const StackFeed&) = delete;
   StackFeed& operator=(const StackFeed&) = delete;
 
-  // A library came or went: the unwinder's modules read again.
+  // A library came or went (the process is stopped at r_brk): a new unwinder reads the maps
+  // now, in the caller's thread (later, the process may be gone), and takes the old one's place
+  // between two snapshots (the caller waits for at most the one being unwound).
   void refresh();
-  // No writer is left: the drain's last copy, then each snapshot unwound; `add(site, ips)` for
-  // every unwound stack (the site first, then return addresses, as StackCollector gives them).
+  // No writer is left: the thread stops, the last snapshots are unwound, and `add(site, ips, n)`
+  // is called for every distinct stack (the site first, then return addresses, as
+  // StackCollector gives them) and its count.
   template <typename F>
   void finish(F&& add) {
-    drain_.finish();
-    each_stack([&](std::uint64_t site, const std::vector<std::uint64_t>& ips) { add(site, ips); });
+    stop();
+    for (const auto& [key, n] : stacks_) add(key.first, key.second, n);
   }
   const SnapshotCounts& counts() const { return counts_; }
-  double drain_cpu_s() const { return drain_.cpu_s(); }
-  const std::string& error() const;
+  const std::string& error() const { return error_; }
 
  private:
-  void each_stack(const std::function<void(std::uint64_t, const std::vector<std::uint64_t>&)>& f);
-  SnapshotUnwinder unwinder_;
-  CallSpool spool_;
-  CallDrain drain_;
+  void run();
+  void stop();
+  std::uint64_t pass(bool final);
+  void take(const std::uint8_t* data, std::size_t bytes);
+  void take_one(const std::uint8_t* record);
+
+  jump::CallReader& reader_;
+  pid_t pid_;
+  unsigned max_depth_;
+  std::mutex unwinder_lock_;  // held by the thread for each snapshot, by refresh() to swap
+  std::unique_ptr<SnapshotUnwinder> unwinder_;
+  bool writers_syscall_;
+  std::atomic<bool> stop_{false};
+  std::vector<std::uint8_t> copy_;  // one snapshot's stack bytes, out of the tracee's reach
+  std::map<std::pair<std::uint64_t, std::vector<std::uint64_t>>, std::uint64_t> stacks_;
   SnapshotCounts counts_;
+  std::string error_;
+  bool stopped_ = false;
+  std::thread thread_;
 };
 
 }  // namespace probecost::trace_run

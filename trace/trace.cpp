@@ -248,7 +248,8 @@ void TraceRun::let_go_after_failure() {
 void TraceRun::announce_stacks(ProcessTrace& tr) {
   if (tr.stack_feed) {
     notes_ << opts_.tool << ": --stacks: each jump probe's hit copies its registers and up to "
-           << opts_.stack_size << " bytes of its stack, unwound after the run (no stop); an "
+           << opts_.stack_size
+           << " bytes of its stack, unwound by probecost as it runs (no stop); an "
            << "int3 probe's hits are unwound over ptrace" << std::endl;
     return;
   }

@@ -158,6 +158,8 @@ struct TraceReport {
   std::uint64_t snapshots = 0, snapshots_unwound = 0, snapshots_truncated = 0, snapshots_lost = 0;
   std::map<std::string, std::uint64_t> snapshots_not_copied;  // by why
   double snapshot_unwind_s = 0;
+  // Complete stacks by the bytes of stack they needed, in 256-byte steps (needed_summary).
+  std::vector<std::uint64_t> snapshots_needed;
   double stack_ns_per_hit = 0;  // part of the tracer's spent unwinding, per int3 hit (--stacks)
   double syscalls_per_int3_hit = 0;  // the tracer's system calls (a jump hit makes none)
   bool stacks = false;
@@ -177,5 +179,10 @@ TraceReport run_trace(const TraceOptions& opts, std::ostream& notes);
 std::vector<Symbol> list_target_symbols(const TraceOptions& opts, const std::string& pattern);
 // The USDT probes of the target whose name matches `pattern` ("usdt:GLOB", as bpftrace -l).
 std::vector<UsdtProbe> list_target_usdt(const TraceOptions& opts, const std::string& pattern);
+
+// The bytes of stack the complete stacks needed (TraceReport::snapshots_needed): "median",
+// "p90", "p99", "max", and "within_4096", "within_8192", "within_16384" (how many fit).
+inline constexpr std::size_t kNeededBuckets = 257;
+std::map<std::string, std::uint64_t> needed_summary(const std::vector<std::uint64_t>& buckets);
 
 }  // namespace probecost

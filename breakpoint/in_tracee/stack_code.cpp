@@ -1,8 +1,11 @@
 // The code of a stack snapshot (stack_record.hpp) in a trampoline, inside the call record's
 // restartable sequence: %rax is the record's slot, %rdx holds the TSC, %rcx the CPU's control
 // block and %rsi the head (both needed for the commit, so parked in %r8 and %r9 while the copy
-// uses them), %rdi the direction flag as read before the sequence (a push or pop inside it
-// would leave %rsp off by 8 when the kernel aborts the sequence between the two):
+// uses them), %r11 the direction flag as read before the sequence (a push or pop inside it
+// would leave %rsp off by 8 when the kernel aborts the sequence between the two). Nothing in
+// the sequence writes %r11: an abort (a signal, a preemption) restarts it from its start, with
+// what it tests there as it was (the copy's %rdi was, once, and a copy cut by a signal came
+// back as "the direction flag set"):
 //
 //   words:   tsc, %fs:0, rsp | id, site, rbp, rbx, r12-r15
 //   lookup:  %rdx = the thread table's first slot for %fs:0; up to kThreadProbe entries
@@ -22,7 +25,7 @@ namespace {
 
 constexpr auto RBX = ZYDIS_REGISTER_RBX, RBP = ZYDIS_REGISTER_RBP, R12 = ZYDIS_REGISTER_R12,
                R13 = ZYDIS_REGISTER_R13, R14 = ZYDIS_REGISTER_R14, R15 = ZYDIS_REGISTER_R15,
-               EDI = ZYDIS_REGISTER_EDI;
+               R11D = ZYDIS_REGISTER_R11D;
 
 struct Labels {
   RuntimeAddr loop, found, unknown, off_stack, df_set, done, end;
@@ -97,7 +100,7 @@ void emit(Assembler& a, const CallRecordTarget& t, const Frame& frame, const Lab
   a.must(ZYDIS_MNEMONIC_MOV, {reg(EDX), imm(t.layout.stack_bytes)});
   a.must(ZYDIS_MNEMONIC_CMP, {reg(RCX), reg(RDX)});
   a.must(ZYDIS_MNEMONIC_CMOVNBE, {reg(RCX), reg(RDX)});
-  a.must(ZYDIS_MNEMONIC_TEST, {reg(EDI), reg(EDI)});
+  a.must(ZYDIS_MNEMONIC_TEST, {reg(R11D), reg(R11D)});
   must_jump(a, ZYDIS_MNEMONIC_JNZ, in.df_set);
   a.must(ZYDIS_MNEMONIC_MOV, {mem(RAX, jump::kSnapshotSizeOffset, 4), reg(ECX)});
   a.must(ZYDIS_MNEMONIC_MOV, {mem(RAX, jump::kSnapshotSizeOffset + 4, 4), imm(0)});
@@ -119,12 +122,12 @@ void emit(Assembler& a, const CallRecordTarget& t, const Frame& frame, const Lab
 
 }  // namespace
 
-// Before the sequence: %edi = DF (0x400) of the site's flags. pushfq/pop, not popfq: reading
+// Before the sequence: %r11d = DF (0x400) of the site's flags. pushfq/pop, not popfq: reading
 // the flags is cheap, writing them back is what costs.
 void emit_snapshot_prologue(Assembler& a) {
   a.must(ZYDIS_MNEMONIC_PUSHFQ, {});
-  a.must(ZYDIS_MNEMONIC_POP, {reg(RDI)});
-  a.must(ZYDIS_MNEMONIC_AND, {reg(EDI), imm(0x400)});
+  a.must(ZYDIS_MNEMONIC_POP, {reg(R11)});
+  a.must(ZYDIS_MNEMONIC_AND, {reg(R11D), imm(0x400)});
 }
 
 // Every branch is rel32, so the layout does not depend on the labels: a first pass finds them,

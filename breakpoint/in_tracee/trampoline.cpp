@@ -75,7 +75,7 @@ void emit_record(Assembler& a, const TrampolineSpec& spec) {
 // The registers the body writes, in push order.
 std::vector<ZydisRegister> clobbered(const TrampolineSpec& spec, Work work) {
   if (work == Work::Entry && spec.calls->layout.stack_bytes)
-    return {RAX, RCX, RDX, RSI, RDI, R8, R9, R10};
+    return {RAX, RCX, RDX, RSI, RDI, R8, R9, R10, R11};
   if (work != Work::Count) return {RAX, RCX, RDX, RSI};
   std::vector<ZydisRegister> out;
   if (spec.per_cpu) out = {RAX, RCX};

@@ -425,4 +425,55 @@ TEST(StackSnapshots, ASiteReachedWithTheDirectionFlagSetIsNotCopied) {
   EXPECT_GT(snaps[1].stack.size(), 0u);
 }
 
+// A signal delivered inside the restartable sequence aborts it, and the kernel restarts it
+// from its start: a register the sequence writes (the copy's %rdi) must not be what it tests
+// there. Made certain here: a coroutine's stack whose bounds, as entered, run one page past it
+// into a PROT_NONE page; the copy faults there, the SIGSEGV handler opens the page, and the
+// sequence runs again. Before: the direction flag was kept in %rdi, and the second run said
+// "the direction flag set at the site" and copied nothing.
+std::uint8_t* g_shut_page = nullptr;
+int g_faults = 0;
+
+void open_shut_page(int, siginfo_t* si, void*) {
+  auto* at = static_cast<std::uint8_t*>(si->si_addr);
+  if (!g_shut_page || at < g_shut_page || at >= g_shut_page + 4096) std::abort();
+  ++g_faults;
+  mprotect(g_shut_page, 4096, PROT_READ | PROT_WRITE);
+}
+
+TEST(StackSnapshots, ACopyCutByASignalIsTakenAgainWhole) {
+  NEED_RSEQ();
+  constexpr std::size_t kStack = 64 * 1024, kPage = 4096;
+  Snapshots s(16384);
+  void* m =
+      mmap(nullptr, kStack + kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(m, MAP_FAILED);
+  auto* base = static_cast<std::uint8_t*>(m);
+  g_shut_page = base + kStack;
+  g_faults = 0;
+  ASSERT_EQ(mprotect(g_shut_page, kPage, PROT_NONE), 0);
+  auto lo = reinterpret_cast<std::uintptr_t>(base);
+  ASSERT_TRUE(s.table().enter(my_tp(), lo, lo + kStack + kPage));
+  s.patch();
+  struct sigaction sa {
+  }, old{};
+  sa.sa_sigaction = open_shut_page;
+  sa.sa_flags = SA_SIGINFO;
+  ASSERT_EQ(sigaction(SIGSEGV, &sa, &old), 0);
+  getcontext(&g_co_ctx);
+  g_co_ctx.uc_stack.ss_sp = base;
+  g_co_ctx.uc_stack.ss_size = kStack;
+  g_co_ctx.uc_link = &g_main_ctx;
+  makecontext(&g_co_ctx, coroutine, 0);
+  ASSERT_EQ(swapcontext(&g_main_ctx, &g_co_ctx), 0);
+  sigaction(SIGSEGV, &old, nullptr);
+  auto snaps = s.drain();
+  munmap(m, kStack + kPage);
+  EXPECT_EQ(g_faults, 1);
+  ASSERT_EQ(snaps.size(), 1u);
+  EXPECT_EQ(snaps[0].bound, SnapshotBound::Bounded);
+  EXPECT_EQ(snaps[0].stack.size(),
+            std::min<std::uint64_t>(16384, lo + kStack + kPage - snaps[0].sp));
+}
+
 }  // namespace

@@ -2,6 +2,9 @@
 // debug info (CTest runs these tests both ways), C++ overload sets, and modules named by file
 // name, SONAME or path.
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "common/error.hpp"
 #include "run_capture.hpp"
@@ -119,4 +122,27 @@ TEST(Symbols, AModuleIsNamedByFileNameSonameOrPath) {
     EXPECT_NE(what.find("libprobecost_soname.so.1.2.3"), std::string::npos) << what;
     EXPECT_EQ(what.find("no function symbol"), std::string::npos) << what;
   }
+}
+
+// A refresh once the process is gone (trace's stacks are named after its end) fails, and the
+// modules read before stay: before, it left no Dwfl at all, and the next describe() read a
+// wild pointer (a SIGSEGV of probecost at the end of `trace --stacks` on sort).
+TEST(Symbols, ARefreshAfterTheProcessIsGoneKeepsTheModules) {
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    for (;;) pause();  // its maps are ours, as fork left them, until it is killed
+  }
+  std::string before;
+  RuntimeAddr at(reinterpret_cast<std::uintptr_t>(&::getpid));
+  {
+    ProcessSymbols symbols(child);
+    before = symbols.describe(at);
+    kill(child, SIGKILL);
+    int status = 0;
+    ASSERT_EQ(waitpid(child, &status, 0), child);
+    EXPECT_THROW(symbols.refresh(), Error);
+    EXPECT_EQ(symbols.describe(at), before);
+  }
+  EXPECT_NE(before.find("libc.so.6"), std::string::npos) << before;
 }

@@ -143,7 +143,9 @@ class JumpProbes {
   // bounded or entered (their hits get no copy).
   void enter_stacks_of_threads();
   void enter_new_thread(pid_t tid, std::uint64_t tp, std::uint64_t sp);
-  void forget_thread(std::uint64_t tp);
+  // Thread `tid` is exiting (its PTRACE_EVENT_EXIT: no code of its own runs again): its entry
+  // freed for a thread to come (glibc reuses a freed stack, and its TCB, for a new thread).
+  void forget_thread(pid_t tid);
   std::uint64_t unbounded_threads() const { return unbounded_threads_; }
   // One site alone (add_all of one).
   std::optional<std::size_t> add(RuntimeAddr site, const ProcessSymbols& symbols, std::uint32_t id,
@@ -285,6 +287,7 @@ class JumpProbes {
   std::string mapping_refused_;
   std::unique_ptr<StackCollector> unwinder_;  // for signal frames, made at the first need
   std::uint64_t unbounded_threads_ = 0;
+  std::map<pid_t, std::uint64_t> stack_tps_;  // the thread pointer each entered thread has
 };
 
 }  // namespace probecost

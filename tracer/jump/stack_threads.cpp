@@ -89,10 +89,21 @@ void JumpProbes::enter_new_thread(pid_t tid, std::uint64_t tp, std::uint64_t sp)
 void JumpProbes::enter_stack(pid_t tid, std::uint64_t tp, std::uint64_t sp, std::uint64_t top,
                              const std::vector<Mapping>& maps) {
   auto bounds = stack_bounds(tid, sp, top, maps);
-  if (!bounds || !thread_table().enter(tp, bounds->first, bounds->second)) ++unbounded_threads_;
+  if (!bounds || !thread_table().enter(tp, bounds->first, bounds->second)) {
+    ++unbounded_threads_;
+    return;
+  }
+  stack_tps_[tid] = tp;
 }
 
-void JumpProbes::forget_thread(std::uint64_t tp) {
+void JumpProbes::forget_thread(pid_t tid) {
+  auto it = stack_tps_.find(tid);
+  if (it == stack_tps_.end()) return;
+  std::uint64_t tp = it->second;
+  stack_tps_.erase(it);
+  // A thread that shared it (a new one on the same TCB, entered since) keeps its entry.
+  for (const auto& [other, other_tp] : stack_tps_)
+    if (other_tp == tp) return;
   if (call_reader_ && call_layout_.stack_bytes) thread_table().forget(tp);
 }
 

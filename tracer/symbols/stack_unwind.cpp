@@ -2,6 +2,7 @@
 
 #include <elfutils/libdwfl.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "common/error.hpp"
@@ -13,6 +14,7 @@ namespace probecost {
 struct SnapshotUnwinder::Walk {
   const jump::StackSnapshot* snapshot = nullptr;
   bool read_outside = false;  // the unwinder asked for a word the copy does not have
+  std::uint64_t needed = 0;   // the end of the highest word read, from sp
   pid_t tid = 0;
 };
 
@@ -28,6 +30,7 @@ bool memory_read(Dwfl*, Dwarf_Addr addr, Dwarf_Word* result, void* arg) {
   const jump::StackSnapshot& s = *w->snapshot;
   if (addr >= s.sp && addr - s.sp + sizeof *result <= s.stack.size()) {
     std::memcpy(result, s.stack.data() + (addr - s.sp), sizeof *result);
+    w->needed = std::max<std::uint64_t>(w->needed, addr - s.sp + sizeof *result);
     return true;
   }
   w->read_outside = true;
@@ -85,22 +88,27 @@ SnapshotUnwinder::~SnapshotUnwinder() {
 }
 
 // A new Dwfl each time: dwfl_attach_state is once per Dwfl, and a Dwfl's modules are its
-// report's. Its CFI is parsed once per module and kept until then.
+// report's. Its CFI is parsed once per module and kept until then. Swapped in only once it is
+// whole: a refresh that fails (the process gone) keeps the modules read before, never a null
+// Dwfl (dwfl_getthread_frames would dereference it).
 void SnapshotUnwinder::report() {
-  if (dwfl_) dwfl_end(dwfl_);
-  dwfl_ = dwfl_begin(process_callbacks());
-  if (!dwfl_) throw Error(std::string("dwfl_begin: ") + dwfl_errmsg(-1));
-  int r = dwfl_linux_proc_report(dwfl_, pid_);
+  Dwfl* fresh = dwfl_begin(process_callbacks());
+  if (!fresh) throw Error(std::string("dwfl_begin: ") + dwfl_errmsg(-1));
+  int r = dwfl_linux_proc_report(fresh, pid_);
   if (r != 0) {
     std::string why = r < 0 ? dwfl_errmsg(-1) : std::strerror(r);
-    dwfl_end(dwfl_);
-    dwfl_ = nullptr;
+    dwfl_end(fresh);
     throw Error("cannot read the modules of process " + std::to_string(pid_) + ": " + why);
   }
-  dwfl_report_end(dwfl_, nullptr, nullptr);
-  tag_modules_with_pid(dwfl_, pid_);
-  if (!dwfl_attach_state(dwfl_, nullptr, pid_, &kThreadCallbacks, walk_.get()))
-    throw Error(std::string("dwfl_attach_state: ") + dwfl_errmsg(-1));
+  dwfl_report_end(fresh, nullptr, nullptr);
+  tag_modules_with_pid(fresh, pid_);
+  if (!dwfl_attach_state(fresh, nullptr, pid_, &kThreadCallbacks, walk_.get())) {
+    std::string why = dwfl_errmsg(-1);
+    dwfl_end(fresh);
+    throw Error("dwfl_attach_state: " + why);
+  }
+  if (dwfl_) dwfl_end(dwfl_);
+  dwfl_ = fresh;
 }
 
 void SnapshotUnwinder::refresh() {
@@ -111,9 +119,11 @@ SnapshotUnwinder::Stack SnapshotUnwinder::unwind(const jump::StackSnapshot& snap
   Stack out;
   walk_->snapshot = &snapshot;
   walk_->read_outside = false;
+  walk_->needed = 0;
   Frames frames{&out.ips, max_depth_};
   int r = dwfl_getthread_frames(dwfl_, pid_, on_frame, &frames);
   out.truncated = walk_->read_outside && r != DWARF_CB_ABORT;
+  out.needed = walk_->needed;
   walk_->snapshot = nullptr;
   return out;
 }

@@ -35,6 +35,9 @@ class SnapshotUnwinder {
     std::vector<std::uint64_t> ips;
     // The walk met the end of the copy (or a read outside it) before the outermost frame.
     bool truncated = false;
+    // Bytes from the snapshot's rsp to the end of the highest word the walk read: what a copy
+    // must hold for this stack (less than the copy's length unless truncated).
+    std::uint64_t needed = 0;
   };
   Stack unwind(const jump::StackSnapshot& snapshot);
   // The maps again (a library loaded or unloaded since).
