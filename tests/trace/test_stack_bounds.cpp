@@ -35,9 +35,16 @@ Json read_json(const std::string& path) {
   return Json::parse(in);
 }
 
+// Every hit's snapshot is unwound or counted lost (a ring the unwinder fell behind on drops
+// and counts: the program never waits for it), and at least one is unwound.
+void expect_every_hit_unwound_or_lost(const Json& s, long hits) {
+  EXPECT_EQ(s["taken"].get<long>() + s["lost"].get<long>(), hits) << s;
+  EXPECT_EQ(s["unwound"], s["taken"]) << s;
+  EXPECT_GT(s["unwound"].get<long>(), 0) << s;
+}
+
 void expect_every_hit_unwound_through_the_thread(const Json& report, long hits) {
-  EXPECT_EQ(report["snapshots"]["taken"], hits);
-  EXPECT_EQ(report["snapshots"]["unwound"], hits);
+  expect_every_hit_unwound_or_lost(report["snapshots"], hits);
   EXPECT_TRUE(report["snapshots"]["not_copied"].empty()) << report["snapshots"];
   for (const auto& s : report["stacks"]["bounds_leaf"]) {
     std::string all;
@@ -120,10 +127,18 @@ TEST(StackBounds, AnAttachedThreadOnPartOfAMappingCutWhileTracedLivesAndEveryHit
   EXPECT_LE(hits, calls);
   // Not `taken == hits` here: 2 of 8 runs at load 8-10 had 4096 snapshots of 4097 hits, none
   // said lost (docs/adversary-trial.md: left for the drain's owners). Every one taken is whole.
+  // Nor every hit's snapshot: those the unwinder fell behind on are dropped and counted lost
+  // (the program never waits); every one taken is whole and unwound through the thread.
   long taken = report["snapshots"]["taken"].get<long>();
   EXPECT_LE(taken, hits);
-  EXPECT_GE(taken, after);
-  expect_every_hit_unwound_through_the_thread(report, taken);
+  EXPECT_GT(taken, 0);
+  EXPECT_EQ(report["snapshots"]["unwound"], taken);
+  EXPECT_TRUE(report["snapshots"]["not_copied"].empty()) << report["snapshots"];
+  for (const auto& s : report["stacks"]["bounds_leaf"]) {
+    std::string all;
+    for (const auto& f : s["frames"]) all += f.get<std::string>() + ";";
+    EXPECT_NE(all.find("start_thread"), std::string::npos) << all;
+  }
 }
 
 TEST(StackBounds, AStackThroughASignalFrameIsNamedAfterTheProcessHasGone) {
@@ -164,8 +179,7 @@ TEST(StackBounds, ASnapshotAbortedBySignalsIsMadeAgainWhole) {
   EXPECT_EQ(r.out, "interrupted=5000\n");
   Json report = read_json(out);
   EXPECT_EQ(report["probes"][0]["hits"], 5000);
-  EXPECT_EQ(report["snapshots"]["taken"], 5000);
-  EXPECT_EQ(report["snapshots"]["unwound"], 5000);
+  expect_every_hit_unwound_or_lost(report["snapshots"], 5000);
   // The program never sets DF (before: "the direction flag set at the site": 1 or 2 in 2 of 6
   // runs at load 7.5).
   EXPECT_TRUE(report["snapshots"]["not_copied"].empty()) << report["snapshots"];
