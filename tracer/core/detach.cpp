@@ -203,6 +203,7 @@ void TracedProcess::detach() {
       fix_up_fault(*this, t, t.deferred->stop_signal());
   }
   if (alive()) leave_copies(*this);
+  if (alive() && !failure) let_go_of_scratch_pages();
   // The trampolines and the call buffer, where no thread is left in them, once the threads
   // caught inside are brought out; not after a patch failed to come out (a jump may still
   // lead there).

@@ -10,6 +10,7 @@
 
 #include "breakpoint/in_tracee/semaphore_table.hpp"
 #include "breakpoint/in_tracee/trap_area.hpp"
+#include "breakpoint/int3/outline.hpp"
 #include "common/error.hpp"
 #include "tracer/core/process.hpp"
 #include "tracer/core/stacks.hpp"
@@ -83,6 +84,8 @@ std::string why_not_taken_out(TracedProcess& proc, const std::vector<Mapping>& m
       return why_not_our_anonymous<trap::TrapHeader>(proc, maps, m, trap::kMagic);
     case OurMapping::Kind::SemaphoreTable:
       return why_not_our_anonymous<sema::TableHeader>(proc, maps, m, sema::kMagic);
+    case OurMapping::Kind::ScratchPage:
+      return why_not_our_anonymous<ScratchHeader>(proc, maps, m, kScratchMagic);
     default:
       return why_not_ours(maps, m);
   }
@@ -152,6 +155,7 @@ std::string OurMapping::describe() const {
   const char* what = kind == Kind::JumpArea         ? "jump area"
                      : kind == Kind::TrapArea       ? "trap area"
                      : kind == Kind::SemaphoreTable ? "USDT semaphore table"
+                     : kind == Kind::ScratchPage    ? "step-over scratch page"
                                                     : "call buffer";
   return std::string(what) + " at " + start.hex() + " (" + mib(size) + ")";
 }

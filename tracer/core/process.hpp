@@ -279,8 +279,8 @@ class TracedProcess final : public RemoteProcess {
                                      pid_t via = 0) override;
 
   // Maps one executable scratch page in the tracee, as close to `near` as possible (an mmap
-  // injected into `via`, or any stopped thread). It stays mapped after detach, as the kernel's
-  // uprobes leave their [uprobes] page: a thread may still be executing a copy in it.
+  // injected into `via`, or any stopped thread), its first slot a header of ours. Detach unmaps
+  // it where no thread is in it (scratch_pages.cpp).
   // Nothing when no thread can run it now (every thread running, or held in a group-stop).
   std::optional<RuntimeAddr> map_scratch(RuntimeAddr near, Task* via = nullptr);
 
@@ -365,6 +365,7 @@ class TracedProcess final : public RemoteProcess {
   void remove_patches();
   void let_go_of_int3_area();
   void let_go_of_semaphore_table();
+  void let_go_of_scratch_pages();
   void adopt_int3_area(std::unique_ptr<Int3Area> area);
   void leave_moved_code();  // forget_moved_code(), its notes kept in left_alone_
   // Detach's: each stopped thread inside one of our jump areas let run alone, and interrupted,
