@@ -176,8 +176,10 @@ pid_t guardian_of(pid_t target) {
 // added: back to 0, or to another tracer's count (the program's own "raise" before the trace).
 // Before the table, restore did not know of semaphores: it stayed 1 (2 with the other count).
 TEST(UsdtSemaphore, RestoreLowersWhatAKilledProbecostAndGuardianRaised) {
-  for (const char* via : {"int3", "jump"}) {
-    for (int others : {0, 1}) {
+  // int3 alone, and jump over another tracer's count (each trace takes a few seconds on a
+  // loaded machine: two of the four combinations).
+  for (auto [via, others] : {std::pair<const char*, int>{"int3", 0}, {"jump", 1}}) {
+    {
       SCOPED_TRACE(std::string(via) + (others ? ", another tracer's count" : ""));
       Target target({USDT_TARGET_PIE});
       if (others) {
