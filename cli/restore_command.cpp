@@ -52,6 +52,13 @@ void write_text(std::ostream& out, const RestoreReport& r, bool dry_run) {
   for (const auto& b : r.bytes) {
     if (!b.ours) write_byte(out, b, dry_run);
   }
+  for (const auto& s : r.semaphores) {
+    out << "  USDT semaphore at " << s.address.hex() << " " << base_name(s.module)
+        << " (raised by process " << s.tracer_pid << "): " << s.before;
+    if (s.lowered || (dry_run && s.why_not.empty())) out << " -> " << s.before - 1;
+    if (!s.why_not.empty()) out << ", left alone: " << s.why_not;
+    out << "\n";
+  }
   for (const auto& h : r.handlers) out << "  " << h << "\n";
   for (const auto& n : r.notes) out << "  " << n << "\n";
 }
@@ -77,10 +84,21 @@ nlohmann::json to_json(const RestoreReport& r) {
                      {"state", j.state},
                      {"restored", j.restored}});
   }
+  nlohmann::json semaphores = nlohmann::json::array();
+  for (const auto& x : r.semaphores) {
+    semaphores.push_back({{"address", x.address.hex()},
+                          {"module", x.module},
+                          {"tracer_pid", x.tracer_pid},
+                          {"before", x.before},
+                          {"after", x.after},
+                          {"lowered", x.lowered},
+                          {"why_not", x.why_not}});
+  }
   return {{"pid", r.pid},
           {"mappings_compared", r.mappings_compared},
           {"bytes", bytes},
           {"jumps", jumps},
+          {"semaphores", semaphores},
           {"handlers", r.handlers},
           {"notes", r.notes},
           {"unmapped_bytes", r.unmapped_bytes}};
@@ -96,7 +114,8 @@ int restore_command(const std::vector<std::string>& args) {
       "Puts back what a probecost that was killed left in a process, and nothing else: the\n"
       "int3 bytes and jumps it recorded writing (in the process itself), where they are still\n"
       "exactly what it wrote, in the file mapping it wrote them into; and the program's own\n"
-      "SIGTRAP disposition, if probecost's handler is still installed; its trampolines and\n"
+      "SIGTRAP disposition, if probecost's handler is still installed; the USDT semaphores it\n"
+      "raised and neither it nor its guardian lowered, by the one it added; its trampolines and\n"
       "call buffers, unmapped where no thread is in them. Every thread is stopped\n"
       "meanwhile, one already trapped on an int3 rewound. Other int3 bytes (the program's own,\n"
       "a debugger's, a kernel uprobe's) are reported and left alone.\n\noptions");

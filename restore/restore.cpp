@@ -12,6 +12,7 @@
 #include "breakpoint/int3/site.hpp"
 #include "breakpoint/x86/decoder.hpp"
 #include "common/error.hpp"
+#include "restore/semaphores.hpp"
 #include "tracer/core/family.hpp"
 #include "tracer/int3/trap_handler_state.hpp"
 #include "tracer/int3/trap_records.hpp"
@@ -249,6 +250,26 @@ void reclaim(TracedProcess& proc, OurMappings& into, const std::vector<Mapping>&
   }
 }
 
+// Whether `site` holds probecost's bytes still: a jump an area lists (whole, or half-written),
+// or an int3 a trap area records.
+bool holds_probe(TracedProcess& proc, const std::vector<jump::ParsedArea>& jumps,
+                 const std::vector<trap::ParsedArea>& areas, RuntimeAddr site) {
+  try {
+    for (const auto& area : jumps) {
+      for (const auto& s : area.sites) {
+        if (s.patch.site != site) continue;
+        std::vector<std::uint8_t> now(s.patch.length);
+        proc.memory().read(site, now);
+        PatchState state = patch_state(s.patch, now);
+        if (state == PatchState::Patched || state == PatchState::Transition) return true;
+      }
+    }
+    return record_of(areas, site) && proc.memory().read_byte(site) == kInt3;
+  } catch (const Error&) {
+    return false;
+  }
+}
+
 // True when every site of `area` holds its original bytes: nothing jumps into it.
 bool all_out(TracedProcess& proc, const jump::ParsedArea& area) {
   return std::all_of(area.sites.begin(), area.sites.end(), [&](const auto& site) {
@@ -304,12 +325,19 @@ RestoreReport restore_process(pid_t pid, bool dry_run) {
   TracedProcess& proc = family->root();
   ProcessSymbols symbols(proc.proc_tid());
   auto maps = read_maps(proc.proc_tid());
+  auto parsed_jumps = read_jump_areas(proc, report.notes);
+  auto areas = read_trap_areas(proc.memory(), maps, report.notes);
+  // The semaphores before the probes come out: a raise is lowered only while its probe's site
+  // still holds what probecost wrote.
+  restore_semaphores(
+      proc.memory(), maps, read_semaphore_tables(proc.memory(), maps, report.notes),
+      [&](RuntimeAddr site) { return holds_probe(proc, parsed_jumps, areas, site); }, dry_run,
+      report, proc.our_mappings());
   // Jumps first: their original bytes may hold what looks like an int3 to the file comparison.
   std::vector<std::pair<RuntimeAddr, bool>> jump_areas;
-  for (const auto& area : read_jump_areas(proc, report.notes))
+  for (const auto& area : parsed_jumps)
     jump_areas.emplace_back(area.address, restore_jumps(proc, symbols, area, dry_run, report));
   reclaim(proc, proc.our_mappings(), maps, jump_areas, dry_run, report);
-  auto areas = read_trap_areas(proc.memory(), maps, report.notes);
   restore_int3s(proc, symbols, maps, areas, dry_run, report);
   for (const auto& area : areas) restore_handler(proc, area, dry_run, report);
   for (const Mapping& m : maps) {
@@ -327,8 +355,9 @@ RestoreReport restore_process(pid_t pid, bool dry_run) {
   proc.detach();
   report.unmapped_bytes = proc.our_mappings().unmapped_bytes();
   if (std::uint64_t bytes = report.unmapped_bytes) {
-    report.notes.push_back("unmapped " + std::to_string(bytes >> 10) +
-                           " KiB of jump areas and call buffers left by probecost");
+    report.notes.push_back(
+        "unmapped " + std::to_string(bytes >> 10) +
+        " KiB of jump areas, call buffers and semaphore tables left by probecost");
   }
   for (const auto& n : proc.our_mappings().notes()) report.notes.push_back(n);
   return report;

@@ -46,11 +46,23 @@ struct RestoredJump {
   bool restored = false;
 };
 
+// A USDT semaphore a killed probecost raised, from the table it kept in the process
+// (breakpoint/in_tracee/semaphore_table.hpp).
+struct RestoredSemaphore {
+  RuntimeAddr address;
+  std::string module;
+  pid_t tracer_pid = 0;
+  std::uint16_t before = 0, after = 0;  // its value, before and after
+  bool lowered = false;
+  std::string why_not;  // when left alone
+};
+
 struct RestoreReport {
   pid_t pid = 0;
   std::size_t mappings_compared = 0;
   std::vector<RestoredByte> bytes;
   std::vector<RestoredJump> jumps;
+  std::vector<RestoredSemaphore> semaphores;
   // What became of the SIGTRAP handler of each trap area: put back, or why not.
   std::vector<std::string> handlers;
   std::vector<std::string> notes;  // areas that could not be read, and why

@@ -45,7 +45,7 @@ std::optional<RuntimeAddr> Outliner::place(const Instruction& in, std::string& w
       return std::nullopt;
     }
     pages_.push_back(*page);
-    used_ = 0;
+    used_ = sizeof(ScratchHeader);
   }
   RuntimeAddr slot = pages_.back() + static_cast<std::int64_t>(used_);
   auto copy = relocate_block({&in, 1}, slot, why);

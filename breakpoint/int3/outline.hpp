@@ -23,6 +23,19 @@ using ScratchMapper = std::function<std::optional<RuntimeAddr>(RuntimeAddr near)
 inline constexpr std::size_t kPageSize = 4096;
 inline constexpr std::size_t kSlotSize = 32;  // 15-byte instruction + 14-byte absolute jump
 
+// Slot 0 of each scratch page is the mapper's: a header that tells a later release (detach, the
+// next attach) that the page is still the one probecost mapped, not memory the program mapped
+// where it was. The fields a release checks are those of the other areas (area_format.hpp).
+inline constexpr char kScratchMagic[8] = {'p', 'r', 'o', 'b', 'e', 's', 'c', 'r'};
+struct ScratchHeader {
+  char magic[8];
+  std::uint64_t area_address;
+  std::uint32_t area_size;  // kPageSize
+  std::int32_t tracer_pid;
+  std::uint64_t pad;
+};
+static_assert(sizeof(ScratchHeader) == kSlotSize);
+
 // The bytes of `in` relocated to run at `at`, followed by a jump back to in.next()
 // (relocate_block() of one instruction).
 // Empty with `why` set when the instruction cannot run elsewhere.

@@ -54,10 +54,13 @@ Outcome parked_cycle(const Config& cfg, const Cycle& c);
 // fault_short (functions of 1 to 4 bytes) under `probecost record`: launched with exact counts
 // (variant 0), attached for a known round (1), attached while called for a random --duration (2).
 Outcome short_record_cycle(const Config& cfg, const Cycle& c, int variant);
-// One fault_busy --idle process, `iterations` times a trace (-p --via jump) and a
-// record of probe_fn, each to SIGINT: its resident memory and mapping count printed every 10,
-// harmed unless they come back to where they were (issue 23, item 3).
-Outcome memory_cycle(const Config& cfg, const Cycle& c, int iterations);
+// One fault_busy --idle process, `iterations` times a trace of probe_fn each way of `ways`
+// (-p, "jump" or an int3 step-over strategy) and, `with_record`, a record, each to SIGINT: its
+// resident memory and mapping count printed every 10, harmed unless they come back to where
+// they were (issue 23, item 3).
+Outcome memory_cycle(const Config& cfg, const Cycle& c, int iterations,
+                     const std::vector<std::string>& ways = {"jump", "outline"},
+                     bool with_record = true);
 // fault_busy with `threads` threads calling probe_fn without pause, `iterations` times a
 // trace (-p --via jump) and a record, each for --duration 0.2: its mappings the same and its
 // resident memory within the bound after, no detach kept a mapping, its calls exact.

@@ -1,5 +1,6 @@
 // Issue 23, item 3: one process traced and recorded again and again. Each iteration is a
-// `probecost trace -p --via jump` and a `probecost record -p` of probe_fn, each to
+// `probecost trace -p --via jump`, one `--via int3 --step-over outline` (its scratch page, harm4)
+// and a `probecost record -p` of probe_fn, each to
 // the end of a round of calls and a SIGINT; the target's resident memory and mapping count are
 // printed every 10 iterations, and must come back to where they were (the README's bound).
 // memory-busy: the same on a process whose threads call probe_fn without pause, each run for
@@ -51,9 +52,9 @@ bool round_of_calls(AttachedTarget& t, const Config& cfg, Outcome& o) {
   return false;
 }
 
-// With jumps: an int3 probe's trap area and scratch page stay (README, "Nothing left behind").
-void trace_once(const Config& cfg, AttachedTarget& t, Outcome& o) {
-  TraceRun run(cfg, trace_args("jump", {"-p", std::to_string(t.pid), "-b", kProbe}));
+// `way`: "jump", or an int3 step-over strategy ("outline" maps scratch pages).
+void trace_once(const Config& cfg, AttachedTarget& t, Outcome& o, const std::string& way) {
+  TraceRun run(cfg, trace_args(way, {"-p", std::to_string(t.pid), "-b", kProbe}));
   if (!run.wait_tracing(after(cfg.start_bound))) {
     o.lose("trace never started: " + last_line(run.stderr_text()));
     return;
@@ -190,7 +191,8 @@ Outcome memory_busy_cycle(const Config& cfg, const Cycle&, int threads, int iter
   return o;
 }
 
-Outcome memory_cycle(const Config& cfg, const Cycle&, int iterations) {
+Outcome memory_cycle(const Config& cfg, const Cycle&, int iterations,
+                     const std::vector<std::string>& ways, bool with_record) {
   Outcome o;
   o.faults = 0;
   auto t = start_target(cfg, {"fault_busy", "--idle", "--threads", "2"});
@@ -199,9 +201,9 @@ Outcome memory_cycle(const Config& cfg, const Cycle&, int iterations) {
   print(0, before);
   Footprint now = before;
   for (int i = 1; i <= iterations && o.clean(); ++i) {
-    trace_once(cfg, *t, o);
-    record_once(cfg, *t, o);
-    o.faults += 2;
+    for (const auto& way : ways) trace_once(cfg, *t, o, way);
+    if (with_record) record_once(cfg, *t, o);
+    o.faults += static_cast<int>(ways.size()) + with_record;
     now = footprint(t->pid);
     if (i % 10 == 0 || i == iterations) print(i, now);
   }

@@ -10,12 +10,16 @@
 //   lower       takes that one away             -> "sema=V"
 //   open PATH   dlopen(PATH) (tests/targets/usdt_lib.cpp)  -> "opened"
 //   libfire N   its marker N times              -> "libfired=N enabled=E"
+//   fork        a child that reports its semaphore's value and how many mappings of ours
+//               (read-only anonymous pages) it has, then exits -> "child sema=V ro_anon=N"
 // Prints "ready PID" first. With arguments, runs them as one command and exits.
 #include <dlfcn.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <iostream>
 #include <sstream>
 #include <string>
@@ -54,6 +58,36 @@ std::string sema() {
   return "sema=" + std::to_string(probecost_test_tick_semaphore);
 }
 
+// Read-only anonymous mappings of this process: none of the program's own.
+int read_only_anonymous() {
+  std::ifstream maps("/proc/self/maps");
+  int n = 0;
+  for (std::string line; std::getline(maps, line);) {
+    std::istringstream in(line);
+    std::string range, perms, offset, dev, inode, path;
+    in >> range >> perms >> offset >> dev >> inode >> path;
+    n += perms == "r--p" && inode == "0" && path.empty();
+  }
+  return n;
+}
+
+std::string forked_child_view() {
+  int p[2];
+  if (::pipe(p) != 0) return "error pipe";
+  pid_t child = ::fork();
+  if (child == 0) {
+    std::string s = "child " + sema() + " ro_anon=" + std::to_string(read_only_anonymous());
+    [[maybe_unused]] ssize_t n = ::write(p[1], s.data(), s.size());
+    ::_exit(0);
+  }
+  ::close(p[1]);
+  char buf[128] = {};
+  ssize_t n = ::read(p[0], buf, sizeof buf - 1);
+  ::close(p[0]);
+  ::waitpid(child, nullptr, 0);
+  return n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : "error read";
+}
+
 bool run(const std::string& line) {
   std::istringstream in(line);
   std::string cmd, arg;
@@ -84,6 +118,8 @@ bool run(const std::string& line) {
     long n = std::stol(arg);
     long enabled = g_lib_fire ? g_lib_fire(n) : -1;
     reply("libfired=" + std::to_string(n) + " enabled=" + std::to_string(enabled));
+  } else if (cmd == "fork") {
+    reply(forked_child_view());
   } else if (cmd == "exit") {
     reply("bye");
     return false;

@@ -4,7 +4,10 @@
 // another tracer's count kept; bad specs refused with the providers named, the target untouched.
 // Counts and semaphore values are the target's own (tests/targets/usdt_target.cpp).
 #include <gtest/gtest.h>
+#include <signal.h>
 
+#include <filesystem>
+#include <fstream>
 #include <map>
 
 #include "tests/support/run_capture.hpp"
@@ -147,6 +150,78 @@ TEST(UsdtSemaphore, TheGuardianLowersItWhenProbecostIsKilled) {
     EXPECT_EQ(restore.exit_code, 0) << restore.err;
     EXPECT_EQ(target.ask("sema"), "sema=1") << via;
     EXPECT_EQ(target.ask("lower"), "sema=0");
+  }
+}
+
+// The guardian watching `target` (tracer/int3/guardian.hpp): the process named probecost-guard
+// that holds the target's /proc/PID/mem open. 0 if none.
+pid_t guardian_of(pid_t target) {
+  const std::string mem = "/proc/" + std::to_string(target) + "/mem";
+  for (const auto& proc : std::filesystem::directory_iterator("/proc")) {
+    std::string name = proc.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream comm(proc.path() / "comm");
+    std::string c;
+    if (!std::getline(comm, c) || c != "probecost-guard") continue;
+    std::error_code ec;
+    for (const auto& fd : std::filesystem::directory_iterator(proc.path() / "fd", ec)) {
+      if (std::filesystem::read_symlink(fd.path(), ec) == mem) return std::stoi(name);
+    }
+  }
+  return 0;
+}
+
+// Issue 23: probecost and its guardian both SIGKILLed, so nobody lowered the semaphore; restore
+// finds the raise in the table probecost kept in the process and lowers it, by the one probecost
+// added: back to 0, or to another tracer's count (the program's own "raise" before the trace).
+// Before the table, restore did not know of semaphores: it stayed 1 (2 with the other count).
+TEST(UsdtSemaphore, RestoreLowersWhatAKilledProbecostAndGuardianRaised) {
+  // int3 alone, and jump over another tracer's count (each trace takes a few seconds on a
+  // loaded machine: two of the four combinations).
+  for (auto [via, others] : {std::pair<const char*, int>{"int3", 0}, {"jump", 1}}) {
+    {
+      SCOPED_TRACE(std::string(via) + (others ? ", another tracer's count" : ""));
+      Target target({USDT_TARGET_PIE});
+      if (others) {
+        EXPECT_EQ(target.ask("raise"), "sema=1");
+      }
+      Trace trace({"-p", std::to_string(target.pid), "-b", kTick, "--via", via});
+      ASSERT_TRUE(trace.ready) << trace.stderr_text;
+      EXPECT_EQ(target.ask("sema"), "sema=" + std::to_string(others + 1));
+      pid_t guardian = guardian_of(target.pid);
+      ASSERT_GT(guardian, 0);
+      ASSERT_EQ(::kill(guardian, SIGKILL), 0);
+      EXPECT_EQ(trace.finish(SIGKILL), -1);
+      // The guardian is not our child: gone once its /proc entry is.
+      EXPECT_TRUE(eventually([&] { return ::kill(guardian, 0) != 0; }));
+      EXPECT_EQ(target.ask("sema"), "sema=" + std::to_string(others + 1));
+      Result restore = run_command({PROBECOST_BIN, "restore", "-p", std::to_string(target.pid)});
+      EXPECT_EQ(restore.exit_code, 0) << restore.err;
+      EXPECT_NE(restore.out.find("USDT semaphore at"), std::string::npos) << restore.out;
+      EXPECT_EQ(target.ask("sema"), "sema=" + std::to_string(others)) << restore.out;
+      EXPECT_EQ(target.ask("fire 5"), "fired=5 enabled=" + std::to_string(others ? 5 : 0));
+      // A second restore finds nothing more to lower: the table went with the first.
+      Result again = run_command({PROBECOST_BIN, "restore", "-p", std::to_string(target.pid)});
+      EXPECT_EQ(again.exit_code, 0) << again.err;
+      EXPECT_EQ(again.out.find("USDT semaphore at"), std::string::npos) << again.out;
+      EXPECT_EQ(target.ask("sema"), "sema=" + std::to_string(others));
+    }
+  }
+}
+
+// A fork child of a traced program, let go (no -F): its copy of the semaphore holds our raise,
+// lowered there, and its copy of the table is unmapped, as at a detach.
+TEST(UsdtSemaphore, AForkChildLetGoGetsNeitherOurRaiseNorOurTable) {
+  for (const char* via : {"int3", "jump"}) {
+    SCOPED_TRACE(via);
+    Target target({USDT_TARGET_PIE});
+    EXPECT_EQ(target.ask("fork"), "child sema=0 ro_anon=0");
+    Trace trace({"-p", std::to_string(target.pid), "-b", kTick, "--via", via});
+    ASSERT_TRUE(trace.ready) << trace.stderr_text;
+    EXPECT_EQ(target.ask("sema"), "sema=1");
+    EXPECT_EQ(target.ask("fork"), "child sema=0 ro_anon=0");
+    ASSERT_EQ(trace.finish(SIGINT), 0) << trace.stderr_text;
+    EXPECT_EQ(target.ask("sema"), "sema=0");
   }
 }
 

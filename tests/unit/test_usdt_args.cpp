@@ -131,5 +131,91 @@ TEST(UsdtSemaphores, RaisedOnceLoweredOnceNeverBelowZeroAndAnotherCountKept) {
   EXPECT_EQ(Semaphores::value(memory, at), 1);
 }
 
+// Issue 23: the table restore reads (semaphore_table.hpp). A record says raised only once the
+// raise is made, lowered before the lowering, in a fork child's copy as in the parent; a
+// table the tracee garbled is refused whole, with why.
+constexpr std::uint64_t kTable = 0x20000;
+
+std::vector<sema::Raise> records_of(TraceeMemory& memory) {
+  std::vector<std::uint8_t> bytes(sema::kTableSize);
+  memory.read(RuntimeAddr(kTable), bytes);
+  std::string why;
+  auto t = sema::parse_table(bytes, RuntimeAddr(kTable), why);
+  EXPECT_TRUE(t) << why;
+  return t ? t->records : std::vector<sema::Raise>{};
+}
+
+TEST(UsdtSemaphores, EachRaiseIsRecordedInTheTableAndMarkedLoweredFirst) {
+  // One address space: the semaphores at kBase, the table at kTable.
+  FakeMemory memory(kBase, std::vector<std::uint8_t>(kTable - kBase + sema::kTableSize, 0));
+  Semaphores s;
+  s.set_table(sema::TableWriter(memory, RuntimeAddr(kTable), 4242));
+  RuntimeAddr at(kBase + 2), other(kBase + 4);
+  s.raise(memory, at, {1, 2, 3}, nullptr, RuntimeAddr(0x1000));
+  s.raise(memory, at, {1, 2, 3}, nullptr, RuntimeAddr(0x1010));  // the same semaphore: one record
+  s.raise(memory, other, {1, 2, 5}, nullptr, RuntimeAddr(0x2000));
+  auto r = records_of(memory);
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[0].address, at);
+  EXPECT_EQ(r[0].witness, RuntimeAddr(0x1000));
+  EXPECT_EQ(r[0].file, (trap::FileIdentity{1, 2, 3}));
+  EXPECT_EQ(r[0].state, sema::kRaised);
+  EXPECT_EQ(r[1].state, sema::kRaised);
+  // A fork child's copy: the raise whose witness it holds is lowered there and its record
+  // marked; the other's record stays raised, as its count does; the parent's are untouched.
+  FakeMemory child = memory;
+  s.lower_copy(child, [](RuntimeAddr w) { return w == RuntimeAddr(0x1000); });
+  r = records_of(child);
+  EXPECT_EQ(r[0].state, sema::kLowered);
+  EXPECT_EQ(r[1].state, sema::kRaised);
+  EXPECT_EQ(Semaphores::value(child, at), 0);
+  EXPECT_EQ(Semaphores::value(child, other), 1);
+  // A followed child takes over the raises and the table, written in its own copy.
+  FakeMemory followed = memory;
+  Semaphores f;
+  f.adopt(
+      s, [](RuntimeAddr) { return true; }, followed);
+  f.lower_all(followed, nullptr);
+  for (const auto& x : records_of(followed)) EXPECT_EQ(x.state, sema::kLowered);
+  s.forget(other, nullptr);  // its library went
+  r = records_of(memory);
+  EXPECT_EQ(r[0].state, sema::kRaised);
+  EXPECT_EQ(r[1].state, sema::kForgotten);
+  s.lower_all(memory, nullptr);
+  r = records_of(memory);
+  EXPECT_EQ(r[0].state, sema::kLowered);
+  EXPECT_EQ(Semaphores::value(memory, at), 0);
+}
+
+TEST(UsdtSemaphores, ATableTheTraceeGarbledIsRefusedWithWhy) {
+  FakeMemory table(kTable, std::vector<std::uint8_t>(sema::kTableSize, 0));
+  sema::TableWriter w(table, RuntimeAddr(kTable), 4242);
+  ASSERT_TRUE(w.add(RuntimeAddr(kBase), RuntimeAddr(0x1000), {1, 2, 3}));
+  auto refused = [&](auto&& garble) {
+    FakeMemory copy = table;
+    garble(copy.bytes_);
+    std::string why;
+    EXPECT_FALSE(sema::parse_table(copy.bytes_, RuntimeAddr(kTable), why));
+    return why;
+  };
+  EXPECT_NE(refused([](auto& b) { b[0] = 'x'; }).find("magic"), std::string::npos);
+  EXPECT_NE(
+      refused([](auto& b) { b[offsetof(sema::TableHeader, area_size)] = 0x20; }).find("checksum"),
+      std::string::npos);
+  EXPECT_NE(refused([](auto& b) {
+              b[offsetof(sema::TableHeader, count)] = 200;
+            }).find("above its capacity"),
+            std::string::npos);
+  EXPECT_NE(refused([](auto& b) {
+              b[sizeof(sema::TableHeader) + offsetof(sema::TableRecord, state)] = 9;
+            }).find("unknown state"),
+            std::string::npos);
+  std::string why;
+  EXPECT_FALSE(sema::parse_table(std::span(table.bytes_).first(100), RuntimeAddr(kTable), why));
+  EXPECT_FALSE(sema::parse_table(table.bytes_, RuntimeAddr(kTable + 4096), why));
+  EXPECT_NE(why.find("says it is mapped at"), std::string::npos) << why;
+  EXPECT_EQ(records_of(table).size(), 1u);
+}
+
 }  // namespace
 }  // namespace probecost

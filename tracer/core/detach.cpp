@@ -100,7 +100,7 @@ void TracedProcess::release_fork_child_fully(Task& child) {
   // our handler (fork copies both): a follower of its own takes it over and lets it go, as a
   // detach lets go of this process (the program's disposition put back, the records marked
   // out, every int3 and jump out). Writing the bytes back alone left our handler as the child's
-  // disposition for good.
+  // disposition for good. The same for its copy of the semaphore table: lowered, unmapped.
   pid_t tid = child.tid();
   WaitStatus first_stop = child.last_stop();
   events_.take_stop(child);  // no stale report of it left for the family to collect later
@@ -188,6 +188,7 @@ void TracedProcess::detach() {
     if (!failure) let_go_of_int3_area();
     try {
       semaphores_.lower_all(memory_, guardian_.get());
+      let_go_of_semaphore_table();
     } catch (...) {
       if (!failure) failure = std::current_exception();
     }
@@ -202,6 +203,7 @@ void TracedProcess::detach() {
       fix_up_fault(*this, t, t.deferred->stop_signal());
   }
   if (alive()) leave_copies(*this);
+  if (alive() && !failure) let_go_of_scratch_pages();
   // The trampolines and the call buffer, where no thread is left in them, once the threads
   // caught inside are brought out; not after a patch failed to come out (a jump may still
   // lead there).

@@ -77,7 +77,7 @@ void TracedProcess::take_over_fork(TracedProcess& parent, std::optional<WaitStat
   if (!alive()) return;
   auto holds = [&](RuntimeAddr at) { return parent.copy_holds(memory_, at); };
   // Its copy holds the raises made with the sites it holds (read before a jump comes out).
-  semaphores_.adopt(parent.semaphores_, holds);
+  semaphores_.adopt(parent.semaphores_, holds, memory_);
   std::vector<const BreakpointSite*> missing;
   for (const auto& site : parent.sites_) {
     if (!site->enabled()) continue;

@@ -426,23 +426,4 @@ std::optional<std::uint64_t> TracedProcess::call_in_tracee(RuntimeAddr fn, Task*
   return with_others_stopped(via, [&](Task& t) { return inject_call(t, fn); });
 }
 
-std::optional<RuntimeAddr> TracedProcess::map_scratch(RuntimeAddr near, Task* via) {
-  // Within +-2 GiB of `near` (less a margin), so that a relocated RIP-relative operand and a
-  // 5-byte jmp back both reach. MAP_FIXED_NOREPLACE: never clobber an existing mapping.
-  constexpr std::uint64_t kReach = (1ull << 31) - (1ull << 20);
-  auto hint = free_range_near(read_maps(proc_tid()), near, kPageSize, kReach);
-  long flags = MAP_PRIVATE | MAP_ANONYMOUS | (hint ? MAP_FIXED_NOREPLACE : 0);
-  auto addr = syscall_in_tracee(SYS_mmap,
-                                {static_cast<long>(hint ? hint->value() : 0),
-                                 static_cast<long>(kPageSize), PROT_READ | PROT_EXEC, flags, -1, 0},
-                                via);
-  if (!addr) return std::nullopt;
-  if (*addr < 0 && *addr > -4096) {
-    throw Error::from_errno("mmap of a scratch page in process " + std::to_string(pid_),
-                            static_cast<int>(-*addr));
-  }
-  scratch_pages_.push_back(RuntimeAddr(static_cast<std::uint64_t>(*addr)));
-  return scratch_pages_.back();
-}
-
 }  // namespace probecost

@@ -8,7 +8,9 @@
 #include <cstring>
 #include <memory>
 
+#include "breakpoint/in_tracee/semaphore_table.hpp"
 #include "breakpoint/in_tracee/trap_area.hpp"
+#include "breakpoint/int3/outline.hpp"
 #include "common/error.hpp"
 #include "tracer/core/process.hpp"
 #include "tracer/core/stacks.hpp"
@@ -47,11 +49,12 @@ std::string why_not_ours(const std::vector<Mapping>& maps, const OurMapping& m) 
   return any ? "" : "the program has unmapped it itself";
 }
 
-// The same for the trap area (tracer/int3/int3_area.hpp), anonymous memory: every mapping in its
-// range anonymous, and its header still ours (magic, address, size, this probecost), never a
-// program's memory mapped where it was.
-std::string why_not_our_trap_area(TracedProcess& proc, const std::vector<Mapping>& maps,
-                                  const OurMapping& m) {
+// The same for the trap area (tracer/int3/int3_area.hpp) and the semaphore table, anonymous
+// memory: every mapping in its range anonymous, and its header still ours (magic, address,
+// size, and the probecost that wrote it), never a program's memory mapped where it was.
+template <typename Header>
+std::string why_not_our_anonymous(TracedProcess& proc, const std::vector<Mapping>& maps,
+                                  const OurMapping& m, const char (&magic)[8]) {
   RuntimeAddr end = m.start + static_cast<std::int64_t>(m.size), covered = m.start;
   for (const Mapping& x : maps) {
     if (x.end <= m.start || x.start >= end) continue;
@@ -61,16 +64,31 @@ std::string why_not_our_trap_area(TracedProcess& proc, const std::vector<Mapping
     covered = x.end;
   }
   if (covered < end) return "the program has unmapped it itself";
-  trap::TrapHeader h{};
+  Header h{};
   try {
     proc.memory().read(m.start, {reinterpret_cast<std::uint8_t*>(&h), sizeof h});
   } catch (const Error& e) {
     return std::string("its header cannot be read (") + e.what() + ")";
   }
-  if (std::memcmp(h.magic, trap::kMagic, sizeof h.magic) != 0 ||
-      h.area_address != m.start.value() || h.area_size != m.size || h.tracer_pid != ::getpid())
+  pid_t writer = m.tracer_pid ? m.tracer_pid : ::getpid();
+  if (std::memcmp(h.magic, magic, sizeof h.magic) != 0 || h.area_address != m.start.value() ||
+      h.area_size != m.size || h.tracer_pid != writer)
     return "its header is not the one probecost wrote";
   return "";
+}
+
+std::string why_not_taken_out(TracedProcess& proc, const std::vector<Mapping>& maps,
+                              const OurMapping& m) {
+  switch (m.kind) {
+    case OurMapping::Kind::TrapArea:
+      return why_not_our_anonymous<trap::TrapHeader>(proc, maps, m, trap::kMagic);
+    case OurMapping::Kind::SemaphoreTable:
+      return why_not_our_anonymous<sema::TableHeader>(proc, maps, m, sema::kMagic);
+    case OurMapping::Kind::ScratchPage:
+      return why_not_our_anonymous<ScratchHeader>(proc, maps, m, kScratchMagic);
+    default:
+      return why_not_ours(maps, m);
+  }
 }
 
 // Where every thread is or will return to; false when one cannot be known (a thread not in a
@@ -134,9 +152,11 @@ std::string mib(std::uint64_t bytes) {
 }  // namespace
 
 std::string OurMapping::describe() const {
-  const char* what = kind == Kind::JumpArea   ? "jump area"
-                     : kind == Kind::TrapArea ? "trap area"
-                                              : "call buffer";
+  const char* what = kind == Kind::JumpArea         ? "jump area"
+                     : kind == Kind::TrapArea       ? "trap area"
+                     : kind == Kind::SemaphoreTable ? "USDT semaphore table"
+                     : kind == Kind::ScratchPage    ? "step-over scratch page"
+                                                    : "call buffer";
   return std::string(what) + " at " + start.hex() + " (" + mib(size) + ")";
 }
 
@@ -173,9 +193,7 @@ void OurMappings::release(TracedProcess& proc) {
     if (m.kind == OurMapping::Kind::CallBuffer) continue;
     auto in =
         std::find_if(pcs.begin(), pcs.end(), [&](const auto& p) { return inside(m, p.second); });
-    std::string why = !why_all.empty()                       ? why_all
-                      : m.kind == OurMapping::Kind::TrapArea ? why_not_our_trap_area(proc, maps, m)
-                                                             : why_not_ours(maps, m);
+    std::string why = !why_all.empty() ? why_all : why_not_taken_out(proc, maps, m);
     if (why.empty() && in != pcs.end()) {
       why = "thread " + std::to_string(in->first) + " is in it (" + in->second.hex() + ")";
       if (auto s = stuck_.find(in->first); s != stuck_.end()) why += ": " + s->second;

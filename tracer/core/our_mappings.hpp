@@ -40,12 +40,13 @@ namespace probecost {
 class TracedProcess;
 
 struct OurMapping {
-  enum class Kind { JumpArea, CallBuffer, TrapArea };
+  enum class Kind { JumpArea, CallBuffer, TrapArea, SemaphoreTable, ScratchPage };
   Kind kind = Kind::JumpArea;
   RuntimeAddr start;
   std::uint64_t size = 0;
   std::uint64_t inode =
       0;  // of its memfd, as /proc/PID/maps shows it (0: the trap area's anonymous memory)
+  pid_t tracer_pid = 0;  // the probecost its header names (0: this one)
   std::string describe() const;
 };
 

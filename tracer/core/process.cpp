@@ -362,7 +362,7 @@ bool TracedProcess::on_first_stop(Task& t) {
 }
 
 void TracedProcess::release_fork_child(Task& child) {
-  if (int3_area_) {
+  if (int3_area_ || semaphores_.table()) {  // its copies of them, let go of as a detach does
     release_fork_child_fully(child);
     return;
   }

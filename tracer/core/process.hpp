@@ -279,8 +279,8 @@ class TracedProcess final : public RemoteProcess {
                                      pid_t via = 0) override;
 
   // Maps one executable scratch page in the tracee, as close to `near` as possible (an mmap
-  // injected into `via`, or any stopped thread). It stays mapped after detach, as the kernel's
-  // uprobes leave their [uprobes] page: a thread may still be executing a copy in it.
+  // injected into `via`, or any stopped thread), its first slot a header of ours. Detach unmaps
+  // it where no thread is in it (scratch_pages.cpp).
   // Nothing when no thread can run it now (every thread running, or held in a group-stop).
   std::optional<RuntimeAddr> map_scratch(RuntimeAddr near, Task* via = nullptr);
 
@@ -301,6 +301,7 @@ class TracedProcess final : public RemoteProcess {
   // for the first (tracer/core/semaphores.hpp), lowered by detach() on its way out and by the
   // guardian if we die. forget: the probe went with its library (dlclose), nothing to lower.
   // `witness`: the probe's site, whose bytes tell whether a fork child's copy holds the raise.
+  // The first raise maps the table of raises restore reads (semaphore_table.hpp).
   void raise_semaphore(RuntimeAddr at, RuntimeAddr witness);
   void forget_semaphore(RuntimeAddr at);
 
@@ -363,6 +364,8 @@ class TracedProcess final : public RemoteProcess {
   void detach_vfork_waiters();
   void remove_patches();
   void let_go_of_int3_area();
+  void let_go_of_semaphore_table();
+  void let_go_of_scratch_pages();
   void adopt_int3_area(std::unique_ptr<Int3Area> area);
   void leave_moved_code();  // forget_moved_code(), its notes kept in left_alone_
   // Detach's: each stopped thread inside one of our jump areas let run alone, and interrupted,
@@ -437,6 +440,7 @@ class TracedProcess final : public RemoteProcess {
   bool gadgets_tried_ = false;
   std::optional<std::uint64_t> lent_mask_;  // of the thread lent now, as it was
   bool int3_area_tried_ = false;
+  bool semaphore_table_tried_ = false;
   std::vector<pid_t> leftovers_;
   std::map<RuntimeAddr, CodeIdentity> code_;  // note_code()
   std::vector<Mapping> maps_seen_;            // mapping_at()

@@ -1,7 +1,12 @@
 #include "tracer/core/semaphores.hpp"
 
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <cstring>
 
+#include "common/error.hpp"
 #include "tracer/core/process.hpp"
 #include "tracer/int3/trap_records.hpp"
 
@@ -29,6 +34,10 @@ void add(TraceeMemory& memory, RuntimeAddr at, int delta) {
 
 }  // namespace
 
+void Semaphores::mark(TraceeMemory& memory, const Held& h, std::uint8_t state) const {
+  if (table_ && h.record != RuntimeAddr()) table_->copy_for(memory).set_state(h.record, state);
+}
+
 void Semaphores::raise(TraceeMemory& memory, RuntimeAddr at, const trap::FileIdentity& file,
                        Guardian* guardian, RuntimeAddr witness) {
   Held& h = held_[at];
@@ -41,13 +50,25 @@ void Semaphores::raise(TraceeMemory& memory, RuntimeAddr at, const trap::FileIde
     held_.erase(at);
     throw;
   }
-  if (guardian) guardian->watch_semaphore(at, file);
+  // Recorded after the raise, so that restore never lowers a count that was not raised. A
+  // full table, or one that cannot be written: the guardian alone stands for it.
+  try {
+    if (table_) h.record = table_->add(at, witness, file).value_or(RuntimeAddr());
+  } catch (const Error&) {
+  }
+  if (guardian) guardian->watch_semaphore(at, file, h.record);
 }
 
 void Semaphores::forget(RuntimeAddr at, Guardian* guardian) {
   auto it = held_.find(at);
   if (it == held_.end() || --it->second.probes) return;
   if (guardian) guardian->unwatch_semaphore(at);
+  if (table_ && it->second.record != RuntimeAddr()) {
+    try {
+      table_->set_state(it->second.record, sema::kForgotten);
+    } catch (const Error&) {
+    }
+  }
   held_.erase(it);
 }
 
@@ -55,30 +76,61 @@ void Semaphores::lower_all(TraceeMemory& memory, Guardian* guardian) {
   while (!held_.empty()) {
     auto it = held_.begin();
     RuntimeAddr at = it->first;
+    Held h = it->second;
     held_.erase(it);
     if (guardian) guardian->unwatch_semaphore(at);
+    // Marked first: a death between the two leaves it one too high, never lowered twice.
+    mark(memory, h, sema::kLowered);
     add(memory, at, -1);
   }
 }
 
 void Semaphores::lower_copy(TraceeMemory& child, const CopyHolds& holds) const {
   for (const auto& [at, h] : held_) {
-    if (holds(h.witness)) add(child, at, -1);
+    if (!holds(h.witness)) continue;
+    mark(child, h, sema::kLowered);  // its copy of the table holds the record with the raise
+    add(child, at, -1);
   }
 }
 
-void Semaphores::adopt(const Semaphores& parent, const CopyHolds& holds) {
+void Semaphores::adopt(const Semaphores& parent, const CopyHolds& holds, TraceeMemory& memory) {
   for (const auto& [at, h] : parent.held_) {
     if (holds(h.witness)) held_[at] = h;
   }
+  // Mapped before the first raise: a copy that holds one holds the table.
+  if (!held_.empty() && parent.table_) table_ = parent.table_->copy_for(memory);
 }
 
 void Semaphores::watch_all(Guardian& guardian) const {
-  for (const auto& [at, h] : held_) guardian.watch_semaphore(at, h.file);
+  for (const auto& [at, h] : held_) guardian.watch_semaphore(at, h.file, h.record);
 }
 
-// TracedProcess's side: the semaphore's mapping, for the guardian's check after a death.
+// TracedProcess's side: the table mapped before the first raise (a page of anonymous memory,
+// read-only to the program), and the semaphore's mapping, for the checks after a death.
 void TracedProcess::raise_semaphore(RuntimeAddr at, RuntimeAddr witness) {
+  if (!semaphores_.table() && !semaphore_table_tried_) {
+    semaphore_table_tried_ = true;
+    std::optional<long> r;
+    try {
+      r = remote_syscall(SYS_mmap, {0, static_cast<long>(sema::kTableSize), PROT_READ,
+                                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0});
+    } catch (const Error&) {
+      // Refused (seccomp), or the thread went: no table, the guardian alone covers a death.
+    }
+    if (r && (*r >= 0 || *r <= -4096)) {
+      RuntimeAddr at(static_cast<std::uint64_t>(*r));
+      // A flag of its own (left out of core dumps), so that the kernel never merges it with
+      // the program's read-only memory, nor with a records-only trap area, next to it: restore
+      // finds each by the header at its start. Without it, restore still looks at each page
+      // of a small read-only mapping.
+      try {
+        remote_syscall(SYS_madvise, {static_cast<long>(at.value()),
+                                     static_cast<long>(sema::kTableSize), MADV_DONTDUMP, 0, 0, 0});
+      } catch (const Error&) {
+      }
+      semaphores_.set_table(sema::TableWriter(memory_, at, ::getpid()));
+    }
+  }
   const Mapping* m = mapping_at(at);
   semaphores_.raise(memory_, at, m ? file_identity(*m, at) : trap::FileIdentity{}, guardian_.get(),
                     witness);
@@ -86,6 +138,13 @@ void TracedProcess::raise_semaphore(RuntimeAddr at, RuntimeAddr witness) {
 
 void TracedProcess::forget_semaphore(RuntimeAddr at) {
   semaphores_.forget(at, guardian_.get());
+}
+
+void TracedProcess::let_go_of_semaphore_table() {
+  // Every raise lowered: its records say so, and nothing reads it any more.
+  if (const auto& t = semaphores_.table(); t && semaphores_.empty())
+    our_mappings_.add({OurMapping::Kind::SemaphoreTable, t->address(), sema::kTableSize, 0});
+  semaphores_.drop_table();
 }
 
 }  // namespace probecost

@@ -15,10 +15,16 @@
 // It is told before we lower one ourselves, so that a death between the two leaves the
 // semaphore one too high (the program computes arguments nobody reads) rather than taking
 // away another tracer's count.
+//
+// Each raise is also recorded in the process, in a table of ours (semaphore_table.hpp), for
+// `probecost restore` should the guardian die too; the table goes at detach, its records all
+// lowered.
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 
+#include "breakpoint/in_tracee/semaphore_table.hpp"
 #include "breakpoint/x86/tracee_memory.hpp"
 #include "tracer/int3/guardian.hpp"
 
@@ -41,13 +47,22 @@ class Semaphores {
   // A fork child's copy of the memory holds our raises, those whose witness it holds: lowered
   // there, the parent's kept. One it does not hold is not lowered: that count is not ours.
   void lower_copy(TraceeMemory& child, const CopyHolds& holds) const;
-  // The child of a traced fork takes over the parent's raises that its copy holds.
-  void adopt(const Semaphores& parent, const CopyHolds& holds);
+  // The child of a traced fork takes over the parent's raises that its copy holds, and its
+  // copy of the table, written through `memory` (the child's).
+  void adopt(const Semaphores& parent, const CopyHolds& holds, TraceeMemory& memory);
   // The address space went (exec): nothing to lower.
-  void clear() { held_.clear(); }
+  void clear() {
+    held_.clear();
+    table_.reset();
+  }
   // Tells a new guardian (after an exec, or started late) of every one raised.
   void watch_all(Guardian& guardian) const;
   bool empty() const { return held_.empty(); }
+  // The table raises are recorded in from now on (mapped before the first raise).
+  void set_table(const sema::TableWriter& table) { table_ = table; }
+  const std::optional<sema::TableWriter>& table() const { return table_; }
+  // The table's mapping is to go (detach, every raise lowered): no more records.
+  void drop_table() { table_.reset(); }
   // The value at `at` now.
   static std::uint16_t value(TraceeMemory& memory, RuntimeAddr at);
 
@@ -56,8 +71,11 @@ class Semaphores {
     trap::FileIdentity file;
     unsigned probes = 0;
     RuntimeAddr witness;
+    RuntimeAddr record;  // the state byte of its record in the table (0: none)
   };
+  void mark(TraceeMemory& memory, const Held& h, std::uint8_t state) const;
   std::map<RuntimeAddr, Held> held_;
+  std::optional<sema::TableWriter> table_;
 };
 
 }  // namespace probecost

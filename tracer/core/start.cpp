@@ -293,6 +293,7 @@ void TracedProcess::resume_after_exec() {
   scratch_pages_.clear();
   int3_area_.reset();  // the new image gets its own, with its first int3 probe
   int3_area_tried_ = false;
+  semaphore_table_tried_ = false;
   code_.clear();
   semaphores_.clear();  // they went with the old address space
   exec_ended_ = false;

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "breakpoint/in_tracee/semaphore_table.hpp"
 #include "common/error.hpp"
 #include "tracer/int3/trap_records.hpp"
 #include "tracer/os/maps.hpp"
@@ -26,8 +27,9 @@ struct Message {
   std::uint8_t kind;  // 'W' watch, 'D' done, 'S' a semaphore raised, 'R' no longer
   std::uint8_t pad[6];
   trap::FileIdentity code;
+  std::uint64_t record;  // 'S': the state byte of the raise's record in the table (0: none)
 };
-static_assert(sizeof(Message) == 40);  // < PIPE_BUF: every write is atomic
+static_assert(sizeof(Message) == 48);  // < PIPE_BUF: every write is atomic
 
 bool read_message(int fd, Message& m) {
   std::size_t got = 0;
@@ -65,6 +67,17 @@ bool same_code(const std::vector<Mapping>& maps, const Message& s) {
   return false;  // unmapped
 }
 
+// The record of a raise in the process's table, marked lowered if it still says raised (the
+// byte is the process's to write too: only that one value is replaced).
+void mark_lowered(int mem, const Message& s) {
+  std::uint8_t state = 0;
+  auto off = static_cast<off_t>(s.record);
+  if (s.record && ::pread(mem, &state, 1, off) == 1 && state == sema::kRaised) {
+    state = sema::kLowered;
+    [[maybe_unused]] ssize_t n = ::pwrite(mem, &state, 1, off);
+  }
+}
+
 // Each semaphore still in the data it was raised in, and not zero, one lower.
 int lower_semaphores(int mem, const std::vector<Mapping>& maps, const std::vector<Message>& sems) {
   int lowered = 0;
@@ -72,6 +85,7 @@ int lower_semaphores(int mem, const std::vector<Mapping>& maps, const std::vecto
     std::uint16_t v = 0;
     auto off = static_cast<off_t>(s.address);
     if (!same_code(maps, s) || ::pread(mem, &v, 2, off) != 2 || v == 0) continue;
+    mark_lowered(mem, s);  // first: a death between the two never lowers it twice
     --v;
     if (::pwrite(mem, &v, 2, off) == 2) ++lowered;
   }
@@ -169,22 +183,22 @@ Guardian::~Guardian() {
 }
 
 void Guardian::watch(RuntimeAddr at, std::uint8_t original, const trap::FileIdentity& code) {
-  Message m = {at.value(), original, 'W', {}, code};
+  Message m = {at.value(), original, 'W', {}, code, 0};
   [[maybe_unused]] ssize_t n = ::write(fd_, &m, sizeof m);
 }
 
-void Guardian::watch_semaphore(RuntimeAddr at, const trap::FileIdentity& data) {
-  Message m = {at.value(), 0, 'S', {}, data};
+void Guardian::watch_semaphore(RuntimeAddr at, const trap::FileIdentity& data, RuntimeAddr record) {
+  Message m = {at.value(), 0, 'S', {}, data, record.value()};
   [[maybe_unused]] ssize_t n = ::write(fd_, &m, sizeof m);
 }
 
 void Guardian::unwatch_semaphore(RuntimeAddr at) {
-  Message m = {at.value(), 0, 'R', {}, {}};
+  Message m = {at.value(), 0, 'R', {}, {}, 0};
   [[maybe_unused]] ssize_t n = ::write(fd_, &m, sizeof m);
 }
 
 void Guardian::done() {
-  Message m = {0, 0, 'D', {}, {}};
+  Message m = {0, 0, 'D', {}, {}, 0};
   [[maybe_unused]] ssize_t n = ::write(fd_, &m, sizeof m);
 }
 

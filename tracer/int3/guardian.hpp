@@ -14,7 +14,9 @@
 // not get the old library's byte written into its code (code_identity.hpp; issue 16).
 //
 // It also lowers the USDT semaphores probecost raised (tracer/core/semaphores.hpp), by one each,
-// where the mapping is still the file's data it was raised in.
+// where the mapping is still the file's data it was raised in, each record of the raise in the
+// process's semaphore table marked lowered first (so that a later restore does not lower it
+// again).
 //
 // What it cannot save: a thread that had already trapped on an int3 and was waiting in its
 // SIGTRAP stop when probecost died. The kernel detaches it with the SIGTRAP still to deliver
@@ -43,8 +45,9 @@ class Guardian {
   // identity cannot be checked); `original` is the byte it displaced.
   void watch(RuntimeAddr at, std::uint8_t original, const trap::FileIdentity& code);
   // The USDT semaphore (an unsigned short) at `at`, in the mapping `data`, holds one of ours:
-  // lowered by one if probecost dies (tracer/core/semaphores.hpp). unwatch: no longer.
-  void watch_semaphore(RuntimeAddr at, const trap::FileIdentity& data);
+  // lowered by one if probecost dies (tracer/core/semaphores.hpp), after the state byte of its
+  // record at `record` (0: none) is marked lowered. unwatch: no longer.
+  void watch_semaphore(RuntimeAddr at, const trap::FileIdentity& data, RuntimeAddr record);
   void unwatch_semaphore(RuntimeAddr at);
   // The bytes are back (or the process is gone): the guardian exits without touching anything.
   void done();
