@@ -49,7 +49,10 @@ void expect_every_hit_unwound_through_the_thread(const Json& report, long hits) 
   for (const auto& s : report["stacks"]["bounds_leaf"]) {
     std::string all;
     for (const auto& f : s["frames"]) all += f.get<std::string>() + ";";
-    EXPECT_NE(all.find("start_thread"), std::string::npos) << all;
+    // start_thread is a local symbol: named with libc6-dbg, else libc.so.6+OFFSET.
+    EXPECT_TRUE(all.find("start_thread") != std::string::npos ||
+                all.find("libc.so.6+0x") != std::string::npos)
+        << all;
   }
 }
 
@@ -137,7 +140,10 @@ TEST(StackBounds, AnAttachedThreadOnPartOfAMappingCutWhileTracedLivesAndEveryHit
   for (const auto& s : report["stacks"]["bounds_leaf"]) {
     std::string all;
     for (const auto& f : s["frames"]) all += f.get<std::string>() + ";";
-    EXPECT_NE(all.find("start_thread"), std::string::npos) << all;
+    // start_thread is a local symbol: named with libc6-dbg, else libc.so.6+OFFSET.
+    EXPECT_TRUE(all.find("start_thread") != std::string::npos ||
+                all.find("libc.so.6+0x") != std::string::npos)
+        << all;
   }
 }
 
@@ -159,10 +165,11 @@ TEST(StackBounds, AStackThroughASignalFrameIsNamedAfterTheProcessHasGone) {
   EXPECT_EQ(frames[0], "bounds_leaf in stack_bounds_target");
   EXPECT_EQ(frames[1].rfind("(anonymous namespace)::on_signal(int)+0x", 0), 0u) << frames[1];
   EXPECT_NE(frames[1].find(" in stack_bounds_target"), std::string::npos) << frames[1];
-  EXPECT_EQ(frames[2].rfind("0x", 0), 0u) << frames[2];  // __restore_rt: no symbol
-  EXPECT_NE(frames[2].find(" in libc.so.6"), std::string::npos) << frames[2];
+  EXPECT_EQ(frames[2].rfind("libc.so.6+0x", 0), 0u) << frames[2];  // __restore_rt: no symbol
   // The int3 path's names after it: pthread_kill's, raise, main (before: "0x7f... in <garbage>").
-  EXPECT_NE(frames[3].find("pthread_kill"), std::string::npos) << frames[3];
+  EXPECT_TRUE(frames[3].find("pthread_kill") != std::string::npos ||
+              frames[3].rfind("libc.so.6+0x", 0) == 0)  // a local symbol without libc6-dbg
+      << frames[3];
   EXPECT_EQ(frames[4].rfind("raise+", 0), 0u) << frames[4];
   EXPECT_EQ(frames[5].rfind("main+", 0), 0u) << frames[5];
   EXPECT_NE(frames[5].find(" in stack_bounds_target"), std::string::npos) << frames[5];

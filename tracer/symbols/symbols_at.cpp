@@ -52,7 +52,15 @@ std::string ProcessSymbols::describe(RuntimeAddr at) const {
   GElf_Sym sym;
   const char* name =
       dwfl_module_addrinfo(mod, at.value(), &offset, &sym, nullptr, nullptr, nullptr);
-  if (!name) return at.hex() + in;
+  if (!name) {
+    // No symbol (a local one, stripped without libc6-dbg): the module and the offset in it, the
+    // same from run to run (perf's "libc.so.6+0x3abf3"), never the randomised address.
+    Dwarf_Addr start = 0;
+    dwfl_module_info(mod, nullptr, &start, nullptr, nullptr, nullptr, nullptr, nullptr);
+    char rel[32];
+    std::snprintf(rel, sizeof rel, "+0x%llx", static_cast<unsigned long long>(at.value() - start));
+    return base_name(module_path(mod)) + rel;
+  }
   char off[32] = "";
   if (offset) std::snprintf(off, sizeof off, "+0x%llx", static_cast<unsigned long long>(offset));
   return demangle(name) + off + in;
