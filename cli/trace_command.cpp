@@ -172,6 +172,12 @@ int trace_command(const std::vector<std::string>& all_args) {
   // standard error then.
   Output out(output, command.empty() ? STDOUT_FILENO : STDERR_FILENO);
   if (vm.count("folded") && !opts.stacks) throw UsageError("--folded needs --stacks");
+  // A jump probe's trampoline writes one of the two into the process: its {TSC, id, arg} event
+  // or its stack snapshot (the event ring has no room for a stack).
+  if (opts.events && opts.stacks) throw UsageError("--events and --stacks: give one of them");
+  for (const char* o : {"stack-size", "stack-depth"})
+    if (!vm[o].defaulted() && !opts.stacks)
+      throw UsageError(std::string("--") + o + " needs --stacks");
   std::optional<Output> folded_out;
   if (vm.count("folded")) folded_out.emplace(folded);
   if (folded_out) folded_out->refuse_same_file(out, "--folded", "-o");

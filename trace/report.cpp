@@ -398,8 +398,11 @@ void write_text(std::ostream& out, const TraceReport& r, unsigned top, bool verb
   write_cpu_figures(out, r);
   if (verbose) write_held_phases(out, r);
   if (r.stacks) {
-    out << "stacks: unwinding took " << fmt("%.0f", r.stack_ns_per_hit)
-        << " ns of the tracer's per int3 hit\n";
+    // Jump probes' stacks are unwound from their copies (write_snapshots): this line is the
+    // int3 probes', and says nothing without an int3 hit.
+    if (r.int3_hits)
+      out << "stacks: unwinding took " << fmt("%.0f", r.stack_ns_per_hit)
+          << " ns of the tracer's per int3 hit\n";
     if (r.snapshots || r.snapshots_lost) write_snapshots(out, r);
     for (const auto& p : r.probes) {
       out << "\n" << p.probe.spec;

@@ -355,7 +355,28 @@ TEST(TraceUsage, FoldedStacksAddUpToTheHits) {
   }
   EXPECT_GE(stacks, 1);
   EXPECT_EQ(total, 600u);
+  // Jump probes' stacks: no int3 hit, so no line of "ns per int3 hit" (it said 0 ns before).
+  EXPECT_NE(r.err.find("stacks of jump hits: 600 snapshots"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("per int3 hit"), std::string::npos) << r.err;
   auto no_stacks = run_command({PROBECOST_BIN, "trace", "--folded", folded.path, "-b",
                                 "probecost_test_site", "--", LOOP_TARGET_PIE, "1", "1"});
   EXPECT_EQ(no_stacks.exit_code, 2) << no_stacks.err;
+}
+
+// The stack options mean nothing without --stacks, and a jump probe writes its event or its
+// stack, not both: usage errors (exit 2) before the command is launched, not an accepted option
+// (--stack-size) or a runtime failure after the attach (--events, exit 1 before).
+TEST(TraceUsage, StackOptionsWithoutStacksAndEventsWithStacksAreUsageErrors) {
+  TempFile ran;
+  for (std::vector<std::string> extra : {std::vector<std::string>{"--stack-size", "4096"},
+                                         {"--stack-depth", "8"},
+                                         {"--stacks", "--events"}}) {
+    std::vector<std::string> argv = {PROBECOST_BIN, "trace", "-b", "probecost_test_site"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    argv.insert(argv.end(), {"--", "/bin/sh", "-c", "echo ran > " + ran.path});
+    auto r = run_command(argv);
+    EXPECT_EQ(r.exit_code, 2) << extra.front() << ": " << r.err;
+    EXPECT_NE(r.err.find("--stacks"), std::string::npos) << r.err;
+    EXPECT_EQ(ran.read(), "") << "the command was launched with " << extra.front();
+  }
 }
