@@ -9,6 +9,8 @@
 
 #include "breakpoint/in_tracee/call_buffer.hpp"
 #include "breakpoint/in_tracee/jump_area.hpp"
+#include "breakpoint/in_tracee/warm_loop.hpp"
+#include "breakpoint/int3/outline.hpp"
 #include "breakpoint/int3/site.hpp"
 #include "breakpoint/x86/decoder.hpp"
 #include "common/error.hpp"
@@ -220,6 +222,28 @@ std::vector<OurMapping> left_call_buffers(TracedProcess& proc, const std::vector
   return out;
 }
 
+// The one-page code mappings a killed probecost left: the step-over's scratch pages and the
+// warm loop's page (anonymous, executable, and their first slot a header that says so).
+std::vector<OurMapping> left_pages(TracedProcess& proc, const std::vector<Mapping>& maps) {
+  std::vector<OurMapping> out;
+  for (const Mapping& m : maps) {
+    if (!m.exec || !m.path.empty() || inode_of(m) != 0 || m.end - m.start != kPageSize) continue;
+    ScratchHeader h{};
+    try {
+      proc.memory().read(m.start, {reinterpret_cast<std::uint8_t*>(&h), sizeof h});
+    } catch (const Error&) {
+      continue;
+    }
+    if (h.area_address != m.start.value() || h.area_size != kPageSize || h.tracer_pid <= 0)
+      continue;
+    if (std::memcmp(h.magic, kScratchMagic, sizeof h.magic) == 0)
+      out.push_back({OurMapping::Kind::ScratchPage, m.start, kPageSize, 0, h.tracer_pid});
+    if (std::memcmp(h.magic, warm::kMagic, sizeof h.magic) == 0)
+      out.push_back({OurMapping::Kind::WarmPage, m.start, kPageSize, 0, h.tracer_pid});
+  }
+  return out;
+}
+
 // What a killed probecost left mapped that nothing jumps into any more, handed to the detach
 // (OurMappings::release: only what no thread is in goes); the call buffers only when every
 // jump area goes with them (any trampoline may write into them).
@@ -241,6 +265,8 @@ void reclaim(TracedProcess& proc, OurMappings& into, const std::vector<Mapping>&
   }
   auto buffers = left_call_buffers(proc, maps);
   if (every_area) found.insert(found.end(), buffers.begin(), buffers.end());
+  auto pages = left_pages(proc, maps);
+  found.insert(found.end(), pages.begin(), pages.end());
   for (const OurMapping& o : found) {
     if (dry_run) {
       report.notes.push_back("would unmap the " + o.describe() + " if no thread is in it");
@@ -323,6 +349,7 @@ RestoreReport restore_process(pid_t pid, bool dry_run) {
   report.pid = pid;
   auto family = Family::attach(pid);
   TracedProcess& proc = family->root();
+  for (const auto& n : proc.found_at_attach()) report.notes.push_back(n);
   ProcessSymbols symbols(proc.proc_tid());
   auto maps = read_maps(proc.proc_tid());
   auto parsed_jumps = read_jump_areas(proc, report.notes);
@@ -368,7 +395,6 @@ Reclaimed reclaim_left_areas(TracedProcess& proc) {
   std::vector<std::pair<RuntimeAddr, bool>> areas;
   for (const auto& area : read_jump_areas(proc, out.notes))
     areas.emplace_back(area.address, all_out(proc, area));
-  if (areas.empty()) return out;
   // A release of their own, apart from this probecost's mappings (its detach's to release).
   OurMappings left;
   RestoreReport report;

@@ -14,7 +14,6 @@
 #    program's minor faults (/proc/PID/stat) after the attach, the drain's CPU per record.
 # Prints figures; asserts nothing.
 set -eu
-export PROBECOST_WARM_RINGS=1  # written-through rings are opt-in (tracer/jump/jump_map.cpp says why)
 build=${1:-build-release}
 calls=${2:-2000000}
 pc=$build/bin/probecost

@@ -223,6 +223,8 @@ void TraceRun::refuse_leftovers(ProcessTrace& tr) {
   // probecost had to leave in it (a thread it could not bring out of a trampoline) where no
   // thread can be in them now. Not in a fork child or a new image: nothing was left there.
   if (&p != &root() || p.launched() || tr.images.size() != 1) return;
+  for (const auto& n : p.found_at_attach())
+    notes_ << opts_.tool << ": in process " << p.pid() << ", " << n << std::endl;
   Reclaimed r = reclaim_left_areas(p);
   if (opts_.announce && r.unmapped_bytes) {
     notes_ << opts_.tool << ": in process " << p.pid() << ", unmapped " << (r.unmapped_bytes >> 10)

@@ -113,7 +113,6 @@ long minor_faults(pid_t pid) {
 // the first record: 400,000 records (12.8 MB, most of a 16 MiB ring) take no page fault in the
 // program, and the call buffer was written through (no note says it was not).
 TEST(RecordAttach, NoPageFaultInTheProgramAfterTheAttach) {
-  ::setenv("PROBECOST_WARM_RINGS", "1", 1);  // opt-in (jump_map.cpp says why)
   Target target(std::vector<std::string>{CALLS_TARGET, "serve"});
   ASSERT_EQ(target.ready_line, "ready");
   long f0 = minor_faults(target.pid);
@@ -131,7 +130,6 @@ TEST(RecordAttach, NoPageFaultInTheProgramAfterTheAttach) {
   EXPECT_EQ(rec.run.stderr_text.find("not written through"), std::string::npos)
       << rec.run.stderr_text;
   EXPECT_GE(f1, f0);
-  ::unsetenv("PROBECOST_WARM_RINGS");
 }
 
 TEST(RecordAttach, BadInputExits2Untouched) {

@@ -361,6 +361,7 @@ std::optional<long> TracedProcess::run_in_tracee(RuntimeAddr code, RuntimeAddr s
     check_seccomp(pid_, t.tid(), nr, args, syscall_at);
     user_regs_struct regs = syscall_regs(saved, nr, args);
     regs.rip = code.value();
+    sys::at_stage("inloop");  // inloop+2: the code's registers set, the thread not yet resumed
     return inject_with_way_back(t, regs, saved, *frame, syscall_at);
   });
   return r ? *r : std::nullopt;

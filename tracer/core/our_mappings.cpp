@@ -5,11 +5,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <memory>
 
 #include "breakpoint/in_tracee/semaphore_table.hpp"
 #include "breakpoint/in_tracee/trap_area.hpp"
+#include "breakpoint/in_tracee/warm_loop.hpp"
 #include "breakpoint/int3/outline.hpp"
 #include "common/error.hpp"
 #include "tracer/core/process.hpp"
@@ -86,6 +88,8 @@ std::string why_not_taken_out(TracedProcess& proc, const std::vector<Mapping>& m
       return why_not_our_anonymous<sema::TableHeader>(proc, maps, m, sema::kMagic);
     case OurMapping::Kind::ScratchPage:
       return why_not_our_anonymous<ScratchHeader>(proc, maps, m, kScratchMagic);
+    case OurMapping::Kind::WarmPage:
+      return why_not_our_anonymous<ScratchHeader>(proc, maps, m, warm::kMagic);
     default:
       return why_not_ours(maps, m);
   }
@@ -143,6 +147,24 @@ void clear_rseq_cs(TracedProcess& proc, const std::vector<OurMapping>& going) {
   }
 }
 
+// A thread that is in a warm loop, or will return into one (a handler that interrupted it):
+// it writes into the call buffer until its loop ends (tracer/core/left_loops.hpp moves the
+// threads it can out at attach).
+std::optional<pid_t> in_a_warm_loop(TracedProcess& proc,
+                                    const std::vector<std::pair<pid_t, RuntimeAddr>>& pcs) {
+  for (const auto& [tid, pc] : pcs) {
+    RuntimeAddr page(pc.value() & ~std::uint64_t{kPageSize - 1});
+    std::array<std::uint8_t, warm::kCodeOffset + sizeof warm::kLoop> first{};
+    try {
+      proc.memory().read(page, first);
+    } catch (const Error&) {
+      continue;
+    }
+    if (warm::is_warm_page(first, page)) return tid;
+  }
+  return std::nullopt;
+}
+
 std::string mib(std::uint64_t bytes) {
   char s[32];
   std::snprintf(s, sizeof s, "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
@@ -156,6 +178,7 @@ std::string OurMapping::describe() const {
                      : kind == Kind::TrapArea       ? "trap area"
                      : kind == Kind::SemaphoreTable ? "USDT semaphore table"
                      : kind == Kind::ScratchPage    ? "step-over scratch page"
+                     : kind == Kind::WarmPage       ? "warm loop page"
                                                     : "call buffer";
   return std::string(what) + " at " + start.hex() + " (" + mib(size) + ")";
 }
@@ -209,6 +232,8 @@ void OurMappings::release(TracedProcess& proc) {
     if (m.kind != OurMapping::Kind::CallBuffer) continue;
     std::string why = !why_all.empty() ? why_all : why_not_ours(maps, m);
     if (why.empty() && areas_kept) why = "a jump area that writes into it stays";
+    if (auto tid = in_a_warm_loop(proc, pcs); why.empty() && tid)
+      why = "thread " + std::to_string(*tid) + " writes into it from a warm loop";
     if (why.empty()) {
       going.push_back(m);
     } else {

@@ -40,7 +40,7 @@ namespace probecost {
 class TracedProcess;
 
 struct OurMapping {
-  enum class Kind { JumpArea, CallBuffer, TrapArea, SemaphoreTable, ScratchPage };
+  enum class Kind { JumpArea, CallBuffer, TrapArea, SemaphoreTable, ScratchPage, WarmPage };
   Kind kind = Kind::JumpArea;
   RuntimeAddr start;
   std::uint64_t size = 0;

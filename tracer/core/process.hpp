@@ -329,6 +329,8 @@ class TracedProcess final : public RemoteProcess {
   std::vector<LeftAlone> forget_moved_code();
   // What detach() and kill() left alone (forget_moved_code), for the user.
   const std::vector<std::string>& left_alone() const { return left_alone_; }
+  // What attach() found a killed probecost had left in the threads, and did (left_loops.hpp).
+  const std::vector<std::string>& found_at_attach() const { return found_at_attach_; }
 
   // Tasks detach() could not let go of (not in a ptrace-stop): for release_leftovers.
   const std::vector<pid_t>& leftovers() const { return leftovers_; }
@@ -445,6 +447,7 @@ class TracedProcess final : public RemoteProcess {
   std::map<RuntimeAddr, CodeIdentity> code_;  // note_code()
   std::vector<Mapping> maps_seen_;            // mapping_at()
   std::vector<std::string> left_alone_;
+  std::vector<std::string> found_at_attach_;
   PhaseClock held_;
 };
 

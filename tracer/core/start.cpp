@@ -14,6 +14,7 @@
 
 #include "common/cpu.hpp"
 #include "common/error.hpp"
+#include "tracer/core/left_loops.hpp"
 #include "tracer/core/process.hpp"
 #include "tracer/int3/guardian.hpp"
 #include "tracer/int3/int3_area.hpp"
@@ -254,6 +255,8 @@ std::unique_ptr<TracedProcess> TracedProcess::attach(pid_t pid, EventSource& eve
   proc->stop_all(0, true);
   proc->held_.mark("stopping the threads");
   if (proc->end_) throw exited(proc->end_->describe());
+  // Before anything of ours borrows a thread: one a killed probecost left in its warm loop.
+  proc->found_at_attach_ = finish_left_way_backs(*proc);
   return proc;
 }
 

@@ -11,6 +11,7 @@
 #include <functional>
 #include <thread>
 
+#include "breakpoint/in_tracee/warm_loop.hpp"
 #include "common/error.hpp"
 #include "common/fd.hpp"
 #include "tracer/jump/jump_probes.hpp"
@@ -198,18 +199,11 @@ void warm_our_view(int fd, const std::uint8_t* view, std::uint64_t size) {
 // kernel's own accesses through the address (read(2) into it) spare it (scripts/record-cost.sh).
 // Without this, the trampolines paid it, one 4 KiB page of records at a time (compare's record
 // row: ~110 of its 134 ns per call). `lock orb $0` changes no byte, even if a writer were there.
-// The loop runs on a page of its own, mapped for it and gone after; it ends in `syscall; leave;
-// ret` (getpid), the way back run_in_tracee needs. False (and `why`) when it could not run.
+// The loop runs on a page of its own (breakpoint/in_tracee/warm_loop.hpp), mapped for it and gone
+// after; it ends in `syscall; leave; ret` (getpid), the way back run_in_tracee needs, and a
+// probecost killed meanwhile leaves the thread in it for the next attach to take out
+// (tracer/core/left_loops.hpp). False (and `why`) when it could not run.
 bool warm_in_tracee(TracedProcess& proc, RuntimeAddr at, std::uint64_t size, std::string& why) {
-  // clang-format off
-  static constexpr std::uint8_t kLoop[] = {
-      0xf0, 0x80, 0x0f, 0x00,                    // 1: lock orb $0, (%rdi)
-      0x48, 0x81, 0xc7, 0x00, 0x10, 0x00, 0x00,  //    add $4096, %rdi
-      0x48, 0x39, 0xf7,                          //    cmp %rsi, %rdi
-      0x72, 0xf0,                                //    jb 1b
-      0x0f, 0x05, 0xc9, 0xc3};                   //    syscall; leave; ret
-  // clang-format on
-  constexpr std::int64_t kSyscallAt = 16;
   std::optional<long> page, r;
   try {
     page = proc.syscall_in_tracee(
@@ -219,17 +213,21 @@ bool warm_in_tracee(TracedProcess& proc, RuntimeAddr at, std::uint64_t size, std
       return false;
     }
     RuntimeAddr code(static_cast<std::uint64_t>(*page));
-    proc.memory().write(code, kLoop);
-    r = proc.run_in_tracee(code, code + kSyscallAt, SYS_getpid,
+    proc.memory().write(code, warm::page_bytes(code, ::getpid()));
+    r = proc.run_in_tracee(code + warm::kCodeOffset, code + warm::kSyscallOffset, SYS_getpid,
                            {static_cast<long>(at.value()), static_cast<long>(at.value() + size)});
   } catch (const Error& e) {
     why = e.what();  // a seccomp filter that refuses one of the calls, a thread gone
   }
+  std::optional<long> unmapped;
   try {
-    if (page && *page > 0) proc.syscall_in_tracee(SYS_munmap, {*page, 4096, 0, 0, 0, 0});
+    if (page && *page > 0) unmapped = proc.syscall_in_tracee(SYS_munmap, {*page, 4096, 0, 0, 0, 0});
   } catch (const Error&) {
-    // No thread can run it now: one page of ours stays, which nothing runs again.
+    // No thread can run it now: the detach's release tries again.
   }
+  if (page && *page > 0 && unmapped != 0)
+    proc.our_mappings().add(
+        {OurMapping::Kind::WarmPage, RuntimeAddr(static_cast<std::uint64_t>(*page)), kPageSize, 0});
   if (!r && why.empty()) why = "no thread could run it with a way back";
   return r.has_value() && *r > 0;
 }
@@ -328,14 +326,14 @@ JumpProbes::CallBuffer JumpProbes::map_call_buffer(const jump::CallBufferLayout&
   proc_.held().mark("call buffer: mapped in the process");
   sys::at_stage("warm");
   std::string why;
-  // Written through only with PROBECOST_WARM_RINGS=1 (PROBECOST_COLD_RINGS=1 still says no):
-  // the loop is an injected call of 100-250 ms, and a SIGKILL of probecost inside it lets the
-  // thread run on in the loop with no way back (the fault suite's record-sigkill: the program
-  // killed by SIGSEGV 5 of 40 cycles; 0 of 40 populated only). Until an injected call can
-  // return by itself, the faster rings are opt-in.
-  const char* warm_env = std::getenv("PROBECOST_WARM_RINGS");
+  // Written through unless PROBECOST_COLD_RINGS=1. The loop is an injected call of 100-250 ms
+  // here with a way back: a SIGKILL of probecost inside it lets the thread finish it and return
+  // to its own registers by itself, and the next attach (restore's too) takes a thread still in
+  // it the rest of its way first (tracer/core/left_loops.hpp). Before that, restore unmapped the
+  // buffer under the loop (the fault suite's record-sigkill: 5 of 40 cycles killed the program
+  // by SIGSEGV), and the loop was opt-in.
   const char* cold = std::getenv("PROBECOST_COLD_RINGS");
-  if (options_.calls.warm && warm_env && *warm_env == '1' && !(cold && *cold == '1')) {
+  if (options_.calls.warm && !(cold && *cold == '1')) {
     // Ours meanwhile, on the other CPU: the process's loop is mostly the hypervisor's time.
     std::jthread ours(warm_our_view, undo.ours.get(), static_cast<std::uint8_t*>(undo.view),
                       undo.size);

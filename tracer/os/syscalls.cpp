@@ -50,7 +50,8 @@ DeathPlan parse_plan(const char* v) {
   char stage[8] = "";
   if (std::sscanf(v, "%6[a-z]+%llu", stage, &n) == 2 && n > 0 &&
       (std::strcmp(stage, "attach") == 0 || std::strcmp(stage, "detach") == 0 ||
-       std::strcmp(stage, "runout") == 0 || std::strcmp(stage, "warm") == 0)) {
+       std::strcmp(stage, "runout") == 0 || std::strcmp(stage, "warm") == 0 ||
+       std::strcmp(stage, "inloop") == 0)) {
     p.stage = stage;
     p.calls = n;
     if (p.stage == "attach") p.countdown = n;  // from the first call on

@@ -33,7 +33,10 @@ void at_hit();
 // run), a line on stderr says so and nothing dies. detach+N: the N-th call from
 // at_stage("detach") (letting go of the processes); runout+N: from at_stage("runout") (the
 // detach's threads caught in a trampoline, brought out); warm+N: from at_stage("warm") (the
-// call buffer mapped in the process, about to be written through). A death inside an injected call
+// call buffer mapped in the process, about to be written through); inloop+N: from
+// at_stage("inloop") (run_in_tracee's code, the warm loop, about to be run by a thread: +2 dies
+// with the thread's registers set for it: tests/trace/test_record_warm_death.cpp). A death
+// inside an injected call
 // (set_injecting) is said on stderr first.
 void at_stage(const char* stage);
 // The same plan, given by a test that traces from a process of its own (fork, no exec).
