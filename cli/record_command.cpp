@@ -164,6 +164,11 @@ int record_command(const std::vector<std::string>& all_args) {
       "end. Entries and exits are jumps to trampolines that write the records into per-CPU\n"
       "buffers in the process (an int3 where no jump fits); no return address is replaced, so\n"
       "exceptions unwind as before. PROBE as for `probecost trace`.\n\n"
+      "USDT markers (-b usdt:PROVIDER:NAME, globs allowed) are recorded with their arguments\n"
+      "(strings copied); an entry/return pair (usdt:python:function__entry and\n"
+      "function__return, or -b 'usdt:python:function__*') becomes calls named by the entry's\n"
+      "name argument, per thread, nested; markers that do not balance are counted, never made\n"
+      "calls. Other markers are instants. Each marker is an int3 (docs/usdt.md).\n\n"
       "exit status: with -- COMMAND, the command's own; with -p PID, 0. 2: bad usage or a bad\n"
       "probe (nothing was touched); 1: a runtime failure (the process was left as it was).\n"
       "\noptions");
@@ -204,13 +209,6 @@ int record_command(const std::vector<std::string>& all_args) {
   }
   opts.command = command;
   if (opts.probes.empty()) throw UsageError("no probe: give -b FUNCTION");
-  for (const auto& p : opts.probes) {
-    if (parse_probe(p).usdt)
-      throw UsageError("bad probe '" + p +
-                       "': record probes functions (an entry and every way out); a USDT marker "
-                       "is one point: count it with 'probecost trace -b " +
-                       p + "'");
-  }
   if (output.empty()) throw UsageError("no output: give -o PATH");
   record::Format chosen = record::choose_format(format, output);
   std::string notes;

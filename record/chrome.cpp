@@ -9,6 +9,7 @@
 
 #include "common/error.hpp"
 #include "common/format.hpp"
+#include "record/markers.hpp"
 
 namespace probecost::record {
 
@@ -96,8 +97,11 @@ ChromeWriter::ChromeWriter(const std::string& path, const RunInfo& run)
 
 ChromeWriter::ChromeWriter(int fd, const std::string& name, const RunInfo& run)
     : path_(name), fd_(fd), run_(run), clock_(run.clock) {
-  for (const ProbeInfo& p : run_.probes)
+  for (const ProbeInfo& p : run_.probes) {
     names_.push_back(json_string(p.function.empty() ? p.spec : p.function));
+    call_names_.push_back(json_string(marker_pair(p)));
+    name_arg_.push_back(marker_name_arg(p));
+  }
   out_ = "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[";
   out_.reserve(kBufferBytes + 4096);
 }
@@ -135,13 +139,14 @@ void ChromeWriter::start_line() {
   line_ = events_++ ? ",\n{" : "\n{";
 }
 
-// {"ph":ph,"name":..,"pid":..,"tid":..,"ts":e's time
-void ChromeWriter::open_event(const char* ph, const Event& e) {
+// {"ph":ph,"name":..,"pid":..,"tid":..,"ts":e's time (a marker's: "cat":"usdt" too)
+void ChromeWriter::open_event(const char* ph, const Event& e, const std::string* name) {
   start_line();
   line_ += "\"ph\":\"";
   line_ += ph;
   line_ += "\",\"name\":";
-  line_ += names_.at(e.probe);
+  line_ += name ? *name : names_.at(e.probe);
+  if (e.kind == EventKind::marker) line_ += ",\"cat\":\"usdt\"";
   line_ += ",\"pid\":";
   append_int(line_, e.pid);
   line_ += ",\"tid\":";
@@ -169,12 +174,54 @@ void ChromeWriter::close_event() {
   put(line_);
 }
 
+const std::string& ChromeWriter::call_name(const Event& entry) const {
+  int i = name_arg_.at(entry.probe);
+  if (i < 0 || !(entry.text & (1u << i))) return call_names_.at(entry.probe);
+  std::uint64_t id = entry.args[static_cast<std::size_t>(i)];
+  return id < strings_.size() ? strings_[id] : call_names_.at(entry.probe);
+}
+
+// "args":{NAME:VALUE,... (the marker's arguments but `skip`), then `extra`
+void ChromeWriter::put_marker_args(const Event& e, int skip, const char* extra) {
+  line_ += ",\"args\":{";
+  bool first = true;
+  const auto& args = run_.probes.at(e.probe).marker_args;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    if (static_cast<int>(i) == skip) continue;
+    if (!first) line_ += ',';
+    first = false;
+    line_ += json_string(args[i].name) + ":";
+    bool text = e.text & (1u << i) && e.args[i] < strings_.size();
+    if (text)
+      line_ += strings_[e.args[i]];
+    else
+      append_value(line_, e.args[i]);
+  }
+  if (*extra && !first) line_ += ',';
+  line_ += extra;
+}
+
+void ChromeWriter::instant(const Event& e) {
+  open_event("i", e);
+  line_ += ",\"s\":\"t\"";
+  put_marker_args(e, -1, "");
+  close_event();
+}
+
+void ChromeWriter::string(std::uint32_t id, const std::string& text) {
+  if (strings_.size() <= id) strings_.resize(id + 1);
+  strings_[id] = json_string(text);
+}
+
 void ChromeWriter::call(const Event& entry, const Event& end) {
-  open_event("X", entry);
+  bool marker = entry.kind == EventKind::marker;
+  open_event("X", entry, marker ? &call_name(entry) : nullptr);
   std::int64_t dur = clock_.monotonic_ns(end.tsc) - clock_.monotonic_ns(entry.tsc);
   line_ += ",\"dur\":";
   append_us(line_, dur < 0 ? 0 : dur);
-  if (end.kind == EventKind::unwound) {
+  if (marker) {
+    put_marker_args(entry, name_arg_.at(entry.probe), "");
+  } else if (end.kind == EventKind::unwound) {
     put_args(entry, "\"unwound\":true");
   } else {
     put_args(entry, "\"ret\":");
@@ -184,13 +231,24 @@ void ChromeWriter::call(const Event& entry, const Event& end) {
 }
 
 void ChromeWriter::unmatched(const Event& entry, Unmatched why) {
-  open_event("B", entry);
-  put_args(entry, "\"unmatched\":");
+  bool marker = entry.kind == EventKind::marker;
+  open_event("B", entry, marker ? &call_name(entry) : nullptr);
+  if (marker)
+    put_marker_args(entry, name_arg_.at(entry.probe), "\"unmatched\":");
+  else
+    put_args(entry, "\"unmatched\":");
   line_ += json_string(unmatched_reason(why));
   close_event();
 }
 
 void ChromeWriter::orphan(const Event& end) {
+  if (end.kind == EventKind::marker) {
+    open_event("i", end);
+    line_ += ",\"s\":\"t\"";
+    put_marker_args(end, -1, "\"entry\":\"none (no entry marker open on the thread)\"");
+    close_event();
+    return;
+  }
   open_event("i", end);
   line_ += ",\"s\":\"t\",\"args\":{";
   if (end.kind == EventKind::exit) {

@@ -14,6 +14,13 @@
 // no ret; a return without its entry is a thread-scoped instant ("i") with its ret. Thread and
 // process names are "M" events, written as they are learnt (the last one wins in the viewers).
 //
+// USDT markers (record/markers.hpp) have "cat":"usdt" and their arguments by name, strings as
+// JSON strings: a call of an entry/return pair is an "X" named by the entry's name argument
+// ({"ph":"X","cat":"usdt","name":"f",...,"args":{"file":"/tmp/w.py","line":2}}), an entry
+// never returned a "B" with args.unmatched, a return without its entry an "i" named by the
+// marker with args.entry saying so, and any other marker an "i" named by the marker
+// ("python:line").
+//
 // Argument and return values are registers: written as signed 64-bit integers (so -1 and -ENOMEM
 // read right), as JSON numbers when the magnitude is at most 2^53, which every JSON reader holds
 // exactly in a double. Beyond that a JavaScript viewer would silently show a rounded number, so
@@ -46,6 +53,8 @@ class ChromeWriter : public Output {
   void call(const Event& entry, const Event& end) override;
   void unmatched(const Event& entry, Unmatched why) override;
   void orphan(const Event& end) override;
+  void instant(const Event& e) override;
+  void string(std::uint32_t id, const std::string& text) override;
   void thread_name(std::int32_t pid, std::int32_t tid, const std::string& name,
                    std::uint64_t tsc) override;
   void process_name(std::int32_t pid, const std::string& name) override;
@@ -54,8 +63,10 @@ class ChromeWriter : public Output {
 
  private:
   void start_line();
-  void open_event(const char* ph, const Event& e);
+  void open_event(const char* ph, const Event& e, const std::string* name = nullptr);
   void put_args(const Event& entry, const char* extra);
+  const std::string& call_name(const Event& entry) const;
+  void put_marker_args(const Event& e, int skip, const char* extra);
   void close_event();
   void close_file();
   void put(const std::string& text);
@@ -67,7 +78,10 @@ class ChromeWriter : public Output {
   std::string out_;  // not written yet
   RunInfo run_;
   tsc::Clock clock_;
-  std::vector<std::string> names_;  // per probe, as a JSON string
+  std::vector<std::string> names_;       // per probe, as a JSON string
+  std::vector<std::string> call_names_;  // per entry marker, its call's when it has no name
+  std::vector<int> name_arg_;            // per probe: marker_name_arg()
+  std::vector<std::string> strings_;     // Output::string's, as JSON strings
   std::string line_;
   std::uint64_t events_ = 0;
   std::uint64_t lost_ = 0;

@@ -52,6 +52,7 @@ CtfEvent ctf_event(EventKind kind) {
     case EventKind::exit:
       return CtfEvent::exit;
     case EventKind::unwound:
+    case EventKind::marker:  // not written through here (CtfWriter::marker)
       return CtfEvent::unwound;
   }
   return CtfEvent::unwound;
@@ -113,11 +114,11 @@ void CtfWriter::begin_event(Stream& s, std::uint16_t id, std::uint64_t tsc) {
   put(s.content, s.tid);
 }
 
-// Room for one more event (at most 256 bytes: header, context, probe, six arguments; or a name
-// cut to 64 bytes) in the stream's packet.
-CtfWriter::Stream& CtfWriter::writable(std::int32_t pid, std::int32_t tid) {
+// Room for one more event of at most `bytes` (256: header, context, probe, six arguments; or a
+// name cut to 64 bytes) in the stream's packet.
+CtfWriter::Stream& CtfWriter::writable(std::int32_t pid, std::int32_t tid, std::size_t bytes) {
   Stream& s = stream(pid, tid);
-  if (s.content.size() + 256 > kPacketBytes - kPacketPreamble) flush(s);
+  if (s.content.size() + bytes > kPacketBytes - kPacketPreamble) flush(s);
   return s;
 }
 
@@ -126,7 +127,39 @@ void CtfWriter::count_held(std::size_t bytes) {
   if (held_ > kHeldBytes) flush_all();
 }
 
+void CtfWriter::string(std::uint32_t id, const std::string& text) {
+  if (strings_.size() <= id) strings_.resize(id + 1);
+  // A CTF string ends at its first NUL.
+  strings_[id] = text.substr(0, std::min(kMaxString, std::strlen(text.c_str())));
+}
+
+// {probe, each argument: a NUL-terminated string or an int64}
+void CtfWriter::marker(const Event& e) {
+  const auto& args = run_.probes.at(e.probe).marker_args;
+  Stream& s = writable(e.pid, e.tid, 256 + args.size() * (kMaxString + 1));
+  std::size_t before = s.content.size();
+  begin_event(s, static_cast<std::uint16_t>(kFirstMarkerEvent + e.probe), e.tsc);
+  put(s.content, e.probe);
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    if (!args[i].text) {
+      put(s.content, e.args[i]);
+      continue;
+    }
+    bool text = e.text & (1u << i) && e.args[i] < strings_.size();
+    std::string hex;
+    if (!text) {
+      std::ostringstream out;
+      out << "0x" << std::hex << e.args[i];
+      hex = out.str();
+    }
+    const std::string& v = text ? strings_[e.args[i]] : hex;
+    s.content.append(v.c_str(), v.size() + 1);
+  }
+  count_held(s.content.size() - before);
+}
+
 void CtfWriter::event(const Event& e) {
+  if (e.kind == EventKind::marker) return marker(e);
   Stream& s = writable(e.pid, e.tid);
   std::size_t before = s.content.size();
   begin_event(s, static_cast<std::uint16_t>(ctf_event(e.kind)), e.tsc);

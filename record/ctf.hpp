@@ -9,6 +9,11 @@
 // Events: probecost:entry {probe, arg0..argN-1}, probecost:return {probe, ret},
 // probecost:unwound {probe}, probecost:thread_name {name}, each with {pid, tid} as its context
 // and the raw TSC as its timestamp. Arguments and return values are signed 64-bit integers.
+// A USDT marker probe i is an event class of its own, id kFirstMarkerEvent + i, named by the
+// marker ("python:function__entry"): {probe, then its arguments by name (_file, _name, _line:
+// babeltrace2 drops the underscore), a string for a text argument (up to kMaxString bytes), a
+// signed 64-bit integer for the others}. Its hits are written as they come; replay pairs the
+// entry and return markers again as record does (record/markers.hpp).
 // Records the tracer lost on a thread are its stream's events_discarded, which babeltrace2
 // reports.
 //
@@ -31,6 +36,7 @@ using Uuid = std::array<std::uint8_t, 16>;
 
 // The event classes' ids in the metadata and the streams.
 enum class CtfEvent : std::uint16_t { entry = 0, exit = 1, unwound = 2, thread_name = 3 };
+inline constexpr std::uint16_t kFirstMarkerEvent = 4;
 
 // The TSDL text of a trace of this run.
 std::string ctf_metadata(const RunInfo& run, const Uuid& uuid);
@@ -39,6 +45,7 @@ class CtfWriter : public Output {
  public:
   static constexpr std::size_t kPacketBytes = 64 * 1024;
   static constexpr std::size_t kHeldBytes = 32 * 1024 * 1024;
+  static constexpr std::size_t kMaxString = 1024;
 
   // Creates `dir` (it must not exist, or be empty) and writes its metadata; throws UsageError
   // when the directory is not empty, Error when it cannot be written.
@@ -51,6 +58,7 @@ class CtfWriter : public Output {
   void thread_name(std::int32_t pid, std::int32_t tid, const std::string& name,
                    std::uint64_t tsc) override;
   void lost(const Lost& l) override;
+  void string(std::uint32_t id, const std::string& text) override;
   void thread_exited(std::int32_t pid, std::int32_t tid) override;
   void finish() override;
 
@@ -71,7 +79,8 @@ class CtfWriter : public Output {
     std::uint64_t lost_tsc = 0;
   };
   Stream& stream(std::int32_t pid, std::int32_t tid);
-  Stream& writable(std::int32_t pid, std::int32_t tid);
+  Stream& writable(std::int32_t pid, std::int32_t tid, std::size_t bytes = 256);
+  void marker(const Event& e);
   void count_held(std::size_t bytes);
   void begin_event(Stream& s, std::uint16_t id, std::uint64_t tsc);
   void flush(Stream& s);
@@ -85,6 +94,7 @@ class CtfWriter : public Output {
   std::uint64_t instances_ = 0;
   std::size_t held_ = 0;
   std::uint64_t clamped_ = 0;
+  std::vector<std::string> strings_;  // Output::string's, cut to kMaxString
   bool finished_ = false;
 };
 

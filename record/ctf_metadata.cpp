@@ -97,6 +97,14 @@ std::string event_block(CtfEvent id, const char* name, const std::string& fields
   return out.str();
 }
 
+std::string marker_block(std::size_t id, const std::string& name, const std::string& fields) {
+  std::ostringstream out;
+  out << "event {\n\tname = " << quoted(name) << ";\n\tid = " << id
+      << ";\n\tstream_id = 0;\n\tfields := struct {\n"
+      << fields << "\t};\n};\n\n";
+  return out.str();
+}
+
 }  // namespace
 
 std::string ctf_metadata(const RunInfo& run, const Uuid& uuid) {
@@ -117,6 +125,14 @@ std::string ctf_metadata(const RunInfo& run, const Uuid& uuid) {
   out << event_block(CtfEvent::exit, "probecost:return", "\t\tprobe_t probe;\n\t\tint64_t ret;\n");
   out << event_block(CtfEvent::unwound, "probecost:unwound", "\t\tprobe_t probe;\n");
   out << event_block(CtfEvent::thread_name, "probecost:thread_name", "\t\tstring name;\n");
+  for (std::size_t i = 0; i < run.probes.size(); ++i) {
+    const ProbeInfo& p = run.probes[i];
+    if (p.marker == MarkerRole::none) continue;
+    std::string fields = "\t\tprobe_t probe;\n";
+    for (const MarkerArg& a : p.marker_args)
+      fields += std::string("\t\t") + (a.text ? "string" : "int64_t") + " _" + a.name + ";\n";
+    out << marker_block(kFirstMarkerEvent + i, p.function, fields);
+  }
   return out.str();
 }
 

@@ -5,6 +5,7 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/tsc.hpp"
@@ -20,10 +21,15 @@ enum class EventKind : std::uint8_t {
   // it) at tsc. Optional: without it such a frame is closed, unmatched, when an outer frame of
   // the same thread returns.
   unwound,
+  // A USDT marker's hit (probe: a ProbeInfo with `marker` set): its arguments in args, those
+  // whose bit is set in Event::text the ids of strings (Output::string). Entry and return
+  // markers are paired into calls (marker_pairing.hpp), the others are instants.
+  marker,
 };
 
 struct Event {
   EventKind kind = EventKind::entry;
+  std::uint8_t text = 0;    // marker: bit i set when args[i] is a string's id
   std::uint32_t probe = 0;  // index into RunInfo::probes
   std::int32_t pid = 0;
   std::int32_t tid = 0;
@@ -37,11 +43,37 @@ struct Event {
   std::uint64_t ret = 0;                       // exit: rax
 };
 
+// A USDT marker's part in the recording (record/markers.hpp says which is which).
+enum class MarkerRole : std::uint8_t {
+  none,     // not a marker: a function's entry and exits
+  instant,  // a point in time: python:line, gc__start
+  entry,    // PROVIDER:X__entry, recorded with its PROVIDER:X__return
+  exit,     // PROVIDER:X__return, recorded with its PROVIDER:X__entry
+};
+
+// A USDT marker's argument: a number, or (8 bytes unsigned: a char * in <sys/sdt.h>'s
+// notes) a string copied at the hit, or the pointer's value as "0x..." text when it points at
+// no text.
+struct MarkerArg {
+  std::string name;  // "file", "name", "line" (python's), else "arg0", "arg1", ...
+  bool text = false;
+};
+
 struct ProbeInfo {
+  ProbeInfo() = default;
+  ProbeInfo(std::string spec_, std::string function_, std::string module_, std::uint64_t address_)
+      : spec(std::move(spec_)),
+        function(std::move(function_)),
+        module(std::move(module_)),
+        address(address_) {}
   std::string spec;      // as the user gave it: "middle", "libc.so.6:malloc"
-  std::string function;  // demangled symbol: "middle(long)", "ns::Klass::method()"
+  std::string function;  // demangled symbol: "middle(long)", "ns::Klass::method()"; a USDT
+                         // marker's PROVIDER:NAME ("python:function__entry")
   std::string module;    // "libc.so.6", or the executable's name
   std::uint64_t address = 0;
+  // USDT markers only (see MarkerRole).
+  MarkerRole marker = MarkerRole::none;
+  std::vector<MarkerArg> marker_args;
 };
 
 struct RunInfo {

@@ -29,6 +29,10 @@ class Output {
   // An exit or unwound event with no open entry to close (the entry came before the attach, or
   // its record was lost).
   virtual void orphan(const Event& /*end*/) {}
+  // A USDT marker that is no part of a pair (record/markers.hpp): a point in time.
+  virtual void instant(const Event& /*marker*/) {}
+  // The string with id `id` (an argument of markers' events to come; ids from 0, each once).
+  virtual void string(std::uint32_t /*id*/, const std::string& /*text*/) {}
 
   // A thread's name (comm), read at tsc; it can change during the run.
   virtual void thread_name(std::int32_t /*pid*/, std::int32_t /*tid*/, const std::string&,

@@ -24,6 +24,10 @@ class Recorder::Fanout : public Output {
     a_.orphan(end);
     b_.orphan(end);
   }
+  void instant(const Event& e) override {
+    a_.instant(e);
+    b_.instant(e);
+  }
 
  private:
   Output& a_;
@@ -46,6 +50,12 @@ class Recorder::Guard : public Output {
   }
   void orphan(const Event& end) override {
     run([&] { w_.orphan(end); });
+  }
+  void instant(const Event& e) override {
+    run([&] { w_.instant(e); });
+  }
+  void string(std::uint32_t id, const std::string& text) override {
+    run([&] { w_.string(id, text); });
   }
   void thread_name(std::int32_t pid, std::int32_t tid, const std::string& name,
                    std::uint64_t tsc) override {
@@ -122,7 +132,8 @@ Recorder::Recorder(const RunInfo& run, std::unique_ptr<Output> writer)
       guard_(std::make_unique<Guard>(*writer_, write_error_)),
       summary_(run_),
       fanout_(std::make_unique<Fanout>(*guard_, summary_)),
-      pairing_(*fanout_, Pairing::kMaxDepth, run_.arg_count) {}
+      pairing_(*fanout_, Pairing::kMaxDepth, run_.arg_count),
+      markers_(run_, *fanout_) {}
 
 Recorder::~Recorder() {
   try {
@@ -138,7 +149,21 @@ void Recorder::add(const Event& e) {
                 std::to_string(run_.probes.size()));
   guard_->event(e);
   summary_.event(e);
-  pairing_.add(e);
+  if (e.kind == EventKind::marker)
+    markers_.add(e);
+  else
+    pairing_.add(e);
+}
+
+std::uint32_t Recorder::intern(const std::string& text) {
+  if (auto it = strings_.find(text); it != strings_.end()) return it->second;
+  if (string_bytes_ + text.size() > kMaxStringBytes && text != kStringsFull)
+    return intern(kStringsFull);
+  auto id = static_cast<std::uint32_t>(strings_.size());
+  strings_.emplace(text, id);
+  string_bytes_ += text.size();
+  guard_->string(id, text);
+  return id;
 }
 
 void Recorder::thread_name(std::int32_t pid, std::int32_t tid, const std::string& name,
@@ -164,6 +189,7 @@ void Recorder::exits(std::uint32_t probe, std::uint32_t all, std::uint32_t tail)
 
 void Recorder::thread_exited(std::int32_t pid, std::int32_t tid) {
   pairing_.thread_exited(pid, tid);
+  markers_.thread_exited(pid, tid);
   guard_->thread_exited(pid, tid);
 }
 
@@ -171,6 +197,7 @@ void Recorder::finish() {
   if (finished_) return;
   finished_ = true;
   pairing_.finish();
+  markers_.finish();
   guard_->finish();
   if (!write_error_.empty()) throw Error(write_error_);
 }

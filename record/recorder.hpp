@@ -15,8 +15,10 @@
 // first error, and the summary is whole all the same.
 #include <memory>
 #include <string>
+#include <unordered_map>
 
 #include "common/names.hpp"
+#include "record/markers.hpp"
 #include "record/output.hpp"
 #include "record/pairing.hpp"
 #include "record/summary.hpp"
@@ -47,6 +49,11 @@ class Recorder {
 
   // Throws Error for an event of a probe the run does not have.
   void add(const Event& e);
+  // The id of `text` for a marker's argument (Event::text), the writers told of it the first
+  // time. Past kMaxStringBytes of distinct strings, a new one is kept as kStringsFull's id.
+  std::uint32_t intern(const std::string& text);
+  static constexpr std::size_t kMaxStringBytes = 64 << 20;
+  static constexpr const char* kStringsFull = "(not kept: 64 MiB of distinct strings)";
   void thread_name(std::int32_t pid, std::int32_t tid, const std::string& name, std::uint64_t tsc);
   void process_name(std::int32_t pid, const std::string& name);
   void lost(const Lost& l);
@@ -59,7 +66,7 @@ class Recorder {
   const std::string& write_error() const { return write_error_; }
 
   const Summary& summary() const { return summary_; }
-  std::size_t open_frames() const { return pairing_.open_frames(); }
+  std::size_t open_frames() const { return pairing_.open_frames() + markers_.open_entries(); }
 
  private:
   class Fanout;
@@ -71,6 +78,9 @@ class Recorder {
   Summary summary_;
   std::unique_ptr<Fanout> fanout_;
   Pairing pairing_;
+  MarkerPairing markers_;
+  std::unordered_map<std::string, std::uint32_t> strings_;
+  std::size_t string_bytes_ = 0;
   bool finished_ = false;
 };
 

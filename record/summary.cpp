@@ -7,6 +7,7 @@
 
 #include "common/error.hpp"
 #include "common/format.hpp"
+#include "record/markers.hpp"
 
 namespace probecost::record {
 
@@ -63,10 +64,12 @@ void Summary::event(const Event& e) {
   ProbeSummary& p = probes_.at(e.probe);
   ++p.events_written;
   if (e.kind == EventKind::entry) ++p.calls;
+  if (e.kind == EventKind::marker) ++p.hits;
 }
 
 void Summary::call(const Event& entry, const Event& end) {
   ProbeSummary& p = probes_.at(entry.probe);
+  if (end.kind == EventKind::marker) ++probes_.at(end.probe).closed;
   if (end.kind == EventKind::unwound) {
     ++p.unwound;
     return;
@@ -118,6 +121,11 @@ void Summary::print(std::ostream& out) const {
   // A function that ends in a tail call is marked: its latency stops at the jump.
   auto row = [&](std::size_t i) { return label(i) + (probes_[i].tail_exits ? " *" : ""); };
   std::size_t w = 5;
+  auto is_marker = [&](std::size_t i) { return run_.probes[i].marker != MarkerRole::none; };
+  print_markers(out);
+  if (std::all_of(run_.probes.begin(), run_.probes.end(),
+                  [](const ProbeInfo& p) { return p.marker != MarkerRole::none; }))
+    return;
   for (std::size_t i = 0; i < run_.probes.size(); ++i) w = std::max(w, row(i).size());
   out << std::left << std::setw(static_cast<int>(w)) << "probe" << std::right;
   for (const char* h : {"calls", "returns", "unwound", "unmatched", "lost", "min ns", "p50 ns",
@@ -125,6 +133,7 @@ void Summary::print(std::ostream& out) const {
     out << std::setw(11) << h;
   out << "\n";
   for (std::size_t i = 0; i < probes_.size(); ++i) {
+    if (is_marker(i)) continue;
     const ProbeSummary& p = probes_[i];
     const LatencyHistogram& h = p.latency;
     out << std::left << std::setw(static_cast<int>(w)) << row(i) << std::right;
@@ -146,6 +155,7 @@ void Summary::print(std::ostream& out) const {
   }
   if (lost_any_) out << "lost: " << lost_any_ << " records of unknown probes\n";
   for (std::size_t i = 0; i < probes_.size(); ++i) {
+    if (is_marker(i)) continue;
     if (probes_[i].orphan_exits)
       out << label(i) << ": " << probes_[i].orphan_exits
           << " returns without their entry (entered before the recording, or the entry lost)\n";
@@ -186,8 +196,62 @@ nlohmann::json Summary::json() const {
                       {"histogram", std::move(hist)},
                       {"events_written", p.events_written},
                       {"events_lost", p.events_lost}});
+    if (run_.probes[i].marker != MarkerRole::none) {
+      probes.back()["marker_hits"] = p.hits;
+      probes.back()["marker_closed"] = p.closed;
+    }
   }
-  return {{"probes", std::move(probes)}, {"events_lost_unattributed", lost_any_}};
+  auto markers = nlohmann::json::array();
+  for (const MarkerSummary& m : this->markers())
+    markers.push_back({{"marker", m.marker},
+                       {"role", marker_role_name(m.role)},
+                       {"hits", m.hits},
+                       {"calls", m.calls},
+                       {"unbalanced", m.unbalanced},
+                       {"sites", m.sites}});
+  return {{"probes", std::move(probes)},
+          {"markers", std::move(markers)},
+          {"events_lost_unattributed", lost_any_}};
+}
+
+std::vector<MarkerSummary> Summary::markers() const {
+  std::vector<MarkerSummary> out;
+  for (std::size_t i = 0; i < probes_.size(); ++i) {
+    const ProbeInfo& info = run_.probes[i];
+    if (info.marker == MarkerRole::none) continue;
+    auto it = std::find_if(out.begin(), out.end(),
+                           [&](const MarkerSummary& m) { return m.marker == info.function; });
+    if (it == out.end()) it = out.insert(out.end(), MarkerSummary{info.function, info.marker});
+    const ProbeSummary& p = probes_[i];
+    it->hits += p.hits;
+    it->calls += info.marker == MarkerRole::exit ? p.closed : p.returns;
+    it->unbalanced += info.marker == MarkerRole::exit ? p.orphan_exits : p.unmatched;
+    ++it->sites;
+  }
+  return out;
+}
+
+// One row per marker: its hits, and for a pair's markers the calls they made and those that
+// did not balance.
+void Summary::print_markers(std::ostream& out) const {
+  std::vector<MarkerSummary> ms = markers();
+  if (ms.empty()) return;
+  std::size_t w = 6;
+  for (const auto& m : ms) w = std::max(w, m.marker.size());
+  out << std::left << std::setw(static_cast<int>(w)) << "marker" << std::right << std::setw(11)
+      << "hits" << std::setw(11) << "calls" << std::setw(11) << "unbalanced"
+      << "\n";
+  for (const auto& m : ms) {
+    out << std::left << std::setw(static_cast<int>(w)) << m.marker << std::right << std::setw(11)
+        << m.hits;
+    if (m.role == MarkerRole::entry || m.role == MarkerRole::exit)
+      out << std::setw(11) << m.calls << std::setw(11) << m.unbalanced
+          << (m.role == MarkerRole::entry ? "  (entries never returned)"
+                                          : "  (returns without an open entry)");
+    out << "\n";
+  }
+  out << "calls: a return marker paired with its entry marker on the thread (by their string "
+         "arguments); unbalanced ones are counted, never made calls\n";
 }
 
 std::string Summary::json_text() const {

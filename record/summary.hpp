@@ -29,6 +29,20 @@ struct ProbeSummary {
   // is timed to the jump, without the callee's time (strtold: its 10 ns are the wrapper's).
   std::uint32_t exits = 0, tail_exits = 0;
   LatencyHistogram latency;
+  // A USDT marker: its hits; an entry marker's calls are `returns`, its entries never returned
+  // `unmatched`; a return marker's returns that closed a call `closed`, the others
+  // `orphan_exits`.
+  std::uint64_t hits = 0, closed = 0;
+};
+
+// The markers of one PROVIDER:NAME, its sites summed.
+struct MarkerSummary {
+  std::string marker;  // "python:function__entry"
+  MarkerRole role = MarkerRole::instant;
+  std::uint64_t hits = 0;
+  std::uint64_t calls = 0;       // entry: closed by a return; return: closed an entry
+  std::uint64_t unbalanced = 0;  // entry: never returned; return: no open entry
+  std::size_t sites = 0;
 };
 
 class Summary : public Output {
@@ -44,6 +58,7 @@ class Summary : public Output {
   void exits(std::uint32_t i, std::uint32_t all, std::uint32_t tail);
 
   const ProbeSummary& probe(std::uint32_t i) const { return probes_.at(i); }
+  std::vector<MarkerSummary> markers() const;
   std::uint64_t lost_unattributed() const { return lost_any_; }
 
   // The table and one histogram per probe that has latencies.
@@ -56,6 +71,7 @@ class Summary : public Output {
 
  private:
   std::string label(std::size_t i) const;
+  void print_markers(std::ostream& out) const;
   RunInfo run_;
   tsc::Clock clock_;
   std::vector<ProbeSummary> probes_;

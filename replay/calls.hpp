@@ -42,6 +42,7 @@ class Collected : public Sink {
   void thread_name(std::int32_t pid, std::int32_t tid, const std::string& name) override;
   void process_name(std::int32_t pid, const std::string& name) override;
   void lost(std::int32_t pid, std::int32_t tid, std::uint64_t count) override;
+  void marker(std::int32_t, std::int32_t, const std::string& name) override { ++markers_[name]; }
 
   // Every thread's calls in tree order; once, after the reading.
   void sort();
@@ -59,6 +60,8 @@ class Collected : public Sink {
   // The first call's start: times in a range are from it.
   std::int64_t first_ns() const { return first_ns_; }
   std::uint64_t calls() const { return calls_; }
+  // The hits of each marker that is no part of a call.
+  const std::map<std::string, std::uint64_t>& markers() const { return markers_; }
 
  private:
   Thread& thread(std::int32_t pid, std::int32_t tid);
@@ -69,6 +72,7 @@ class Collected : public Sink {
   std::map<std::pair<std::int32_t, std::int32_t>, Thread> threads_;
   Thread* last_ = nullptr;  // the thread of the last call (std::map's nodes stay put)
   std::map<std::int32_t, std::string> process_names_;
+  std::map<std::string, std::uint64_t> markers_;
   std::uint64_t lost_ = 0, calls_ = 0;
   std::int64_t first_ns_ = INT64_MAX;
 };

@@ -3,6 +3,8 @@
 // events, its lexer reading a character at a time). "X" is a call (args.unwound: closed by an
 // unwind), "B" one that never returned (args.unmatched says why), "i" a return without its
 // entry, "M" a thread's or process's name; otherData.records_lost the records the tracer lost.
+// A USDT marker's event has "cat":"usdt": its "X" and "B" are calls of an entry/return pair,
+// its "i" a return without its entry when args.entry says so, else an instant (a marker).
 #include <fcntl.h>
 #include <rapidjson/error/en.h>
 #include <rapidjson/filereadstream.h>
@@ -72,7 +74,8 @@ std::int64_t us_text_to_ns(std::string_view text) {
 }
 
 struct Event {
-  std::string ph, name, s, why, arg_name;
+  std::string ph, name, s, why, arg_name, cat;
+  bool no_entry = false;  // args.entry: a return without its entry
   std::int32_t pid = 0, tid = 0;
   std::int64_t ts = 0, dur = -1;
   bool has_ret = false, unwound = false;
@@ -80,7 +83,8 @@ struct Event {
   int args = 0;  // how many of argN were given (the highest N + 1)
   std::array<std::uint64_t, kMaxArgs> arg{};
   void clear() {
-    ph.clear(), name.clear(), s.clear(), why.clear(), arg_name.clear();
+    ph.clear(), name.clear(), s.clear(), why.clear(), arg_name.clear(), cat.clear();
+    no_entry = false;
     pid = tid = 0, ts = 0, dur = -1, has_ret = unwound = false, ret = 0, args = 0, arg = {};
   }
 };
@@ -118,8 +122,12 @@ class Parser : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Parser> {
         e_.name = v;
       else if (key_ == "s")
         e_.s = v;
+      else if (key_ == "cat")
+        e_.cat = v;
     } else if (depth_ == 4 && args_) {
-      if (key_ == "unmatched")
+      if (key_ == "entry")
+        e_.no_entry = true;
+      else if (key_ == "unmatched")
         e_.why = v;
       else if (key_ == "name")
         e_.arg_name = v;
@@ -210,6 +218,8 @@ class Parser : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Parser> {
       if (e_.name == "process_name") sink_.process_name(e_.pid, e_.arg_name);
       return;
     }
+    bool marker = e_.cat == "usdt";
+    if (marker && e_.ph == "i" && !e_.no_entry) return sink_.marker(e_.pid, e_.tid, e_.name);
     bool x = e_.ph == "X" && e_.dur >= 0, b = e_.ph == "B", orphan = e_.ph == "i" && e_.s == "t";
     if (!x && !b && !orphan) return;  // not one of record's: another tool's event
     if (!arg_count_known_) {

@@ -1,14 +1,19 @@
 // record's CTF directory (record/ctf.hpp) read back: the metadata's clock, probes and argument
-// count, then each thread's stream packet by packet, paired as record pairs them.
+// count, then each thread's stream packet by packet, paired as record pairs them; USDT markers'
+// events (an event class per marker probe, its fields its arguments) paired as record pairs
+// them (record/markers.hpp).
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <unordered_map>
 #include <vector>
 
 #include "common/error.hpp"
+#include "record/ctf.hpp"
+#include "record/markers.hpp"
 #include "record/pairing.hpp"
 #include "replay/recording.hpp"
 
@@ -29,6 +34,8 @@ struct Metadata {
   std::uint64_t offset = 0;
   int arg_count = 0;
   std::vector<std::string> probes;
+  // The probes as record saw them: a marker's name, role and arguments from its event class.
+  std::vector<record::ProbeInfo> infos;
 };
 
 std::string slurp(const fs::path& file) {
@@ -67,6 +74,44 @@ std::vector<std::string> probe_labels(const std::string& text) {
   return out;
 }
 
+// The text of the TSDL string literal at `q` (its opening quote).
+std::string literal(const std::string& text, std::size_t q) {
+  std::string out;
+  for (++q; q < text.size() && text[q] != '"'; ++q) {
+    if (text[q] == '\\') ++q;
+    if (q < text.size()) out += text[q];
+  }
+  return out;
+}
+
+// Each marker's event class (record/ctf.hpp): "event {\n\tname = "python:line";\n\tid = 6;
+// ... fields := struct {\n\t\tprobe_t probe;\n\t\tstring _file;\n ...\t};".
+void read_markers(const std::string& text, const fs::path& file, Metadata& m) {
+  for (const auto& label : m.probes) m.infos.push_back({label, label, "", 0});
+  for (std::size_t at = text.find("event {\n"); at != std::string::npos;
+       at = text.find("event {\n", at + 1)) {
+    std::int64_t id = field(text, "id", file, at);
+    if (id < record::kFirstMarkerEvent) continue;
+    auto probe = static_cast<std::size_t>(id - record::kFirstMarkerEvent);
+    if (probe >= m.infos.size()) throw UsageError(file.string() + ": a marker of no probe");
+    record::ProbeInfo& p = m.infos[probe];
+    p.function = literal(text, text.find('"', at));
+    p.marker = record::MarkerRole::instant;
+    std::size_t f = text.find("fields := struct {\n", at), end = text.find("\t};", f);
+    std::istringstream fields(text.substr(f, end - f));
+    std::string line;
+    std::getline(fields, line);  // "fields := struct {"
+    while (std::getline(fields, line)) {
+      std::istringstream words(line);
+      std::string type, name;
+      words >> type >> name;
+      if (type == "probe_t" || name.size() < 3) continue;
+      p.marker_args.push_back({name.substr(1, name.size() - 2), type == "string"});
+    }
+  }
+  record::assign_marker_roles(m.infos);
+}
+
 Metadata read_metadata(const fs::path& dir) {
   fs::path file = dir / "metadata";
   std::error_code ec;
@@ -86,6 +131,7 @@ Metadata read_metadata(const fs::path& dir) {
   m.offset = static_cast<std::uint64_t>(field(text, "offset", file, clock));
   m.arg_count = static_cast<int>(field(text, "arg_count", file));
   m.probes = probe_labels(text);
+  read_markers(text, file, m);
   if (m.freq == 0 || m.arg_count < 0 || m.arg_count > kMaxArgs)
     throw UsageError(file.string() + ": a clock frequency of 0 or an argument count past 6");
   return m;
@@ -124,6 +170,7 @@ class ToSink : public record::Output {
   }
   void call(const record::Event& entry, const record::Event& end) override {
     Call c = from(entry);
+    if (entry.kind == record::EventKind::marker) c.function = marker_call(entry);
     c.end = end.kind == record::EventKind::unwound ? End::unwound : End::returned;
     c.end_ns = ns(end.tsc);
     c.ret = end.ret;
@@ -131,6 +178,7 @@ class ToSink : public record::Output {
   }
   void unmatched(const record::Event& entry, record::Unmatched why) override {
     Call c = from(entry);
+    if (entry.kind == record::EventKind::marker) c.function = marker_call(entry);
     c.end = End::unmatched;
     c.why = unmatched_text(why);
     sink_.call(c);
@@ -141,8 +189,30 @@ class ToSink : public record::Output {
     c.ret = end.ret;
     sink_.call(c);
   }
+  void instant(const record::Event& e) override {
+    sink_.marker(e.pid, e.tid, m_.infos.at(e.probe).function);
+  }
+  std::uint64_t intern(const std::string& text) {
+    auto [it, added] = ids_.try_emplace(text, strings_.size());
+    if (added) strings_.push_back(text);
+    return it->second;
+  }
 
  private:
+  // The function a marker's call is: named by its entry's name argument, a new one after the
+  // probes the first time.
+  std::uint32_t marker_call(const record::Event& entry) {
+    const record::ProbeInfo& p = m_.infos.at(entry.probe);
+    int i = record::marker_name_arg(p);
+    std::string name = record::marker_pair(p);
+    if (i >= 0 && entry.text & (1u << i) &&
+        entry.args[static_cast<std::size_t>(i)] < strings_.size())
+      name = strings_[entry.args[static_cast<std::size_t>(i)]];
+    auto [it, added] =
+        calls_.try_emplace(name, static_cast<std::uint32_t>(m_.probes.size() + calls_.size()));
+    if (added) sink_.function(it->second, name);
+    return it->second;
+  }
   Call from(const record::Event& e) const {
     Call c;
     c.pid = e.pid, c.tid = e.tid, c.function = e.probe;
@@ -152,15 +222,20 @@ class ToSink : public record::Output {
   }
   Sink& sink_;
   const Metadata& m_;
+  std::vector<std::string> strings_;
+  std::unordered_map<std::string, std::uint64_t> ids_;
+  std::unordered_map<std::string, std::uint32_t> calls_;
 };
 
 class StreamReader {
  public:
   StreamReader(const fs::path& file, std::int32_t pid, std::int32_t tid, const Metadata& m,
-               record::Pairing& pairing, Sink& sink)
+               record::Pairing& pairing, record::MarkerPairing& markers, ToSink& out, Sink& sink)
       : file_(file),
         m_(m),
         pairing_(pairing),
+        markers_(markers),
+        out_(out),
         sink_(sink),
         in_(file, std::ios::binary),
         pid_(pid),
@@ -214,6 +289,10 @@ class StreamReader {
         p = nul + 1;
         continue;
       }
+      if (id >= record::kFirstMarkerEvent) {
+        p = marker(e, static_cast<std::size_t>(id - record::kFirstMarkerEvent), p, end);
+        continue;
+      }
       std::size_t need = id == 0 ? fixed : id == 1 ? 12 : 4;
       if (id > 3 || static_cast<std::size_t>(end - p) < need) cut("an unknown or cut-short event");
       e.probe = get<std::uint32_t>(p);
@@ -232,9 +311,38 @@ class StreamReader {
     }
   }
 
+  // A marker's event: {probe, its arguments (a NUL-terminated string or an int64 each)}.
+  const char* marker(record::Event& e, std::size_t probe, const char* p, const char* end) {
+    if (probe >= m_.infos.size() || m_.infos[probe].marker == record::MarkerRole::none ||
+        end - p < 4 || get<std::uint32_t>(p) != probe)
+      cut("a marker event the metadata does not describe");
+    e.kind = record::EventKind::marker;
+    e.probe = static_cast<std::uint32_t>(probe);
+    p += 4;
+    const auto& args = m_.infos[probe].marker_args;
+    for (std::size_t i = 0; i < args.size() && i < e.args.size(); ++i) {
+      if (!args[i].text) {
+        if (end - p < 8) cut("a marker event cut short");
+        e.args[i] = get<std::uint64_t>(p);
+        p += 8;
+        continue;
+      }
+      const char* nul =
+          static_cast<const char*>(std::memchr(p, 0, static_cast<std::size_t>(end - p)));
+      if (!nul) cut("a marker's string cut short");
+      e.args[i] = out_.intern(std::string(p, nul));
+      e.text |= static_cast<std::uint8_t>(1u << i);
+      p = nul + 1;
+    }
+    markers_.add(e);
+    return p;
+  }
+
   fs::path file_;
   const Metadata& m_;
   record::Pairing& pairing_;
+  record::MarkerPairing& markers_;
+  ToSink& out_;
   Sink& sink_;
   std::ifstream in_;
   std::int32_t pid_, tid_;
@@ -273,17 +381,21 @@ void read_ctf(const std::string& dir, Sink& sink) {
   sink.arg_count(m.arg_count);
   ToSink out(sink, m);
   record::Pairing pairing(out);
+  record::RunInfo run;
+  run.probes = m.infos;
+  record::MarkerPairing markers(run, out);
   std::vector<StreamFile> files = stream_files(dir);
   for (std::size_t i = 0; i < files.size(); ++i) {
     auto [pid, tid, generation] = files[i].thread;
     auto p = static_cast<std::int32_t>(pid), t = static_cast<std::int32_t>(tid);
-    StreamReader(files[i].path, p, t, m, pairing, sink).read();
+    StreamReader(files[i].path, p, t, m, pairing, markers, out, sink).read();
     // The same tid again later: this thread exited first (record made it a stream of its own).
     if (i + 1 < files.size() && std::get<0>(files[i + 1].thread) == pid &&
         std::get<1>(files[i + 1].thread) == tid)
-      pairing.thread_exited(p, t);
+      pairing.thread_exited(p, t), markers.thread_exited(p, t);
   }
   pairing.finish();
+  markers.finish();
 }
 
 }  // namespace probecost::replay

@@ -52,6 +52,8 @@ class Sink {
   // A thread's name, as it was at some point (the last one given is the latest).
   virtual void thread_name(std::int32_t /*pid*/, std::int32_t /*tid*/, const std::string&) {}
   virtual void process_name(std::int32_t /*pid*/, const std::string&) {}
+  // A USDT marker's hit that is no part of a call (python:line), by its name.
+  virtual void marker(std::int32_t /*pid*/, std::int32_t /*tid*/, const std::string& /*name*/) {}
   // Records the tracer lost (tid 0: not known whose).
   virtual void lost(std::int32_t /*pid*/, std::int32_t /*tid*/, std::uint64_t /*count*/) {}
 };

@@ -152,6 +152,8 @@ void print_report(std::ostream& out, const Collected& rec, const Filter& filter,
   print_table(out, s.all, rec);
   if (rec.lost_total())
     out << rec.lost_total() << " records lost by the tracer: the counts above miss their calls\n";
+  for (const auto& [name, hits] : rec.markers())
+    out << "marker " << name << ": " << hits << " hits (instants)\n";
   if (!per_thread) return;
   for (const auto& [t, rows] : s.threads) {
     if (rows.empty()) continue;
@@ -174,6 +176,7 @@ void print_report_json(std::ostream& out, const Collected& rec, const Filter& fi
   nlohmann::json j = {{"format", rec.format() == Format::ctf ? "ctf" : "chrome"},
                       {"records_lost", rec.lost_total()},
                       {"functions", rows_json(s.all, rec)},
+                      {"markers", rec.markers()},
                       {"threads", std::move(threads)}};
   out << probecost::json_text(j, 2) << "\n";
 }

@@ -4,6 +4,7 @@
 #include <x86intrin.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <optional>
 
@@ -88,8 +89,39 @@ void CallFeed::add_int3_event(bool exit, std::uint32_t probe, pid_t tid,
   int3_events_.push(e);
 }
 
+// Read now, the thread stopped at the marker: the strings may not outlive the hit.
+void CallFeed::add_marker_event(const MarkerSite& site, pid_t tid, const user_regs_struct& regs,
+                                TraceeMemory& memory) {
+  record::Event e;
+  e.kind = record::EventKind::marker;
+  e.probe = probe_of_id_[site.id];
+  e.pid = pid_;
+  e.tid = tid;
+  e.tsc = __rdtsc();
+  e.sp = regs.rsp;
+  for (std::size_t i = 0; i < site.args.size() && i < e.args.size(); ++i) {
+    std::optional<std::int64_t> v = usdt_arg_value(site.args[i], regs, memory);
+    if (!site.text[i]) {
+      e.args[i] = static_cast<std::uint64_t>(v.value_or(0));
+      continue;
+    }
+    std::optional<std::string> text;
+    if (v) text = usdt_arg_string(*v, memory, kMarkerStringBytes);
+    char hex[24];
+    std::snprintf(hex, sizeof hex, "0x%llx", static_cast<unsigned long long>(v.value_or(0)));
+    e.args[i] = rec_.intern(text ? *text : v ? hex : "?");
+    e.text |= static_cast<std::uint8_t>(1u << i);
+  }
+  int3_events_.push(e);
+}
+
 bool CallFeed::on_int3(pid_t tid, RuntimeAddr at, const user_regs_struct& regs,
                        TraceeMemory& memory) {
+  if (auto m = markers_.find(at.value()); m != markers_.end()) {
+    if (m->second.id < probe_of_id_.size() && probe_of_id_[m->second.id] != record::kAnyProbe)
+      add_marker_event(m->second, tid, regs, memory);
+    return true;
+  }
   auto it = int3_.find(at.value());
   if (it == int3_.end() || it->second.id >= probe_of_id_.size()) return false;
   const Int3Role& role = it->second;

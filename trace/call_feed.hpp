@@ -28,6 +28,7 @@
 #include "trace/call_drain.hpp"
 #include "trace/event_spool.hpp"
 #include "tracer/core/process.hpp"
+#include "tracer/symbols/usdt_args.hpp"
 
 namespace probecost::trace_run {
 
@@ -71,6 +72,15 @@ class CallFeed {
     (exit ? role.exit : role.entry) = true;
     if (exit) role.check = std::move(check);
   }
+  // A USDT marker's int3: each hit is a marker event of call probe `id`, its arguments read
+  // from the stopped thread as `args` says, each `text` one's string copied (up to
+  // kMarkerStringBytes, "..." marking a longer one; the pointer as "0x..." when it points at no
+  // text).
+  static constexpr std::size_t kMarkerStringBytes = 256;
+  void marker_site(RuntimeAddr at, std::uint32_t id, std::vector<UsdtArg> args,
+                   std::vector<bool> text) {
+    markers_[at.value()] = {id, std::move(args), std::move(text)};
+  }
   // A hit of the int3 at `at` by `tid`, its registers as the function's entry or exit sees
   // them (`memory`: where an indirect jump's pointer is read). False when the site is not one
   // of ours.
@@ -99,6 +109,13 @@ class CallFeed {
     ExitCheck check;
   };
   void add_int3_event(bool exit, std::uint32_t probe, pid_t tid, const user_regs_struct& regs);
+  struct MarkerSite {
+    std::uint32_t id = 0;
+    std::vector<UsdtArg> args;
+    std::vector<bool> text;
+  };
+  void add_marker_event(const MarkerSite& site, pid_t tid, const user_regs_struct& regs,
+                        TraceeMemory& memory);
   bool leaves(const ExitCheck& check, const user_regs_struct& regs, TraceeMemory& memory) const;
   struct Since {
     std::uint64_t tsc = 0;
@@ -115,6 +132,7 @@ class CallFeed {
   std::vector<std::uint32_t> probe_of_id_;
   int args_;
   std::unordered_map<std::uint64_t, Int3Role> int3_;
+  std::unordered_map<std::uint64_t, MarkerSite> markers_;
   std::unordered_map<std::uint64_t, std::vector<Since>> threads_;  // by thread pointer
   EventSpool int3_events_;                                         // not handed on yet
   std::unique_ptr<CallSpool> spool_;

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "common/paths.hpp"
+#include "record/markers.hpp"
 #include "record/recorder.hpp"
 #include "trace/run.hpp"
 #include "tracer/os/seccomp.hpp"
@@ -15,6 +16,14 @@ namespace probecost::trace_run {
 namespace {
 
 record::ProbeInfo probe_info(const ResolvedProbe& p) {
+  if (p.usdt) {  // symbol: PROVIDER:NAME
+    record::ProbeInfo info{p.spec, p.symbol, base_name(p.module), p.address.value()};
+    auto colon = p.symbol.find(':');
+    info.marker = record::MarkerRole::instant;  // until assign_marker_roles
+    info.marker_args =
+        record::marker_args(p.symbol.substr(0, colon), p.symbol.substr(colon + 1), p.usdt_args);
+    return info;
+  }
   std::string name = p.implementation.empty() ? p.symbol : p.implementation;
   return {p.spec, demangle(name), base_name(p.module), p.address.value()};
 }
@@ -76,6 +85,7 @@ CallFeed::ExitCheck exit_check(ProcessTrace& tr, const ResolvedProbe& probe,
 std::vector<std::uint32_t> TraceRun::recording_probes(const ProcessTrace& tr) {
   if (!recording_) {
     for (const auto& p : tr.probes) recorded_.push_back(probe_info(p));
+    record::assign_marker_roles(recorded_);
     recording_ = &opts_.calls->start(recorded_);
   }
   std::vector<std::uint32_t> out;
@@ -112,11 +122,15 @@ std::vector<ProbeInstall> TraceRun::place_calls(ProcessTrace& tr) {
   recording_->process_name(p.pid(), comm.empty() ? base_name(tr.images.back()) : comm);
   p.held().mark("calls: the threads' thread pointers");
   std::vector<CallRequest> requests;
+  std::vector<std::size_t> which;  // requests[k] is tr.probes[which[k]]
   for (std::size_t i = 0; i < tr.probes.size(); ++i) {
     const ResolvedProbe& probe = tr.probes[i];
+    if (probe.usdt) continue;  // place_markers
     requests.push_back({probe.address, static_cast<std::uint32_t>(i), probe.spec});
+    which.push_back(i);
   }
-  auto got = tr.jumps->add_calls(requests, {}, *tr.symbols);
+  std::vector<CallInstall> got;
+  if (!requests.empty()) got = tr.jumps->add_calls(requests, {}, *tr.symbols);
   if (jump::CallReader* reader = tr.jumps->call_reader()) {
     CallDrain::Options o;
     o.block = !opts_.calls->drop;
@@ -132,8 +146,10 @@ std::vector<ProbeInstall> TraceRun::place_calls(ProcessTrace& tr) {
     tr.feed->start_drain(*reader, opts_.calls->spool_dir, o);
   }
   std::vector<ProbeInstall> out(tr.probes.size());
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    const CallInstall& in = got[i];
+  place_markers(tr, probe_of, out);
+  for (std::size_t k = 0; k < got.size(); ++k) {
+    const CallInstall& in = got[k];
+    std::size_t i = which[k];
     const ResolvedProbe& probe = tr.probes[i];
     auto id = static_cast<std::uint32_t>(i);
     if (!in.undecodable.empty()) {
@@ -175,6 +191,26 @@ std::vector<ProbeInstall> TraceRun::place_calls(ProcessTrace& tr) {
     notes_ << opts_.tool << ": " << tr.jumps->call_buffer_cold() << std::endl;
   p.held().mark("calls: int3 entries and exits");
   return out;
+}
+
+// USDT markers: an int3 each, its semaphore raised; each hit an event with its arguments.
+// (The call buffer's records carry no marker arguments: a jump would lose them.)
+void TraceRun::place_markers(ProcessTrace& tr, const std::vector<std::uint32_t>& probe_of,
+                             std::vector<ProbeInstall>& out) {
+  for (std::size_t i = 0; i < tr.probes.size(); ++i) {
+    const ResolvedProbe& probe = tr.probes[i];
+    if (!probe.usdt) continue;
+    out[i].why_not_jump = "a USDT marker: its arguments are read at the int3";
+    enable_int3(tr, probe);
+    if (probe.semaphore) tr.proc->raise_semaphore(*probe.semaphore, probe.address);
+    std::vector<bool> text;
+    if (probe_of[i] != record::kAnyProbe)
+      for (const auto& a : recorded_[probe_of[i]].marker_args) text.push_back(a.text);
+    std::vector<UsdtArg> args = parse_usdt_args(probe.usdt_args);
+    args.resize(std::min(args.size(), text.size()));
+    tr.feed->marker_site(probe.address, static_cast<std::uint32_t>(i), std::move(args),
+                         std::move(text));
+  }
 }
 
 // The image's feed is done once its buffer is final: it waits, with the others, for the trace

@@ -147,6 +147,8 @@ class TraceRun {
   void merge_loads();
   // calls.cpp: `probecost record`'s call probes.
   std::vector<ProbeInstall> place_calls(ProcessTrace& tr);
+  void place_markers(ProcessTrace& tr, const std::vector<std::uint32_t>& probe_of,
+                     std::vector<ProbeInstall>& out);
   std::vector<std::uint32_t> recording_probes(const ProcessTrace& tr);
   void drain_calls(ProcessTrace& tr, bool final);
   void replay_calls();

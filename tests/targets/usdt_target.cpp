@@ -10,6 +10,12 @@
 //   lower       takes that one away             -> "sema=V"
 //   open PATH   dlopen(PATH) (tests/targets/usdt_lib.cpp)  -> "opened"
 //   libfire N   its marker N times              -> "libfired=N enabled=E"
+//   nest N D    N calls of a function that calls itself D deep, each call between the markers
+//               probecost_test:call__entry(name, depth) and call__return(name, depth) and
+//               firing probecost_test:step(depth) -> "nested=N*D" (names "top", then "odd"
+//               and "even" by depth)
+//   unbalanced  call__return("stray", 0) twice, then call__entry("open", 0), never returned
+//               -> "unbalanced"
 //   fork        a child that reports its semaphore's value and how many mappings of ours
 //               (read-only anonymous pages) it has, then exits -> "child sema=V ro_anon=N"
 // Prints "ready PID" first. With arguments, runs them as one command and exits.
@@ -27,6 +33,9 @@
 #include "tests/targets/usdt_probes.hpp"
 
 PROBECOST_SEMAPHORE(probecost_test, tick)
+PROBECOST_SEMAPHORE(probecost_test, call__entry)
+PROBECOST_SEMAPHORE(probecost_test, call__return)
+PROBECOST_SEMAPHORE(probecost_test, step)
 
 void probecost_usdt_plain_one(long* count);  // usdt_plain.cpp
 
@@ -52,6 +61,20 @@ __attribute__((noinline)) void fire_one(long i) {
     DTRACE_PROBE4(probecost_test, tick, i, 0, 42, "");
   }
   ++g_fired;
+}
+
+__attribute__((noinline)) long nest(const char* name, int depth) {
+  DTRACE_PROBE2(probecost_test, call__entry, name, depth);
+  DTRACE_PROBE1(probecost_test, step, depth);
+  long n = 1;
+  if (depth > 1) n += nest(depth % 2 ? "even" : "odd", depth - 1);
+  DTRACE_PROBE2(probecost_test, call__return, name, depth);
+  return n;
+}
+
+void unbalanced() {
+  for (int i = 0; i < 2; ++i) DTRACE_PROBE2(probecost_test, call__return, "stray", 0);
+  DTRACE_PROBE2(probecost_test, call__entry, "open", 0);
 }
 
 std::string sema() {
@@ -118,6 +141,15 @@ bool run(const std::string& line) {
     long n = std::stol(arg);
     long enabled = g_lib_fire ? g_lib_fire(n) : -1;
     reply("libfired=" + std::to_string(n) + " enabled=" + std::to_string(enabled));
+  } else if (cmd == "nest") {
+    std::string depth;
+    in >> depth;
+    long n = 0;
+    for (long i = 0, calls = std::stol(arg); i < calls; ++i) n += nest("top", std::stoi(depth));
+    reply("nested=" + std::to_string(n));
+  } else if (cmd == "unbalanced") {
+    unbalanced();
+    reply("unbalanced");
   } else if (cmd == "fork") {
     reply(forked_child_view());
   } else if (cmd == "exit") {
