@@ -40,7 +40,7 @@ struct Event {
   std::uint64_t sp = 0;
   std::array<std::uint64_t, kMaxArgs> args{};  // entry: the first RunInfo::arg_count are valid
   std::uint64_t ret = 0;                       // exit: rax
-  std::uint8_t text = 0;  // marker: bit i set when args[i] is a string's id
+  std::uint8_t text = 0;                       // marker: bit i set when args[i] is a string's id
 };
 
 // A USDT marker's part in the recording (record/markers.hpp says which is which).
