@@ -27,7 +27,9 @@ sort_cmd="$(command -v env) LC_ALL=C.UTF-8 $(command -v sort) $tmp/numbers -o $t
 other_count() { # library function cmd...
   lib=$1 fn=$2
   shift 2
-  if command -v uftrace >/dev/null; then
+  # uftrace hooks the executable's PLT: it counts a libc function's calls from libc itself
+  # (malloc's from opendir, say) only through bpftrace's uprobe (other=bpftrace).
+  if [ "${other:-}" != bpftrace ] && command -v uftrace >/dev/null; then
     uftrace record -d "$tmp/uftrace.data" -P "$fn" --force "$@" >/dev/null 2>&1 &&
       uftrace report -d "$tmp/uftrace.data" -f call 2>/dev/null | awk -v f="$fn" '$NF == f {print "uftrace " $1}'
   elif command -v bpftrace >/dev/null && [ "$(id -u)" = 0 ]; then
@@ -91,6 +93,14 @@ python=/usr/bin/python3
 [ -x "$python" ] || python=$(command -v python3)
 workload "python3: a million strings, PyUnicode_New" "$python" PyUnicode_New \
   PyUnicode_New "$python" -c "x=[str(i)+'a' for i in range(1000000)]"
+
+# find's own directory walk (gnulib fts: readdir64 through its PLT), and malloc, called from
+# find and from libc alike.
+find_cmd="$(command -v find) /usr -xdev"
+# shellcheck disable=SC2086
+workload "find /usr -xdev, readdir64" libc.so.6 readdir64 libc.so.6:readdir64 $find_cmd
+# shellcheck disable=SC2086
+other=bpftrace workload "find /usr -xdev, malloc" libc.so.6 malloc libc.so.6:malloc $find_cmd
 
 echo
 echo "probecost compare -m jump,record (ns per hit, tracee + tracer CPU):"
