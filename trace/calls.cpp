@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "common/paths.hpp"
+#include "common/status_line.hpp"
 #include "record/markers.hpp"
 #include "record/recorder.hpp"
 #include "trace/run.hpp"
@@ -236,7 +237,7 @@ void TraceRun::drain_calls(ProcessTrace& tr, bool final) {
 // Every image's events to the recording, once every process is let go.
 void TraceRun::replay_calls() {
   for (auto& feed : fed_) {
-    feed->replay(opts_.announce ? &notes_ : nullptr);
+    feed->replay(opts_.announce && stderr_is_terminal() ? &notes_ : nullptr);
     drained_records_ += feed->records_decoded();
     if (!feed->int3_spool().error().empty()) spool_errors_.push_back(feed->int3_spool().error());
   }
