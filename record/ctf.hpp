@@ -6,9 +6,12 @@
 //   DIR/thread-PID-TID    one binary stream per thread, in packets (LTTng keeps one per CPU;
 //                          per thread, each stream is in time order as the events arrive)
 //
-// Events: probecost:entry {probe, arg0..argN-1}, probecost:return {probe, ret},
+// Events: probecost:entry {probe, arg0..argN-1[, stack]}, probecost:return {probe, ret},
 // probecost:unwound {probe}, probecost:thread_name {name}, each with {pid, tid} as its context
 // and the raw TSC as its timestamp. Arguments and return values are signed 64-bit integers.
+// With --stacks (env stacks = 1) an entry's `stack` is a string: its frames folded as
+// flamegraph.pl reads them ("_start+0x25 in prog;main+0x1d in prog;f+0x0 in prog"), or when
+// it has none, why in brackets ("[lost: ...]").
 // Records the tracer lost on a thread are its stream's events_discarded, which babeltrace2
 // reports.
 //
@@ -39,6 +42,7 @@ class CtfWriter : public Output {
  public:
   static constexpr std::size_t kPacketBytes = 64 * 1024;
   static constexpr std::size_t kHeldBytes = 32 * 1024 * 1024;
+  static constexpr std::size_t kStackTextBytes = 16 * 1024;
 
   // Creates `dir` (it must not exist, or be empty) and writes its metadata; throws UsageError
   // when the directory is not empty, Error when it cannot be written.
@@ -51,6 +55,7 @@ class CtfWriter : public Output {
   void thread_name(std::int32_t pid, std::int32_t tid, const std::string& name,
                    std::uint64_t tsc) override;
   void lost(const Lost& l) override;
+  void stack(std::uint32_t id, const std::vector<std::string>& frames) override;
   void thread_exited(std::int32_t pid, std::int32_t tid) override;
   void finish() override;
 
@@ -71,7 +76,7 @@ class CtfWriter : public Output {
     std::uint64_t lost_tsc = 0;
   };
   Stream& stream(std::int32_t pid, std::int32_t tid);
-  Stream& writable(std::int32_t pid, std::int32_t tid);
+  Stream& writable(std::int32_t pid, std::int32_t tid, std::size_t extra = 0);
   void count_held(std::size_t bytes);
   void begin_event(Stream& s, std::uint16_t id, std::uint64_t tsc);
   void flush(Stream& s);
@@ -86,6 +91,7 @@ class CtfWriter : public Output {
   std::size_t held_ = 0;
   std::uint64_t clamped_ = 0;
   bool finished_ = false;
+  std::vector<std::string> folded_;  // by stack id: Event::stack's text
 };
 
 }  // namespace probecost::record

@@ -15,6 +15,7 @@
 // first error, and the summary is whole all the same.
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "common/names.hpp"
 #include "record/output.hpp"
@@ -50,6 +51,8 @@ class Recorder {
   void thread_name(std::int32_t pid, std::int32_t tid, const std::string& name, std::uint64_t tsc);
   void process_name(std::int32_t pid, const std::string& name);
   void lost(const Lost& l);
+  // Stack `id`'s frames (Output::stack), before any event names it.
+  void stack(std::uint32_t id, const std::vector<std::string>& frames);
   // Probe `probe`'s exits as planned, `tail` of them tail calls (marked in the summary).
   void exits(std::uint32_t probe, std::uint32_t all, std::uint32_t tail);
   void thread_exited(std::int32_t pid, std::int32_t tid);
