@@ -191,8 +191,16 @@ void CallFeed::add(const record::Event& e) {
   rec_.add(e);
 }
 
-void CallFeed::replay(std::ostream* progress) {
+void CallFeed::replay(std::ostream* progress, std::uint32_t& next_stack_id) {
   finish_drain();
+  std::optional<EntryStacks::Matcher> matcher;
+  if (stacks_) {
+    const auto& names = stacks_->names();
+    for (std::size_t i = 0; i < names.size(); ++i)
+      rec_.stack(next_stack_id + static_cast<std::uint32_t>(i), names[i]);
+    matcher.emplace(*stacks_, next_stack_id);
+    next_stack_id += static_cast<std::uint32_t>(names.size());
+  }
   const std::uint8_t* spool = nullptr;
   std::uint64_t size = spool_ ? spool_->size() : 0;
   if (size) {
@@ -204,6 +212,7 @@ void CallFeed::replay(std::ostream* progress) {
   std::uint64_t total = size / std::max<std::uint32_t>(layout_.record_size, 1), done = 0;
   double start = now_s(), next_line = start + 1;
   EventSpool::Reader int3(int3_events_);
+  std::uint64_t int3_entries = 0;
   // Each CPU's records are in TSC order, as the int3 events are: merged, oldest first.
   for (;;) {
     Stream* oldest = nullptr;
@@ -216,12 +225,19 @@ void CallFeed::replay(std::ostream* progress) {
       }
     }
     if (const record::Event* e = int3.peek(); e && e->tsc <= oldest_tsc) {
-      add(*e);
+      record::Event copy = *e;
+      // An int3 takes no snapshot: said, never guessed.
+      if (matcher && copy.kind == record::EventKind::entry) {
+        copy.no_stack = record::StackMissing::int3;
+        ++int3_entries;
+      }
+      add(copy);
       int3.pop();
       continue;
     }
     if (!oldest) break;
     record::Event e = event_of(*oldest->next);
+    if (matcher && e.probe != record::kAnyProbe) matcher->on_record(*oldest->next, e);
     oldest->pop(layout_.record_size);
     ++decoded_;
     if (e.probe != record::kAnyProbe) add(e);
@@ -232,6 +248,10 @@ void CallFeed::replay(std::ostream* progress) {
     }
   }
   names_until(UINT64_MAX);
+  if (matcher) {
+    outcome_ = matcher->outcome();
+    if (int3_entries) outcome_->without[record::StackMissing::int3] += int3_entries;
+  }
   if (progress && now_s() - start >= 1) *progress << "\r\033[K" << std::flush;
   if (spool) ::munmap(const_cast<std::uint8_t*>(spool), size);
   int3_events_.clear();

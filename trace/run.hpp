@@ -52,6 +52,10 @@ struct Recorder {
 
   void record_stack(ProcessSymbols& symbols, pid_t tid, StoppedThread& thread,
                     BreakpointSite& site);
+  // Names each frame of `ips` (the site first, then return addresses) into frame_names, once.
+  void name_frames(ProcessSymbols& symbols, const std::vector<std::uint64_t>& ips);
+  // Frame i of `ips` as named (name_frames), or its address when it was not.
+  std::string frame_name(const std::vector<std::uint64_t>& ips, std::size_t i) const;
   // A stack unwound from a jump probe's snapshot, counted as record_stack counts its own.
   void add_stack(ProcessSymbols& symbols, std::uint64_t site, const std::vector<std::uint64_t>& ips,
                  std::uint64_t n = 1);
@@ -154,6 +158,7 @@ class TraceRun {
   void start_session(ProcessTrace& tr);
   void start_stack_feed(ProcessTrace& tr);
   void finish_stack_feed(ProcessTrace& tr);
+  void name_entry_stacks(ProcessTrace& tr, EntryStacks& entries);
   void let_run(ProcessTrace& tr);
   void attach_others();
   void take_fork_child(ProcessTrace& tr, ProcessTrace& parent);
@@ -193,6 +198,7 @@ class TraceRun {
   record::Recorder* recording_ = nullptr;  // `probecost record`: made at the first image
   std::vector<record::ProbeInfo> recorded_;
   std::vector<std::unique_ptr<CallFeed>> fed_;  // images whose call buffers are final
+  std::uint32_t stack_ids_ = 1;                 // `record --stacks`: the next stack's id
   std::uint64_t drained_records_ = 0, drained_bytes_ = 0;
   double drain_cpu_s_ = 0;
   std::vector<std::string> spool_errors_;
