@@ -18,17 +18,6 @@ std::string thread_name(pid_t pid, pid_t tid) {
   return name;
 }
 
-void Recorder::record_stack(ProcessSymbols& symbols, pid_t tid, StoppedThread& thread,
-                            BreakpointSite& site) {
-  double t0 = now_s();
-  // Unwind from the site itself, not from one past the int3: the unwind tables describe the
-  // site's first instruction as not yet executed.
-  thread.set_pc(site.address());
-  auto ips = collector->capture(tid);
-  add_stack(symbols, site.address().value(), ips);
-  stack_seconds += now_s() - t0;
-}
-
 void Recorder::add_stack(ProcessSymbols& symbols, std::uint64_t site,
                          const std::vector<std::uint64_t>& ips, std::uint64_t n) {
   name_frames(symbols, ips);

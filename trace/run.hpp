@@ -46,12 +46,22 @@ struct Recorder {
   std::unordered_map<std::uint64_t, std::string> frame_names;
   std::optional<StackCollector> collector;
   double stack_seconds = 0;
+  // int3 hits' stacks from a copy of the stack (int3_stacks.cpp): its unwinder, the bytes
+  // copied, the frames; the hits that needed libunwind over ptrace, and with
+  // PROBECOST_STACKS_CHECK=1 those unwound both ways and those whose two stacks differed.
+  std::unique_ptr<SnapshotUnwinder> unwinder;
+  std::uint32_t snapshot_bytes = jump::kMaxStackBytes;
+  unsigned stack_depth = 16;
+  std::vector<std::uint8_t> stack_copy;
+  std::uint64_t ptrace_unwinds = 0, checked = 0, differed = 0;
   // --usdt-args: per site, its parsed argument specs and the hits of each argument list.
   std::map<std::uint64_t, std::vector<UsdtArg>> usdt_specs;
   std::map<std::uint64_t, std::map<std::string, std::uint64_t>> usdt_args;
 
-  void record_stack(ProcessSymbols& symbols, pid_t tid, StoppedThread& thread,
+  void record_stack(ProcessSymbols& symbols, pid_t pid, pid_t tid, StoppedThread& thread,
                     BreakpointSite& site);
+  std::vector<std::uint64_t> snapshot_stack(pid_t pid, pid_t tid, const user_regs_struct& r,
+                                            std::uint64_t site);
   // Names each frame of `ips` (the site first, then return addresses) into frame_names, once.
   void name_frames(ProcessSymbols& symbols, const std::vector<std::uint64_t>& ips);
   // Frame i of `ips` as named (name_frames), or its address when it was not.
