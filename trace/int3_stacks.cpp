@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <set>
 
 #include "breakpoint/in_tracee/stack_record.hpp"
 #include "common/clock.hpp"
@@ -65,11 +66,23 @@ std::vector<std::uint64_t> Recorder::snapshot_stack(pid_t pid, pid_t tid, const 
   s.stack = stack_copy;
   for (int attempt = 0; attempt < 2; ++attempt) {
     auto st = unwinder->unwind(s);
-    if (st.truncated || st.ips.empty()) return {};
-    // The outermost frame's module must be known: else a library came since the maps were read.
+    if (st.ips.empty()) return {};
+    // A walk that ends in no module it knows: a library came since the maps were read (its
+    // CFI unknown, the walk may also have read outside the copy for want of it).
     std::uint64_t last = st.ips.size() > 1 ? st.ips.back() - 1 : st.ips.back();
-    if (st.ips.size() >= stack_depth || unwinder->knows(last)) return std::move(st.ips);
-    if (attempt == 0) unwinder->refresh();
+    if (!unwinder->knows(last)) {
+      // Once per page of code no module holds (JIT code stays unknown: ptrace, no refresh).
+      if (attempt == 0 && no_module.insert(last >> 12).second) {
+        try {
+          unwinder->refresh();
+          continue;
+        } catch (const Error&) {
+        }
+      }
+      return {};
+    }
+    if (st.truncated) return {};
+    return std::move(st.ips);
   }
   return {};
 }

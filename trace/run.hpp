@@ -53,6 +53,7 @@ struct Recorder {
   std::uint32_t snapshot_bytes = jump::kMaxStackBytes;
   unsigned stack_depth = 16;
   std::vector<std::uint8_t> stack_copy;
+  std::set<std::uint64_t> no_module;  // pages of code the unwinder read the maps again for
   std::uint64_t ptrace_unwinds = 0, checked = 0, differed = 0;
   // --usdt-args: per site, its parsed argument specs and the hits of each argument list.
   std::map<std::uint64_t, std::vector<UsdtArg>> usdt_specs;
