@@ -148,4 +148,29 @@ TEST(RecordStacks, StackOptionsWithoutStacksAreUsageErrors) {
   }
 }
 
+// A library dlopened once the probes are in: record watches r_brk with --stacks, and the
+// unwinder reads the maps again there (else the 5 stacks would end in no module).
+TEST(RecordStacks, AFrameInALibraryLoadedLaterIsUnwoundAndNamed) {
+  TempDir dir;
+  std::string out = (dir.path / "lib.json").string();
+  Result r = run_command({PROBECOST_BIN, "record", "-b", "stack_leaf", "--stacks", "-o", out, "--",
+                          STACKS_TARGET, "dlopen", STACKS_LIB});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_NE(r.out.find("dlopen lib=5 leaf=5"), std::string::npos) << r.out;
+  std::ifstream in(out);
+  Json trace = Json::parse(in);
+  long through = 0, slices = 0;
+  for (const auto& e : trace["traceEvents"]) {
+    if (e["ph"] != "X") continue;
+    ++slices;
+    ASSERT_TRUE(e.contains("sf")) << e.dump();
+    std::string all = joined(frames_of(trace["stackFrames"], std::to_string(e["sf"].get<long>())));
+    through += all.find("stacks_lib_call+") != std::string::npos &&
+               all.find("main+") != std::string::npos &&
+               all.find("[cut short") == std::string::npos;
+  }
+  EXPECT_EQ(slices, 5);
+  EXPECT_EQ(through, 5) << trace["stackFrames"].dump();
+}
+
 }  // namespace
