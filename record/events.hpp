@@ -30,7 +30,7 @@ enum class StackMissing : std::uint8_t {
   off_stack,       // not copied: rsp off its thread's stack (a sigaltstack, a coroutine)
   direction_flag,  // not copied: DF set at the entry (the copy is a rep movsb)
   not_unwound,     // copied, but the unwinder found no frame in it
-  int3,            // an entry an int3 serves: no snapshot is taken there
+  int3,            // an int3 serves the entry, and the process has no snapshot buffer
 };
 // "lost: ...", "not copied: ...": what a trace says instead of the stack.
 const char* stack_missing_text(StackMissing why);

@@ -117,7 +117,7 @@ const char* stack_missing_text(StackMissing why) {
     case StackMissing::not_unwound:
       return "not unwound: no frame found in the copy";
     case StackMissing::int3:
-      return "none: an int3 serves this entry (no snapshot there)";
+      return "none: an int3 serves this entry and the process has no snapshot buffer";
   }
   return "unknown";
 }

@@ -11,6 +11,7 @@
 #include "common/clock.hpp"
 #include "common/error.hpp"
 #include "trace/run.hpp"
+#include "trace/stack_copy.hpp"
 #include "tracer/os/proc_files.hpp"
 
 namespace probecost::trace_run {
@@ -72,7 +73,7 @@ bool CallFeed::leaves(const ExitCheck& check, const user_regs_struct& regs,
 }
 
 void CallFeed::add_int3_event(bool exit, std::uint32_t probe, pid_t tid,
-                              const user_regs_struct& regs) {
+                              const user_regs_struct& regs, RuntimeAddr at) {
   record::Event e;
   e.kind = exit ? record::EventKind::exit : record::EventKind::entry;
   e.probe = probe;
@@ -85,6 +86,17 @@ void CallFeed::add_int3_event(bool exit, std::uint32_t probe, pid_t tid,
   } else {
     e.args = {regs.rdi, regs.rsi, regs.rdx, regs.rcx, regs.r8, regs.r9};
   }
+  if (!exit && stopped_) {
+    // The thread is stopped at the entry: its stack as a trampoline would have copied it.
+    jump::StackSnapshot s;
+    s.tsc = e.tsc, s.tp = static_cast<std::uint32_t>(tid) | EntryStacks::kStoppedTp;
+    s.sp = regs.rsp, s.rip = at.value(), s.id = probe;
+    s.rbp = regs.rbp, s.rbx = regs.rbx, s.r12 = regs.r12, s.r13 = regs.r13, s.r14 = regs.r14,
+    s.r15 = regs.r15;
+    std::vector<std::uint8_t> bytes;
+    read_stack(tid, regs.rsp, stopped_bytes_, bytes);
+    stopped_(s, std::move(bytes));
+  }
   int3_events_.push(e);
 }
 
@@ -95,9 +107,9 @@ bool CallFeed::on_int3(pid_t tid, RuntimeAddr at, const user_regs_struct& regs,
   const Int3Role& role = it->second;
   std::uint32_t probe = probe_of_id_[role.id];
   if (probe == record::kAnyProbe) return true;
-  if (role.entry) add_int3_event(false, probe, tid, regs);
+  if (role.entry) add_int3_event(false, probe, tid, regs, at);
   // An exit only when it leaves; else still inside.
-  if (role.exit && leaves(role.check, regs, memory)) add_int3_event(true, probe, tid, regs);
+  if (role.exit && leaves(role.check, regs, memory)) add_int3_event(true, probe, tid, regs, at);
   return true;
 }
 
@@ -228,8 +240,12 @@ void CallFeed::replay(std::ostream* progress, std::uint32_t& next_stack_id) {
       record::Event copy = *e;
       // An int3 takes no snapshot: said, never guessed.
       if (matcher && copy.kind == record::EventKind::entry) {
-        copy.no_stack = record::StackMissing::int3;
-        ++int3_entries;
+        if (stopped_asked_) {
+          matcher->on_stopped_entry(copy);
+        } else {
+          copy.no_stack = record::StackMissing::int3;
+          ++int3_entries;
+        }
       }
       add(copy);
       int3.pop();

@@ -85,6 +85,17 @@ class CallFeed {
   void finish_drain();
   // `record --stacks`: the entries' stacks (StackFeed fills it while the process runs).
   void take_stacks(std::unique_ptr<EntryStacks> stacks) { stacks_ = std::move(stacks); }
+  // And an int3 entry's: the stopped thread's registers and `bytes` of its stack copied here,
+  // handed to `unwind` (StackFeed::add_stopped) with tp = tid | kStoppedTp.
+  using StoppedStack =
+      std::function<void(const jump::StackSnapshot&, std::vector<std::uint8_t> bytes)>;
+  void stopped_stacks(StoppedStack unwind, std::uint32_t bytes) {
+    stopped_ = std::move(unwind);
+    stopped_bytes_ = bytes;
+    stopped_asked_ = true;
+  }
+  // The feed is stopping: no more copies (what was copied is matched at the replay).
+  void no_more_stopped_stacks() { stopped_ = nullptr; }
   EntryStacks* stacks() { return stacks_.get(); }
   // Every event to the recording, in time order (after finish_drain), each entry with its
   // stack (named to the recording first, from `next_stack_id` on, which it moves past them).
@@ -105,7 +116,8 @@ class CallFeed {
     bool entry = false, exit = false;
     ExitCheck check;
   };
-  void add_int3_event(bool exit, std::uint32_t probe, pid_t tid, const user_regs_struct& regs);
+  void add_int3_event(bool exit, std::uint32_t probe, pid_t tid, const user_regs_struct& regs,
+                      RuntimeAddr at);
   bool leaves(const ExitCheck& check, const user_regs_struct& regs, TraceeMemory& memory) const;
   struct Since {
     std::uint64_t tsc = 0;
@@ -143,6 +155,9 @@ class CallFeed {
   std::uint64_t unknown_ = 0;
   std::unique_ptr<EntryStacks> stacks_;
   std::optional<EntryStacks::Outcome> outcome_;
+  StoppedStack stopped_;
+  std::uint32_t stopped_bytes_ = 0;
+  bool stopped_asked_ = false;
 };
 
 }  // namespace probecost::trace_run

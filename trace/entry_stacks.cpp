@@ -131,11 +131,18 @@ void EntryStacks::Matcher::advance(std::uint64_t tsc) {
 
 void EntryStacks::Matcher::on_record(const jump::CallRecord& r, record::Event& e) {
   advance(r.tsc);
-  auto it = pending_.find({r.tp, sp_id(r.sp, r.id)});
-  if (r.exit) {
-    if (it != pending_.end()) pending_.erase(it);
-    return;
-  }
+  std::pair<std::uint64_t, std::uint64_t> key{r.tp, sp_id(r.sp, r.id)};
+  if (!r.exit) return take(key, e);
+  if (auto it = pending_.find(key); it != pending_.end()) pending_.erase(it);
+}
+
+void EntryStacks::Matcher::on_stopped_entry(record::Event& e) {
+  advance(e.tsc);
+  take({static_cast<std::uint32_t>(e.tid) | kStoppedTp, sp_id(e.sp, e.probe)}, e);
+}
+
+void EntryStacks::Matcher::take(std::pair<std::uint64_t, std::uint64_t> key, record::Event& e) {
+  auto it = pending_.find(key);
   if (it == pending_.end()) {
     e.no_stack = record::StackMissing::lost;
   } else if (std::uint32_t k = it->second.first; k && k <= stacks_.distinct().size()) {

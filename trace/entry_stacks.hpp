@@ -29,6 +29,9 @@ namespace probecost::trace_run {
 
 class EntryStacks {
  public:
+  // An int3 entry's snapshot (the ptrace thread's copy): tp = tid | this, which no thread
+  // pointer has (user addresses end at 2^47); its probe id the recording's.
+  static constexpr std::uint64_t kStoppedTp = 1ull << 63;
   // Its spool in `dir` (Error when none can be made there).
   EntryStacks(const std::string& dir, std::uint32_t max_ids);
 
@@ -66,11 +69,14 @@ class EntryStacks {
     Matcher& operator=(const Matcher&) = delete;
     // Sets e.stack or e.no_stack for an entry record; an exit forgets its frame's snapshot.
     void on_record(const jump::CallRecord& r, record::Event& e);
+    // The same for an int3 entry (its snapshot: the thread's, at the event's own TSC).
+    void on_stopped_entry(record::Event& e);
     const Outcome& outcome() const { return outcome_; }
 
    private:
     struct Stream;
     void advance(std::uint64_t tsc);
+    void take(std::pair<std::uint64_t, std::uint64_t> key, record::Event& e);
     struct KeyHash {
       std::size_t operator()(const std::pair<std::uint64_t, std::uint64_t>& k) const {
         return std::hash<std::uint64_t>()(k.first * 0x9e3779b97f4a7c15ull ^ k.second);

@@ -16,14 +16,12 @@
 #include "common/clock.hpp"
 #include "common/error.hpp"
 #include "trace/run.hpp"
+#include "trace/stack_copy.hpp"
 
 namespace probecost::trace_run {
 
-namespace {
-
-// [sp, sp + bytes) of thread `tid` into `out`, page by page: process_vm_readv never splits an
-// iovec element, so one element per page gives every readable page up to the first that is not
-// (the stack's end). Our read: the tracee's memory is never touched.
+// Page by page: process_vm_readv never splits an iovec element, so one element per page gives
+// every readable page up to the first that is not (the stack's end).
 void read_stack(pid_t tid, std::uint64_t sp, std::uint32_t bytes, std::vector<std::uint8_t>& out) {
   constexpr std::uint64_t kPage = 4096;
   out.resize(bytes);
@@ -37,6 +35,8 @@ void read_stack(pid_t tid, std::uint64_t sp, std::uint32_t bytes, std::vector<st
   ssize_t n = ::process_vm_readv(tid, local.data(), local.size(), remote.data(), remote.size(), 0);
   out.resize(n > 0 ? static_cast<std::size_t>(n) : 0);
 }
+
+namespace {
 
 bool check_both_ways() {
   static const bool on = [] {

@@ -64,6 +64,28 @@ void StackFeed::take_one(std::uint32_t cpu, const std::uint8_t* record) {
   if (!st.ips.empty()) ++stacks_[{s.rip, std::move(st.ips)}];
 }
 
+void StackFeed::add_stopped(const jump::StackSnapshot& s, std::vector<std::uint8_t> bytes) {
+  std::lock_guard<std::mutex> hold(copies_lock_);
+  copies_.emplace_back(s, std::move(bytes));
+}
+
+void StackFeed::take_stopped() {
+  std::vector<std::pair<jump::StackSnapshot, std::vector<std::uint8_t>>> batch;
+  {
+    std::lock_guard<std::mutex> hold(copies_lock_);
+    batch.swap(copies_);
+  }
+  for (auto& [s, bytes] : batch) {
+    s.stack = bytes;
+    ++counts_.snapshots;
+    std::lock_guard<std::mutex> hold(unwinder_lock_);
+    auto st = unwinder_->unwind(s);
+    if (!st.ips.empty()) ++counts_.unwound;
+    if (st.truncated) ++counts_.truncated;
+    if (options_.each) options_.each(stopped_cpu(), s, st);
+  }
+}
+
 void StackFeed::take(std::uint32_t cpu, const std::uint8_t* data, std::size_t bytes) {
   const std::uint32_t rs = reader_.layout().record_size;
   for (std::size_t at = 0; at + rs <= bytes; at += rs) take_one(cpu, data + at);
@@ -94,6 +116,7 @@ void StackFeed::run() {
       // and the wait below returns at once.
       std::uint32_t seen = reader_.wake_word();
       std::uint64_t n = pass(false);
+      take_stopped();
       // Blocking on again, each pass (a writer whose wait timed out turned it off).
       if (options_.block && !reader_.blocking()) reader_.set_blocking(true, options_.wait_bound_ns);
       if (n || stop_.load(std::memory_order_acquire)) continue;
@@ -126,6 +149,7 @@ void StackFeed::stop() {
   } catch (const std::exception& e) {
     error_ = e.what();
   }
+  take_stopped();
   counts_.unwind_s += thread_cpu_s() - t0;
   // Nobody reads this buffer again: a writer still in a trampoline once the process is let go
   // drops rather than waits out the bound.

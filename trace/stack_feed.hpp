@@ -59,6 +59,11 @@ class StackFeed {
   StackFeed(const StackFeed&) = delete;
   StackFeed& operator=(const StackFeed&) = delete;
 
+  // A copy of a stopped thread's stack (`record`'s int3 entries: the ptrace thread copies, the
+  // feed's thread unwinds): handed to Options::each with cpu == stopped_cpu(), in the order
+  // given, at the next pass.
+  void add_stopped(const jump::StackSnapshot& s, std::vector<std::uint8_t> bytes);
+  std::uint32_t stopped_cpu() const { return reader_.layout().cpus; }
   // A library came or went (the process is stopped at r_brk): a new unwinder reads the maps
   // now, in the caller's thread (later, the process may be gone), and takes the old one's place
   // between two snapshots (the caller waits for at most the one being unwound).
@@ -80,6 +85,7 @@ class StackFeed {
   std::uint64_t pass(bool final);
   void take(std::uint32_t cpu, const std::uint8_t* data, std::size_t bytes);
   void take_one(std::uint32_t cpu, const std::uint8_t* record);
+  void take_stopped();
 
   jump::CallReader& reader_;
   pid_t pid_;
@@ -88,6 +94,9 @@ class StackFeed {
   std::unique_ptr<SnapshotUnwinder> unwinder_;
   std::atomic<bool> stop_{false};
   std::vector<std::uint8_t> copy_;  // one snapshot's stack bytes, out of the tracee's reach
+  std::mutex copies_lock_;
+  std::vector<std::pair<jump::StackSnapshot, std::vector<std::uint8_t>>>
+      copies_;  // add_stopped's, not unwound yet
   std::map<std::pair<std::uint64_t, std::vector<std::uint64_t>>, std::uint64_t> stacks_;
   SnapshotCounts counts_;
   std::string error_;

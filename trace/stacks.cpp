@@ -29,6 +29,15 @@ void TraceRun::start_stack_feed(ProcessTrace& tr) {
                        const SnapshotUnwinder::Stack& st) { entries->add(cpu, s, st); };
   }
   tr.stack_feed = std::make_unique<StackFeed>(*reader, p.pid(), o);
+  if (entries) {
+    // An int3 entry's stack: copied by the ptrace thread, unwound by the feed's.
+    StackFeed* feed = tr.stack_feed.get();
+    tr.feed->stopped_stacks(
+        [feed](const jump::StackSnapshot& s, std::vector<std::uint8_t> bytes) {
+          feed->add_stopped(s, std::move(bytes));
+        },
+        opts_.calls->stack_bytes);
+  }
   ProcessTrace* t = &tr;
   p.set_new_stack_observer([t](pid_t tid, std::uint64_t tp, std::uint64_t sp) {
     if (t->jumps) t->jumps->enter_new_thread(tid, tp, sp);
@@ -42,6 +51,7 @@ void TraceRun::start_stack_feed(ProcessTrace& tr) {
 void TraceRun::finish_stack_feed(ProcessTrace& tr) {
   if (!tr.stack_feed) return;
   tr.proc->set_new_stack_observer(nullptr);
+  if (tr.feed) tr.feed->no_more_stopped_stacks();
   ProcessSymbols* symbols = tr.symbols.get();
   tr.stack_feed->finish(
       [&](std::uint64_t site, const std::vector<std::uint64_t>& ips, std::uint64_t n) {

@@ -3,9 +3,11 @@
 // once per comparison, a second thread's path_a 4). Each entry's stack comes from the snapshot
 // its jump takes (no trap), unwound while the program runs. Every entry must have one, and the
 // stacks with their counts must be those `trace --stacks --via int3` finds by stopping the
-// thread at each hit and unwinding over ptrace: in the Chrome JSON (stackFrames / sf, parsed
+// thread at each hit (a copy of its stack, checked against libunwind over ptrace by
+// TraceStacks.Int3HitsUnwoundFromACopyGiveThePtraceStacks): in the Chrome JSON (stackFrames / sf, parsed
 // with nlohmann) and in the CTF (the entry's `stack`, read back by babeltrace2); and `probecost
-// replay` still reads both.
+// replay` still reads both. An entry an int3 serves gets its stack from a copy the ptrace thread
+// makes of the stopped thread's stack.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -171,6 +173,31 @@ TEST(RecordStacks, AFrameInALibraryLoadedLaterIsUnwoundAndNamed) {
   }
   EXPECT_EQ(slices, 5);
   EXPECT_EQ(through, 5) << trace["stackFrames"].dump();
+}
+
+// A function too short for a jump: an int3 serves its entry, and the ptrace thread copies the
+// stopped thread's stack there, which the feed's thread unwinds as it unwinds the jumps'
+// snapshots. short_target calls big (a jump) and short3 (3 bytes: an int3) 10 times each.
+TEST(RecordStacks, AnEntryAnInt3ServesHasItsStackToo) {
+  TempDir dir;
+  std::string out = (dir.path / "short.json").string();
+  Result r = run_command({PROBECOST_BIN, "record", "-b", "big", "-b", "short3", "--stacks", "-o",
+                          out, "--", SHORT_TARGET, "run", "10"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_NE(r.err.find("short3: an int3"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("stacks: 20 entries with one (0 cut short"), std::string::npos) << r.err;
+  std::ifstream in(out);
+  Json trace = Json::parse(in);
+  std::map<std::string, long> by_leaf;
+  for (const auto& e : trace["traceEvents"]) {
+    if (e["ph"] != "X") continue;
+    ASSERT_TRUE(e.contains("sf")) << e.dump();
+    auto frames = frames_of(trace["stackFrames"], std::to_string(e["sf"].get<long>()));
+    EXPECT_NE(joined(frames).find("main+"), std::string::npos) << joined(frames);
+    ++by_leaf[frames.front()];
+  }
+  EXPECT_EQ(by_leaf["big in short_target"], 10);
+  EXPECT_EQ(by_leaf["short3 in short_target"], 10);
 }
 
 }  // namespace
