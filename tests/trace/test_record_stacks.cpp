@@ -4,10 +4,10 @@
 // its jump takes (no trap), unwound while the program runs. Every entry must have one, and the
 // stacks with their counts must be those `trace --stacks --via int3` finds by stopping the
 // thread at each hit (a copy of its stack, checked against libunwind over ptrace by
-// TraceStacks.Int3HitsUnwoundFromACopyGiveThePtraceStacks): in the Chrome JSON (stackFrames / sf, parsed
-// with nlohmann) and in the CTF (the entry's `stack`, read back by babeltrace2); and `probecost
-// replay` still reads both. An entry an int3 serves gets its stack from a copy the ptrace thread
-// makes of the stopped thread's stack.
+// TraceStacks.Int3HitsUnwoundFromACopyGiveThePtraceStacks): in the Chrome JSON (stackFrames / sf,
+// parsed with nlohmann) and in the CTF (the entry's `stack`, read back by babeltrace2); and
+// `probecost replay` still reads both. An entry an int3 serves gets its stack from a copy the
+// ptrace thread makes of the stopped thread's stack.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
