@@ -39,13 +39,14 @@ struct Recording {
   const TracePlace* place = nullptr;
   std::string path;  // the user's, for errors
   int args = 0;
+  bool stacks = false;
   tsc::Calibration clock;
   std::unique_ptr<record::Recorder> rec;
   std::size_t probes = 0;
 
   record::Recorder& start(const std::vector<record::ProbeInfo>& infos) {
     probes = infos.size();
-    record::RunInfo run{infos, args, clock};
+    record::RunInfo run{infos, args, clock, stacks};
     std::unique_ptr<record::Output> writer;
     if (format == record::Format::chrome)
       writer = std::make_unique<record::ChromeWriter>(place->fd(), path, run);
@@ -55,6 +56,34 @@ struct Recording {
     return *rec;
   }
 };
+
+// `--stacks`: what the entries got, and what the unwinding cost.
+void say_stacks(const TraceReport& r) {
+  const auto& e = r.entry_stacks;
+  auto at = [&](const std::string& k) {
+    auto it = e.find(k);
+    return it == e.end() ? std::uint64_t{0} : it->second;
+  };
+  std::cerr << "probecost record: stacks: " << at("with_stack") << " entries with one ("
+            << at("truncated") << " cut short by --stack-size)";
+  for (const auto& [why, n] : e)
+    if (why != "with_stack" && why != "truncated" && n) std::cerr << ", " << n << " " << why;
+  std::cerr << "; " << r.snapshots << " snapshots, " << r.snapshots_unwound << " unwound";
+  if (r.snapshots_unwound)
+    std::cerr << " (" << std::fixed << std::setprecision(0)
+              << r.snapshot_unwind_s * 1e9 / static_cast<double>(r.snapshots_unwound)
+              << std::defaultfloat << " ns of the reader's CPU each)";
+  std::cerr << ", " << r.snapshots_lost << " lost\n";
+}
+
+nlohmann::json stacks_json(const TraceReport& r) {
+  nlohmann::json j = r.entry_stacks;
+  j["snapshots"] = r.snapshots;
+  j["unwound"] = r.snapshots_unwound;
+  j["lost"] = r.snapshots_lost;
+  j["unwind_cpu_s"] = r.snapshot_unwind_s;
+  return j;
+}
 
 // The trace complete at the user's path, or why not ("" when it is).
 std::string finish_trace(Recording& recording, TracePlace& place) {
@@ -153,11 +182,13 @@ int record_command(const std::vector<std::string>& all_args) {
   if (dashdash != all_args.end()) command.assign(dashdash + 1, all_args.end());
 
   TraceOptions opts;
-  std::string format, output, duration, args_text, summary_json, buffer_size;
+  std::string format, output, duration, args_text, summary_json, buffer_size, stack_size,
+      stack_depth;
   po::options_description desc(
       "probecost record (-p PID | -- COMMAND ARGS...) -b PROBE [-b PROBE ...] -o PATH\n"
       "                 [--format chrome|ctf] [--args N] [--summary-json FILE] [--duration S] "
-      "[-F]\n                 [--buffer-size SIZE] [--drop]\n\n"
+      "[-F]\n                 [--buffer-size SIZE] [--drop] [--stacks [--stack-size N] "
+      "[--stack-depth N]]\n\n"
       "Records every call of each probed function: an entry event (time, thread, the first N\n"
       "integer arguments) and a return event (time, thread, the return value), written to PATH\n"
       "while the process runs, and a summary with each function's latency on stderr at the\n"
@@ -193,6 +224,14 @@ int record_command(const std::vector<std::string>& all_args) {
       "a writer that finds its ring full drops the record (counted lost) instead of waiting for "
       "the drain (at most 1 s, then it drops)")("duration,d", po::value(&duration),
                                                 "record for this long: seconds, or 500ms, 2m, 1h")(
+      "stacks",
+      "each entry's stack: its jump copies the registers and the top of the stack (no trap), "
+      "unwound by a thread of probecost's while the process runs; in the Chrome JSON as "
+      "stackFrames/sf, in the CTF as the entry's `stack`")(
+      "stack-size", po::value(&stack_size)->default_value("8192"),
+      "with --stacks: bytes of stack copied per entry (perf's --call-graph dwarf,SIZE), 64 to "
+      "65408")("stack-depth", po::value(&stack_depth)->default_value("16"),
+               "with --stacks: frames per stack, 1 to 4096")(
       "all-matches", po::bool_switch(&opts.all_matches),
       "a symbol found in several modules: record all of them")(
       "follow-forks,F", "also record the processes it forks, as strace -f does")(
@@ -236,6 +275,16 @@ int record_command(const std::vector<std::string>& all_args) {
   recording.clock = tsc::calibrate();
   calls.args = recording.args;
   calls.drop = vm.count("drop") > 0;
+  for (const char* o : {"stack-size", "stack-depth"}) {
+    if (!vm[o].defaulted() && !vm.count("stacks"))
+      throw UsageError(std::string("--") + o + " needs --stacks");
+  }
+  if (vm.count("stacks")) {
+    calls.stack_bytes =
+        static_cast<std::uint32_t>(parse_count("--stack-size", stack_size, 64, 65408));
+    calls.stack_depth = static_cast<unsigned>(parse_count("--stack-depth", stack_depth, 1, 4096));
+    recording.stacks = true;
+  }
   calls.tsc_hz = static_cast<double>(recording.clock.hz);
   calls.spool_dir = place.spool_dir();
   calls.start = [&recording](const std::vector<record::ProbeInfo>& probes) -> record::Recorder& {
@@ -285,6 +334,7 @@ int record_command(const std::vector<std::string>& all_args) {
               << std::setprecision(2) << report.held_s * 1e3 << std::defaultfloat
               << " ms while the probes went in\n";
   if (vm.count("verbose")) write_held_phases(std::cerr, report);
+  if (opts.announce && calls.stack_bytes) say_stacks(report);
   if (summary_out) {
     nlohmann::json j = recording.rec->summary().json();
     j["held_s"] = report.held_s;
@@ -292,6 +342,7 @@ int record_command(const std::vector<std::string>& all_args) {
     for (const auto& ph : report.held_phases)
       phases.push_back({{"phase", ph.name}, {"wall_s", ph.wall_s}, {"cpu_s", ph.cpu_s}});
     j["held_phases"] = phases;
+    if (calls.stack_bytes) j["stacks"] = stacks_json(report);
     if (!trace_error.empty()) j["trace_error"] = trace_error;
     say_trace_error(trace_error, place, output);
     summary_out->write(probecost::json_text(j, 2) + "\n");

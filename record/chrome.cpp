@@ -155,18 +155,49 @@ void ChromeWriter::open_event(const char* ph, const Event& e, const std::string*
   append_us(line_, clock_.monotonic_ns(e.tsc));
 }
 
-// "args":{"arg0":..,"argN-1":.., then `extra` (already JSON members, or empty)
+// ,"sf":N for an entry with a stack (its leaf in stackFrames), then
+// "args":{"arg0":..,"argN-1":.., "stack":why when it has none, then `extra` (already JSON
+// members, or empty)
 void ChromeWriter::put_args(const Event& entry, const char* extra) {
+  if (entry.stack && entry.stack < leaf_.size() && leaf_[entry.stack]) {
+    line_ += ",\"sf\":";
+    append_int(line_, leaf_[entry.stack]);
+  }
   line_ += ",\"args\":{";
+  bool first = true;
+  auto member = [&] {
+    if (!first) line_ += ',';
+    first = false;
+  };
   for (int i = 0; i < run_.arg_count; ++i) {
-    if (i) line_ += ',';
+    member();
     line_ += "\"arg";
     append_int(line_, i);
     line_ += "\":";
     append_value(line_, entry.args[static_cast<std::size_t>(i)]);
   }
-  if (*extra && run_.arg_count > 0) line_ += ',';
+  if (entry.no_stack != StackMissing::none) {
+    member();
+    line_ += "\"stack\":" + json_string(stack_missing_text(entry.no_stack));
+  }
+  if (*extra) member();
   line_ += extra;
+}
+
+// Each frame a node of one tree (Chrome's stackFrames): a node per distinct path from the
+// outermost frame, named by its frame, so that stacks sharing their callers share nodes.
+void ChromeWriter::stack(std::uint32_t id, const std::vector<std::string>& frames) {
+  std::uint32_t parent = 0;
+  for (const std::string& f : frames) {
+    auto [it, added] = nodes_.try_emplace({parent, f}, 0);
+    if (added) {
+      it->second = static_cast<std::uint32_t>(frames_.size() + 1);
+      frames_.push_back({parent, f});
+    }
+    parent = it->second;
+  }
+  if (leaf_.size() <= id) leaf_.resize(id + 1, 0);
+  leaf_[id] = parent;
 }
 
 void ChromeWriter::close_event() {
@@ -290,7 +321,19 @@ void ChromeWriter::close_file() {
                           {"clock", "CLOCK_MONOTONIC (TSC converted)"},
                           {"tsc_hz", run_.clock.hz},
                           {"records_lost", lost_}};
-  out_ += "\n],\"otherData\":" + json_text(other) + "}\n";
+  out_ += "\n]";
+  if (!frames_.empty()) {
+    out_ += ",\"stackFrames\":{";
+    for (std::size_t i = 0; i < frames_.size(); ++i) {
+      out_ += (i ? ",\n\"" : "\n\"") + std::to_string(i + 1) +
+              "\":{\"name\":" + json_string(frames_[i].second) + ",\"category\":\"probecost\"";
+      if (frames_[i].first) out_ += ",\"parent\":\"" + std::to_string(frames_[i].first) + "\"";
+      out_ += '}';
+      if (out_.size() >= kBufferBytes) flush();
+    }
+    out_ += "\n}";
+  }
+  out_ += ",\"otherData\":" + json_text(other) + "}\n";
   flush();
 }
 

@@ -5,7 +5,13 @@
 //   {"displayTimeUnit":"ns","traceEvents":[
 //   {"ph":"X","name":"middle(long)","pid":7,"tid":8,"ts":1234.567,"dur":0.051,
 //    "args":{"arg0":3,"ret":9}},
-//   ...],"otherData":{...}}
+//   ...],"stackFrames":{...},"otherData":{...}}
+//
+// With --stacks (RunInfo::stacks) each entry's stack: "sf":N on its event, N a node of the
+// top-level stackFrames dictionary written at the end ({"N":{"name":"main+0x1d in prog",
+// "category":"probecost","parent":"M"}}: one node per distinct path from the outermost frame,
+// the probed function's own frame the leaf), the Trace Event Format's form that chrome://tracing
+// and Perfetto show; an entry without one says why in args.stack ("lost: ...").
 //
 // One complete ("X") event per call, written when the call returns (so the file is not in ts
 // order, which the format allows). ts and dur are µs with ns decimals, from CLOCK_MONOTONIC (the
@@ -31,7 +37,9 @@
 // The file is valid JSON whenever the writer is closed: by finish(), or by the destructor on any
 // other way out (an exception, an interrupted run). It is written with write(2) from a buffer of
 // kBufferBytes, so that a failed write says why (errno) at once.
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "record/output.hpp"
@@ -59,6 +67,7 @@ class ChromeWriter : public Output {
                    std::uint64_t tsc) override;
   void process_name(std::int32_t pid, const std::string& name) override;
   void lost(const Lost& l) override;
+  void stack(std::uint32_t id, const std::vector<std::string>& frames) override;
   void finish() override;
 
  private:
@@ -86,6 +95,10 @@ class ChromeWriter : public Output {
   std::uint64_t events_ = 0;
   std::uint64_t lost_ = 0;
   bool closed_ = false;
+  // stackFrames: node i + 1 is {parent node (0: none), its frame}; a stack's id -> its leaf.
+  std::vector<std::pair<std::uint32_t, std::string>> frames_;
+  std::map<std::pair<std::uint32_t, std::string>, std::uint32_t> nodes_;
+  std::vector<std::uint32_t> leaf_;
 };
 
 // A register value as the writer puts it in args (see above): "-1", "4096",

@@ -160,14 +160,36 @@ void CtfWriter::marker(const Event& e) {
 
 void CtfWriter::event(const Event& e) {
   if (e.kind == EventKind::marker) return marker(e);
-  Stream& s = writable(e.pid, e.tid);
+  static const std::string kNone;
+  std::string why;
+  const std::string* text = &kNone;
+  if (e.kind == EventKind::entry && run_.stacks) {
+    if (e.stack && e.stack < folded_.size())
+      text = &folded_[e.stack];
+    else if (e.no_stack != StackMissing::none)
+      text = &(why.append("[").append(stack_missing_text(e.no_stack)).append("]"));
+  }
+  Stream& s = writable(e.pid, e.tid, 256 + text->size() + 1);
   std::size_t before = s.content.size();
   begin_event(s, static_cast<std::uint16_t>(ctf_event(e.kind)), e.tsc);
   put(s.content, e.probe);
   if (e.kind == EventKind::entry)
     for (int i = 0; i < run_.arg_count; ++i) put(s.content, e.args[static_cast<std::size_t>(i)]);
   if (e.kind == EventKind::exit) put(s.content, e.ret);
+  if (e.kind == EventKind::entry && run_.stacks)
+    s.content.append(text->c_str(), std::strlen(text->c_str()) + 1);
   count_held(s.content.size() - before);
+}
+
+// Folded as flamegraph.pl reads it (outermost first, ';' between frames), at most
+// kStackTextBytes: a deeper stack keeps its innermost frames after "...;" (an event must fit
+// a packet).
+void CtfWriter::stack(std::uint32_t id, const std::vector<std::string>& frames) {
+  std::string text;
+  for (const auto& f : frames) text += (text.empty() ? "" : ";") + f;
+  if (text.size() > kStackTextBytes) text = "...;" + text.substr(text.size() - kStackTextBytes);
+  if (folded_.size() <= id) folded_.resize(id + 1);
+  folded_[id] = std::move(text);
 }
 
 void CtfWriter::thread_name(std::int32_t pid, std::int32_t tid, const std::string& name,

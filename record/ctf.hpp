@@ -6,7 +6,7 @@
 //   DIR/thread-PID-TID    one binary stream per thread, in packets (LTTng keeps one per CPU;
 //                          per thread, each stream is in time order as the events arrive)
 //
-// Events: probecost:entry {probe, arg0..argN-1}, probecost:return {probe, ret},
+// Events: probecost:entry {probe, arg0..argN-1[, stack]}, probecost:return {probe, ret},
 // probecost:unwound {probe}, probecost:thread_name {name}, each with {pid, tid} as its context
 // and the raw TSC as its timestamp. Arguments and return values are signed 64-bit integers.
 // A USDT marker probe i is an event class of its own, id kFirstMarkerEvent + i, named by the
@@ -14,6 +14,9 @@
 // babeltrace2 drops the underscore), a string for a text argument (up to kMaxString bytes), a
 // signed 64-bit integer for the others}. Its hits are written as they come; replay pairs the
 // entry and return markers again as record does (record/markers.hpp).
+// With --stacks (env stacks = 1) an entry's `stack` is a string: its frames folded as
+// flamegraph.pl reads them ("_start+0x25 in prog;main+0x1d in prog;f+0x0 in prog"), or when
+// it has none, why in brackets ("[lost: ...]").
 // Records the tracer lost on a thread are its stream's events_discarded, which babeltrace2
 // reports.
 //
@@ -46,6 +49,7 @@ class CtfWriter : public Output {
   static constexpr std::size_t kPacketBytes = 64 * 1024;
   static constexpr std::size_t kHeldBytes = 32 * 1024 * 1024;
   static constexpr std::size_t kMaxString = 1024;
+  static constexpr std::size_t kStackTextBytes = 16 * 1024;
 
   // Creates `dir` (it must not exist, or be empty) and writes its metadata; throws UsageError
   // when the directory is not empty, Error when it cannot be written.
@@ -59,6 +63,7 @@ class CtfWriter : public Output {
                    std::uint64_t tsc) override;
   void lost(const Lost& l) override;
   void string(std::uint32_t id, const std::string& text) override;
+  void stack(std::uint32_t id, const std::vector<std::string>& frames) override;
   void thread_exited(std::int32_t pid, std::int32_t tid) override;
   void finish() override;
 
@@ -96,6 +101,7 @@ class CtfWriter : public Output {
   std::uint64_t clamped_ = 0;
   std::vector<std::string> strings_;  // Output::string's, cut to kMaxString
   bool finished_ = false;
+  std::vector<std::string> folded_;  // by stack id: Event::stack's text
 };
 
 }  // namespace probecost::record

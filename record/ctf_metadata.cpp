@@ -117,10 +117,13 @@ std::string ctf_metadata(const RunInfo& run, const Uuid& uuid) {
   out << "env {\n\ttracer_name = \"probecost\";\n\ttracer_version = " << quoted(PROBECOST_VERSION)
       << ";\n\thostname = " << quoted(hostname())
       << ";\n\tclock_source = \"tsc\";\n\tprobes = " << run.probes.size()
-      << ";\n\targ_count = " << run.arg_count << ";\n};\n\n";
+      << ";\n\targ_count = " << run.arg_count << ";\n";
+  if (run.stacks) out << "\tstacks = 1;\n";
+  out << "};\n\n";
   out << clock_block(run, uuid) << probe_enum(run) << "\n" << kStream;
   std::string args;
   for (int i = 0; i < run.arg_count; ++i) args += "\t\tint64_t arg" + std::to_string(i) + ";\n";
+  if (run.stacks) args += "\t\tstring stack;\n";
   out << event_block(CtfEvent::entry, "probecost:entry", "\t\tprobe_t probe;\n" + args);
   out << event_block(CtfEvent::exit, "probecost:return", "\t\tprobe_t probe;\n\t\tint64_t ret;\n");
   out << event_block(CtfEvent::unwound, "probecost:unwound", "\t\tprobe_t probe;\n");

@@ -27,6 +27,19 @@ enum class EventKind : std::uint8_t {
   marker,
 };
 
+// Why an entry of `record --stacks` has no stack (Event::no_stack).
+enum class StackMissing : std::uint8_t {
+  none,            // it has one, or stacks were not asked for
+  lost,            // no snapshot of it was kept: its ring was full (the unwinding fell behind)
+  unknown_thread,  // not copied: a thread whose stack probecost could not bound (a raw clone)
+  off_stack,       // not copied: rsp off its thread's stack (a sigaltstack, a coroutine)
+  direction_flag,  // not copied: DF set at the entry (the copy is a rep movsb)
+  not_unwound,     // copied, but the unwinder found no frame in it
+  int3,            // an int3 serves the entry, and the process has no snapshot buffer
+};
+// "lost: ...", "not copied: ...": what a trace says instead of the stack.
+const char* stack_missing_text(StackMissing why);
+
 struct Event {
   EventKind kind = EventKind::entry;
   std::uint32_t probe = 0;  // index into RunInfo::probes
@@ -40,6 +53,10 @@ struct Event {
   std::uint64_t sp = 0;
   std::array<std::uint64_t, kMaxArgs> args{};  // entry: the first RunInfo::arg_count are valid
   std::uint64_t ret = 0;                       // exit: rax
+  // An entry of `record --stacks`: its stack (Output::stack named its frames before), 0 for
+  // none, and why none.
+  std::uint32_t stack = 0;
+  StackMissing no_stack = StackMissing::none;
   std::uint8_t text = 0;                       // marker: bit i set when args[i] is a string's id
 };
 
@@ -80,6 +97,7 @@ struct RunInfo {
   std::vector<ProbeInfo> probes;
   int arg_count = 0;  // --args N: how many of Event::args are valid, 0 to kMaxArgs
   tsc::Calibration clock;
+  bool stacks = false;  // --stacks: entries carry a stack (Event::stack)
 };
 
 // Records the tracer could not read (its ring overwrote them before they were drained).

@@ -3,6 +3,7 @@
 // it arrives, and every call as the pairing closes it.
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "record/events.hpp"
 
@@ -41,6 +42,9 @@ class Output {
   virtual void lost(const Lost&) {}
   // The thread is gone; the same tid may come back as a new thread.
   virtual void thread_exited(std::int32_t /*pid*/, std::int32_t /*tid*/) {}
+  // Stack `id` (1 and up, each once, before any event names it): its frames, outermost first
+  // ("main+0x1d in prog"; the probed function's own frame last).
+  virtual void stack(std::uint32_t /*id*/, const std::vector<std::string>& /*frames*/) {}
   // The run is over: write what is buffered and close. Throws Error when a write failed.
   virtual void finish() {}
 };

@@ -36,6 +36,10 @@ Event Pairing::entry_of(const Thread& t, const Stack& s, std::size_t i) const {
   e.tid = t.tid;
   e.tsc = f.tsc;
   e.sp = f.sp;
+  if (f.stack >= kNoStack)
+    e.no_stack = static_cast<StackMissing>(f.stack - kNoStack);
+  else
+    e.stack = f.stack;
   std::copy_n(s.args.begin() + static_cast<std::ptrdiff_t>(i * args_), args_, e.args.begin());
   return e;
 }
@@ -114,7 +118,10 @@ void Pairing::push(const Event& entry) {
   Stack& s = stack_for(t, entry.sp);
   drop_reused(t, s, entry.sp);
   if (t.frames >= max_depth_ || frames_ >= max_frames_) evict(t, s);
-  s.frames.push_back({entry.tsc, entry.sp, entry.probe});
+  std::uint32_t stack = entry.stack && entry.stack < kNoStack
+                            ? entry.stack
+                            : kNoStack + static_cast<std::uint32_t>(entry.no_stack);
+  s.frames.push_back({entry.tsc, entry.sp, entry.probe, stack});
   s.args.insert(s.args.end(), entry.args.begin(),
                 entry.args.begin() + static_cast<std::ptrdiff_t>(args_));
   if (entry.sp) s.lo = std::min(s.lo, entry.sp), s.hi = std::max(s.hi, entry.sp);

@@ -62,7 +62,10 @@ class Pairing {
   struct Frame {
     std::uint64_t tsc = 0, sp = 0;
     std::uint32_t probe = 0;
+    // Event::stack, or with no stack, kNoStack + Event::no_stack (a frame stays 24 bytes).
+    std::uint32_t stack = 0;
   };
+  static constexpr std::uint32_t kNoStack = 0xffffff00;
   // One stack's open frames, oldest first; lo/hi: the lowest and highest nonzero sp pushed
   // since it was last empty.
   struct Stack {

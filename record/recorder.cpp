@@ -70,6 +70,9 @@ class Recorder::Guard : public Output {
   void thread_exited(std::int32_t pid, std::int32_t tid) override {
     run([&] { w_.thread_exited(pid, tid); });
   }
+  void stack(std::uint32_t id, const std::vector<std::string>& frames) override {
+    run([&] { w_.stack(id, frames); });
+  }
   void finish() override {
     run([&] { w_.finish(); });
   }
@@ -108,6 +111,26 @@ bool ends_with(const std::string& s, const std::string& tail) {
 }
 
 }  // namespace
+
+const char* stack_missing_text(StackMissing why) {
+  switch (why) {
+    case StackMissing::none:
+      return "";
+    case StackMissing::lost:
+      return "lost: no snapshot kept (its ring was full: the unwinding fell behind)";
+    case StackMissing::unknown_thread:
+      return "not copied: a thread whose stack could not be bounded";
+    case StackMissing::off_stack:
+      return "not copied: off its thread's stack (a sigaltstack, a coroutine)";
+    case StackMissing::direction_flag:
+      return "not copied: the direction flag set at the entry";
+    case StackMissing::not_unwound:
+      return "not unwound: no frame found in the copy";
+    case StackMissing::int3:
+      return "none: an int3 serves this entry and the process has no snapshot buffer";
+  }
+  return "unknown";
+}
 
 Format choose_format(const std::string& flag, const std::string& path) {
   if (auto f = kFormatNames.find(flag)) return *f;
@@ -181,6 +204,10 @@ void Recorder::lost(const Lost& l) {
                 std::to_string(run_.probes.size()));
   guard_->lost(l);
   summary_.lost(l);
+}
+
+void Recorder::stack(std::uint32_t id, const std::vector<std::string>& frames) {
+  guard_->stack(id, frames);
 }
 
 void Recorder::exits(std::uint32_t probe, std::uint32_t all, std::uint32_t tail) {

@@ -16,6 +16,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "common/names.hpp"
 #include "record/markers.hpp"
@@ -57,6 +58,8 @@ class Recorder {
   void thread_name(std::int32_t pid, std::int32_t tid, const std::string& name, std::uint64_t tsc);
   void process_name(std::int32_t pid, const std::string& name);
   void lost(const Lost& l);
+  // Stack `id`'s frames (Output::stack), before any event names it.
+  void stack(std::uint32_t id, const std::vector<std::string>& frames);
   // Probe `probe`'s exits as planned, `tail` of them tail calls (marked in the summary).
   void exits(std::uint32_t probe, std::uint32_t all, std::uint32_t tail);
   void thread_exited(std::int32_t pid, std::int32_t tid);

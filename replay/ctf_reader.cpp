@@ -33,6 +33,7 @@ struct Metadata {
   std::int64_t offset_s = 0;
   std::uint64_t offset = 0;
   int arg_count = 0;
+  bool stacks = false;  // record --stacks: each entry ends with a string, its stack
   std::vector<std::string> probes;
   // The probes as record saw them: a marker's name, role and arguments from its event class.
   std::vector<record::ProbeInfo> infos;
@@ -130,6 +131,8 @@ Metadata read_metadata(const fs::path& dir) {
   m.offset_s = field(text, "offset_s", file, clock);
   m.offset = static_cast<std::uint64_t>(field(text, "offset", file, clock));
   m.arg_count = static_cast<int>(field(text, "arg_count", file));
+  std::size_t env = text.find("env {");
+  m.stacks = text.find("\tstacks = 1;", env) < text.find("};", env);
   m.probes = probe_labels(text);
   read_markers(text, file, m);
   if (m.freq == 0 || m.arg_count < 0 || m.arg_count > kMaxArgs)
@@ -307,6 +310,12 @@ class StreamReader {
           e.args[static_cast<std::size_t>(i)] = get<std::uint64_t>(p + 4 + 8 * i);
       if (id == 1) e.ret = get<std::uint64_t>(p + 4);
       p += need;
+      if (id == 0 && m_.stacks) {  // the stack's text: not replayed
+        const char* nul =
+            static_cast<const char*>(std::memchr(p, 0, static_cast<std::size_t>(end - p)));
+        if (!nul) cut("an entry's stack cut short");
+        p = nul + 1;
+      }
       pairing_.add(e);
     }
   }

@@ -12,6 +12,10 @@
 #    on a uprobe; hits back to back (GAP 0) and ~GAP multiply-adds of the program's own work
 #    apart. The added ns and TSC ticks per hit (median of RUNS runs less the untraced median,
 #    min and max beside), and what trace says of its snapshots (unwound, lost, reader's ns).
+# 3. `probecost record -b hit` of the same calls, without and with --stacks at 1/4/8 KiB
+#    (lossless: a writer that finds the snapshots' ring full waits for the unwinder), the trace
+#    to /dev/null: the added ns per call, and record's lines on the drain's bytes per record and
+#    the entries' stacks (the reader's CPU per stack).
 # Prints figures; asserts nothing.
 set -eu
 build=${1:-build-release}
@@ -47,7 +51,7 @@ measure() {
     -v bt="${base_ticks:-$tmed}" \
     'BEGIN {printf "%-26s %10.1f %10.1f %10.1f %10.1f %10.0f\n", n, m, lo, hi, m - b, t - bt}'
   echo "$med $tmed" >"$tmp/fig"
-  grep -E "^stacks of jump hits|^ +not copied|^stacks: unwinding|^probecost trace: the stack" \
+  grep -E "^stacks of jump hits|^ +not copied|^stacks: unwinding|^probecost trace: the stack|^probecost record: (stacks|the drain)" \
     "$tmp/out" | sed 's/^/    /' || true
 }
 
@@ -74,5 +78,19 @@ for gap in 0 3000; do
       -c "$tmp/hits $slow $gap 8 256 0"
     echo "    bpftrace's deepest stack: $(grep -c '^ ' "$tmp/out" || true) frame lines in all"
   fi
+done
+
+for gap in 0 3000; do
+  n=200000
+  echo "== 3. record: hits $n calls, $gap multiply-adds apart, $runs runs"; load
+  printf "%-26s %10s %10s %10s %10s %10s\n" configuration "median ns" min max "added ns" "added tk"
+  base=; base_ticks=
+  measure untraced "$tmp/hits" "$n" "$gap" 8 256 0
+  read -r base base_ticks <"$tmp/fig"
+  measure "record" "$pc" record -b hit -o /dev/null -- "$tmp/hits" "$n" "$gap" 8 256 0
+  for s in 1024 4096 8192; do
+    measure "record --stacks $s" "$pc" record --stacks --stack-size "$s" -b hit -o /dev/null \
+      -- "$tmp/hits" "$n" "$gap" 8 256 0
+  done
 done
 load

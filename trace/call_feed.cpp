@@ -12,6 +12,7 @@
 #include "common/clock.hpp"
 #include "common/error.hpp"
 #include "trace/run.hpp"
+#include "trace/stack_copy.hpp"
 #include "tracer/os/proc_files.hpp"
 
 namespace probecost::trace_run {
@@ -73,7 +74,7 @@ bool CallFeed::leaves(const ExitCheck& check, const user_regs_struct& regs,
 }
 
 void CallFeed::add_int3_event(bool exit, std::uint32_t probe, pid_t tid,
-                              const user_regs_struct& regs) {
+                              const user_regs_struct& regs, RuntimeAddr at) {
   record::Event e;
   e.kind = exit ? record::EventKind::exit : record::EventKind::entry;
   e.probe = probe;
@@ -85,6 +86,17 @@ void CallFeed::add_int3_event(bool exit, std::uint32_t probe, pid_t tid,
     e.ret = regs.rax;
   } else {
     e.args = {regs.rdi, regs.rsi, regs.rdx, regs.rcx, regs.r8, regs.r9};
+  }
+  if (!exit && stopped_) {
+    // The thread is stopped at the entry: its stack as a trampoline would have copied it.
+    jump::StackSnapshot s;
+    s.tsc = e.tsc, s.tp = static_cast<std::uint32_t>(tid) | EntryStacks::kStoppedTp;
+    s.sp = regs.rsp, s.rip = at.value(), s.id = probe;
+    s.rbp = regs.rbp, s.rbx = regs.rbx, s.r12 = regs.r12, s.r13 = regs.r13, s.r14 = regs.r14,
+    s.r15 = regs.r15;
+    std::vector<std::uint8_t> bytes;
+    read_stack(tid, regs.rsp, stopped_bytes_, bytes);
+    stopped_(s, std::move(bytes));
   }
   int3_events_.push(e);
 }
@@ -127,9 +139,9 @@ bool CallFeed::on_int3(pid_t tid, RuntimeAddr at, const user_regs_struct& regs,
   const Int3Role& role = it->second;
   std::uint32_t probe = probe_of_id_[role.id];
   if (probe == record::kAnyProbe) return true;
-  if (role.entry) add_int3_event(false, probe, tid, regs);
+  if (role.entry) add_int3_event(false, probe, tid, regs, at);
   // An exit only when it leaves; else still inside.
-  if (role.exit && leaves(role.check, regs, memory)) add_int3_event(true, probe, tid, regs);
+  if (role.exit && leaves(role.check, regs, memory)) add_int3_event(true, probe, tid, regs, at);
   return true;
 }
 
@@ -223,8 +235,16 @@ void CallFeed::add(const record::Event& e) {
   rec_.add(e);
 }
 
-void CallFeed::replay(std::ostream* progress) {
+void CallFeed::replay(std::ostream* progress, std::uint32_t& next_stack_id) {
   finish_drain();
+  std::optional<EntryStacks::Matcher> matcher;
+  if (stacks_) {
+    const auto& names = stacks_->names();
+    for (std::size_t i = 0; i < names.size(); ++i)
+      rec_.stack(next_stack_id + static_cast<std::uint32_t>(i), names[i]);
+    matcher.emplace(*stacks_, next_stack_id);
+    next_stack_id += static_cast<std::uint32_t>(names.size());
+  }
   const std::uint8_t* spool = nullptr;
   std::uint64_t size = spool_ ? spool_->size() : 0;
   if (size) {
@@ -236,6 +256,7 @@ void CallFeed::replay(std::ostream* progress) {
   std::uint64_t total = size / std::max<std::uint32_t>(layout_.record_size, 1), done = 0;
   double start = now_s(), next_line = start + 1;
   EventSpool::Reader int3(int3_events_);
+  std::uint64_t int3_entries = 0;
   // Each CPU's records are in TSC order, as the int3 events are: merged, oldest first.
   for (;;) {
     Stream* oldest = nullptr;
@@ -248,12 +269,23 @@ void CallFeed::replay(std::ostream* progress) {
       }
     }
     if (const record::Event* e = int3.peek(); e && e->tsc <= oldest_tsc) {
-      add(*e);
+      record::Event copy = *e;
+      // An int3 takes no snapshot: said, never guessed.
+      if (matcher && copy.kind == record::EventKind::entry) {
+        if (stopped_asked_) {
+          matcher->on_stopped_entry(copy);
+        } else {
+          copy.no_stack = record::StackMissing::int3;
+          ++int3_entries;
+        }
+      }
+      add(copy);
       int3.pop();
       continue;
     }
     if (!oldest) break;
     record::Event e = event_of(*oldest->next);
+    if (matcher && e.probe != record::kAnyProbe) matcher->on_record(*oldest->next, e);
     oldest->pop(layout_.record_size);
     ++decoded_;
     if (e.probe != record::kAnyProbe) add(e);
@@ -264,6 +296,10 @@ void CallFeed::replay(std::ostream* progress) {
     }
   }
   names_until(UINT64_MAX);
+  if (matcher) {
+    outcome_ = matcher->outcome();
+    if (int3_entries) outcome_->without[record::StackMissing::int3] += int3_entries;
+  }
   if (progress && now_s() - start >= 1) *progress << "\r\033[K" << std::flush;
   if (spool) ::munmap(const_cast<std::uint8_t*>(spool), size);
   int3_events_.clear();

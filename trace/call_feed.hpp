@@ -26,6 +26,7 @@
 #include "breakpoint/x86/tracee_memory.hpp"
 #include "record/recorder.hpp"
 #include "trace/call_drain.hpp"
+#include "trace/entry_stacks.hpp"
 #include "trace/event_spool.hpp"
 #include "tracer/core/process.hpp"
 #include "tracer/symbols/usdt_args.hpp"
@@ -92,9 +93,26 @@ class CallFeed {
   // No writer is left: the drain's last copy, and the lost records counted. Before the
   // buffer goes. Idempotent.
   void finish_drain();
-  // Every event to the recording, in time order (after finish_drain). `progress`: a line
-  // each second there when it takes longer than one.
-  void replay(std::ostream* progress);
+  // `record --stacks`: the entries' stacks (StackFeed fills it while the process runs).
+  void take_stacks(std::unique_ptr<EntryStacks> stacks) { stacks_ = std::move(stacks); }
+  // And an int3 entry's: the stopped thread's registers and `bytes` of its stack copied here,
+  // handed to `unwind` (StackFeed::add_stopped) with tp = tid | kStoppedTp.
+  using StoppedStack =
+      std::function<void(const jump::StackSnapshot&, std::vector<std::uint8_t> bytes)>;
+  void stopped_stacks(StoppedStack unwind, std::uint32_t bytes) {
+    stopped_ = std::move(unwind);
+    stopped_bytes_ = bytes;
+    stopped_asked_ = true;
+  }
+  // The feed is stopping: no more copies (what was copied is matched at the replay).
+  void no_more_stopped_stacks() { stopped_ = nullptr; }
+  EntryStacks* stacks() { return stacks_.get(); }
+  // Every event to the recording, in time order (after finish_drain), each entry with its
+  // stack (named to the recording first, from `next_stack_id` on, which it moves past them).
+  // `progress`: a line each second there when it takes longer than one.
+  void replay(std::ostream* progress, std::uint32_t& next_stack_id);
+  // What the entries got, once replayed (nullptr without --stacks).
+  const EntryStacks::Outcome* stack_outcome() const { return outcome_ ? &*outcome_ : nullptr; }
   std::uint64_t unknown_threads() const { return unknown_; }
   // The calls' records the replay found in the spool (its sync records not counted).
   std::uint64_t records_decoded() const { return decoded_; }
@@ -108,7 +126,8 @@ class CallFeed {
     bool entry = false, exit = false;
     ExitCheck check;
   };
-  void add_int3_event(bool exit, std::uint32_t probe, pid_t tid, const user_regs_struct& regs);
+  void add_int3_event(bool exit, std::uint32_t probe, pid_t tid, const user_regs_struct& regs,
+                      RuntimeAddr at);
   struct MarkerSite {
     std::uint32_t id = 0;
     std::vector<UsdtArg> args;
@@ -152,6 +171,11 @@ class CallFeed {
   std::map<pid_t, std::string> last_name_;  // each thread's last name seen
   std::size_t names_given_ = 0;             // names_ handed to the recording
   std::uint64_t unknown_ = 0;
+  std::unique_ptr<EntryStacks> stacks_;
+  std::optional<EntryStacks::Outcome> outcome_;
+  StoppedStack stopped_;
+  std::uint32_t stopped_bytes_ = 0;
+  bool stopped_asked_ = false;
 };
 
 }  // namespace probecost::trace_run

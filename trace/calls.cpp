@@ -116,6 +116,10 @@ std::vector<ProbeInstall> TraceRun::place_calls(ProcessTrace& tr) {
   tr.feed = std::make_unique<CallFeed>(*recording_, p.pid(), probe_of, opts_.calls->args,
                                        opts_.calls->spool_dir);
   tr.feed->threads_of(p);
+  if (opts_.calls->stack_bytes)
+    tr.feed->take_stacks(std::make_unique<EntryStacks>(
+        opts_.calls->spool_dir,
+        static_cast<std::uint32_t>(std::max<std::size_t>(tr.probes.size(), 1))));
   p.report_thread_exits();  // each thread's name as it ends (CallFeed::thread_exiting)
   // Its comm, as ps and perf name it: the name it was run by (redis-server, a symlink to
   // redis-check-rdb), where the image's file name is the link's target.
@@ -220,6 +224,7 @@ void TraceRun::drain_calls(ProcessTrace& tr, bool final) {
   if (!tr.feed || !final) return;
   tr.feed->sample_names();  // the threads still there, as they end the recording
   tr.feed->finish_drain();
+  finish_stack_feed(tr);  // the entries' stacks named while the process's symbols are here
   if (const CallDrain* d = tr.feed->drain()) {
     report_.events_cpu_s += d->cpu_s();
     report_.tracer_cpu_s += d->cpu_s();
@@ -237,7 +242,13 @@ void TraceRun::drain_calls(ProcessTrace& tr, bool final) {
 // Every image's events to the recording, once every process is let go.
 void TraceRun::replay_calls() {
   for (auto& feed : fed_) {
-    feed->replay(opts_.announce && stderr_is_terminal() ? &notes_ : nullptr);
+    feed->replay(opts_.announce && stderr_is_terminal() ? &notes_ : nullptr, stack_ids_);
+    if (const EntryStacks::Outcome* o = feed->stack_outcome()) {
+      report_.entry_stacks["with_stack"] += o->with_stack;
+      report_.entry_stacks["truncated"] += o->truncated;
+      for (const auto& [why, n] : o->without)
+        report_.entry_stacks[record::stack_missing_text(why)] += n;
+    }
     drained_records_ += feed->records_decoded();
     if (!feed->int3_spool().error().empty()) spool_errors_.push_back(feed->int3_spool().error());
   }

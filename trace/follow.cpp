@@ -8,7 +8,11 @@
 namespace probecost::trace_run {
 
 void TraceRun::start_session(ProcessTrace& tr) {
-  if (opts_.stacks && !tr.rec.collector) tr.rec.collector.emplace(opts_.stack_depth);
+  if (opts_.stacks && !tr.rec.collector) {
+    tr.rec.collector.emplace(opts_.stack_depth);
+    tr.rec.stack_depth = opts_.stack_depth;
+    if (opts_.stack_size) tr.rec.snapshot_bytes = opts_.stack_size;
+  }
   tr.session = std::make_unique<Session>(*tr.proc, *tr.step_over);
   ProcessTrace* t = &tr;
   tr.proc->set_new_thread_observer([t](pid_t tid, std::uint64_t fs_base) {
@@ -37,7 +41,7 @@ void TraceRun::start_session(ProcessTrace& tr) {
     }
     if (t->rec.collector) {
       if (!t->symbols) t->symbols = std::make_unique<ProcessSymbols>(t->proc->proc_tid());
-      t->rec.record_stack(*t->symbols, tid, thread, site);
+      t->rec.record_stack(*t->symbols, t->proc->pid(), tid, thread, site);
     }
   });
   hook_link_map(tr);

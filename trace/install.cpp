@@ -158,9 +158,14 @@ void TraceRun::install_image(ProcessTrace& tr) {
     // A sub-buffer left partly filled is copied after 100 ms (the drain is woken for the rest).
     jo.calls.reader.flush_ticks = static_cast<std::uint64_t>(opts_.calls->tsc_hz / 10);
     jo.calls.max_ids = static_cast<std::uint32_t>(std::max<std::size_t>(tr.probes.size(), 1));
+    jo.stack_bytes = opts_.calls->stack_bytes;
     tr.jumps = std::make_unique<JumpProbes>(p, jo);
     refuse_leftovers(tr);
     tr.installs = place_calls(tr);
+    start_stack_feed(tr);
+    // The stacks' unwinder must see a library that comes (dlopen); without stacks, record
+    // watches nothing.
+    if (tr.stack_feed) watch_link_map(tr);
     return;
   }
   if (opts_.via != Via::Int3 && (!opts_.stacks || opts_.stack_size) && !opts_.usdt_args) {

@@ -18,19 +18,22 @@ std::string thread_name(pid_t pid, pid_t tid) {
   return name;
 }
 
-void Recorder::record_stack(ProcessSymbols& symbols, pid_t tid, StoppedThread& thread,
-                            BreakpointSite& site) {
-  double t0 = now_s();
-  // Unwind from the site itself, not from one past the int3: the unwind tables describe the
-  // site's first instruction as not yet executed.
-  thread.set_pc(site.address());
-  auto ips = collector->capture(tid);
-  add_stack(symbols, site.address().value(), ips);
-  stack_seconds += now_s() - t0;
-}
-
 void Recorder::add_stack(ProcessSymbols& symbols, std::uint64_t site,
                          const std::vector<std::uint64_t>& ips, std::uint64_t n) {
+  name_frames(symbols, ips);
+  stacks[site][ips] += n;
+}
+
+std::string Recorder::frame_name(const std::vector<std::uint64_t>& ips, std::size_t i) const {
+  std::uint64_t ip = i == 0 ? ips[i] : ips[i] - 1;
+  auto it = frame_names.find(ip);
+  if (it != frame_names.end()) return it->second;
+  char b[32];
+  std::snprintf(b, sizeof b, "0x%llx", static_cast<unsigned long long>(ips[i]));
+  return b;
+}
+
+void Recorder::name_frames(ProcessSymbols& symbols, const std::vector<std::uint64_t>& ips) {
   for (std::size_t i = 0; i < ips.size(); ++i) {
     // Return addresses point after the call: look up ip-1 for the caller's line (frame 0 is
     // the site itself).
@@ -47,7 +50,6 @@ void Recorder::add_stack(ProcessSymbols& symbols, std::uint64_t site,
     }
     frame_names[ip] = name;
   }
-  stacks[site][ips] += n;
 }
 
 std::vector<StackCount> Recorder::top_stacks(std::uint64_t site) const {

@@ -165,8 +165,20 @@ void TraceRun::report_figures(std::uint64_t syscalls) {
   report_.tracer_cpu_ns_per_jump_hit = per(report_.events_cpu_s * 1e9, report_.jump_hits);
   report_.cpu_ns_per_hit = per((report_.tracer_cpu_s + report_.tracee_cpu_s) * 1e9, report_.hits);
   double stack_s = 0;
-  for (auto& tr : processes_) stack_s += tr->rec.stack_seconds;
+  std::uint64_t ptrace = 0, checked = 0, differed = 0;
+  for (auto& tr : processes_) {
+    stack_s += tr->rec.stack_seconds;
+    ptrace += tr->rec.ptrace_unwinds, checked += tr->rec.checked, differed += tr->rec.differed;
+  }
   report_.stack_ns_per_hit = per(stack_s * 1e9, report_.int3_hits);
+  if (opts_.announce && report_.stacks && report_.int3_hits)
+    notes_ << opts_.tool << ": stacks of int3 hits: " << report_.int3_hits - ptrace
+           << " from a copy of the stack, " << ptrace << " over ptrace (the copy could not "
+           << "give the whole stack)"
+           << (checked ? ", " + std::to_string(checked) + " unwound both ways, " +
+                             std::to_string(differed) + " differed"
+                       : std::string())
+           << std::endl;
 }
 
 }  // namespace probecost::trace_run

@@ -46,12 +46,27 @@ struct Recorder {
   std::unordered_map<std::uint64_t, std::string> frame_names;
   std::optional<StackCollector> collector;
   double stack_seconds = 0;
+  // int3 hits' stacks from a copy of the stack (int3_stacks.cpp): its unwinder, the bytes
+  // copied, the frames; the hits that needed libunwind over ptrace, and with
+  // PROBECOST_STACKS_CHECK=1 those unwound both ways and those whose two stacks differed.
+  std::unique_ptr<SnapshotUnwinder> unwinder;
+  std::uint32_t snapshot_bytes = jump::kMaxStackBytes;
+  unsigned stack_depth = 16;
+  std::vector<std::uint8_t> stack_copy;
+  std::set<std::uint64_t> no_module;  // pages of code the unwinder read the maps again for
+  std::uint64_t ptrace_unwinds = 0, checked = 0, differed = 0;
   // --usdt-args: per site, its parsed argument specs and the hits of each argument list.
   std::map<std::uint64_t, std::vector<UsdtArg>> usdt_specs;
   std::map<std::uint64_t, std::map<std::string, std::uint64_t>> usdt_args;
 
-  void record_stack(ProcessSymbols& symbols, pid_t tid, StoppedThread& thread,
+  void record_stack(ProcessSymbols& symbols, pid_t pid, pid_t tid, StoppedThread& thread,
                     BreakpointSite& site);
+  std::vector<std::uint64_t> snapshot_stack(pid_t pid, pid_t tid, const user_regs_struct& r,
+                                            std::uint64_t site);
+  // Names each frame of `ips` (the site first, then return addresses) into frame_names, once.
+  void name_frames(ProcessSymbols& symbols, const std::vector<std::uint64_t>& ips);
+  // Frame i of `ips` as named (name_frames), or its address when it was not.
+  std::string frame_name(const std::vector<std::uint64_t>& ips, std::size_t i) const;
   // A stack unwound from a jump probe's snapshot, counted as record_stack counts its own.
   void add_stack(ProcessSymbols& symbols, std::uint64_t site, const std::vector<std::uint64_t>& ips,
                  std::uint64_t n = 1);
@@ -156,6 +171,7 @@ class TraceRun {
   void start_session(ProcessTrace& tr);
   void start_stack_feed(ProcessTrace& tr);
   void finish_stack_feed(ProcessTrace& tr);
+  void name_entry_stacks(ProcessTrace& tr, EntryStacks& entries);
   void let_run(ProcessTrace& tr);
   void attach_others();
   void take_fork_child(ProcessTrace& tr, ProcessTrace& parent);
@@ -195,6 +211,7 @@ class TraceRun {
   record::Recorder* recording_ = nullptr;  // `probecost record`: made at the first image
   std::vector<record::ProbeInfo> recorded_;
   std::vector<std::unique_ptr<CallFeed>> fed_;  // images whose call buffers are final
+  std::uint32_t stack_ids_ = 1;                 // `record --stacks`: the next stack's id
   std::uint64_t drained_records_ = 0, drained_bytes_ = 0;
   double drain_cpu_s_ = 0;
   std::vector<std::string> spool_errors_;

@@ -24,13 +24,13 @@ constexpr long kPollNs = 1'000'000;     // writers that make no system call: we 
 
 }  // namespace
 
-StackFeed::StackFeed(jump::CallReader& reader, pid_t pid, unsigned max_depth, bool writers_syscall)
+StackFeed::StackFeed(jump::CallReader& reader, pid_t pid, const Options& options)
     : reader_(reader),
       pid_(pid),
-      max_depth_(max_depth),
-      unwinder_(std::make_unique<SnapshotUnwinder>(pid, max_depth)),
-      writers_syscall_(writers_syscall) {
-  reader_.set_blocking(false);
+      options_(options),
+      unwinder_(std::make_unique<SnapshotUnwinder>(pid, options.max_depth)) {
+  if (!options_.writers_syscall) options_.block = false;
+  reader_.set_blocking(options_.block, options_.wait_bound_ns);
   thread_ = std::thread([this] { run(); });
 }
 
@@ -43,12 +43,13 @@ StackFeed::~StackFeed() {
 
 // Every field of a record is the tracee's: decode_snapshot reads the header once and clamps
 // the copy to the slot; the bytes are copied out before the unwinder reads them.
-void StackFeed::take_one(const std::uint8_t* record) {
+void StackFeed::take_one(std::uint32_t cpu, const std::uint8_t* record) {
   const std::uint32_t rs = reader_.layout().record_size;
   jump::StackSnapshot s = jump::decode_snapshot({record, rs});
   ++counts_.snapshots;
   if (s.bound != jump::SnapshotBound::Bounded) {
     ++counts_.not_copied[s.bound];
+    if (options_.each) options_.each(cpu, s, {});
     return;
   }
   copy_.assign(s.stack.begin(), s.stack.end());
@@ -58,20 +59,42 @@ void StackFeed::take_one(const std::uint8_t* record) {
   if (st.truncated) ++counts_.truncated;
   if (!st.truncated && !st.ips.empty())
     ++counts_.needed[std::min<std::uint64_t>((st.needed + 255) / 256, kNeededBuckets - 1)];
-  if (st.ips.empty()) return;
-  ++counts_.unwound;
-  ++stacks_[{s.rip, std::move(st.ips)}];
+  if (!st.ips.empty()) ++counts_.unwound;
+  if (options_.each) return options_.each(cpu, s, st);
+  if (!st.ips.empty()) ++stacks_[{s.rip, std::move(st.ips)}];
 }
 
-void StackFeed::take(const std::uint8_t* data, std::size_t bytes) {
+void StackFeed::add_stopped(const jump::StackSnapshot& s, std::vector<std::uint8_t> bytes) {
+  std::lock_guard<std::mutex> hold(copies_lock_);
+  copies_.emplace_back(s, std::move(bytes));
+}
+
+void StackFeed::take_stopped() {
+  std::vector<std::pair<jump::StackSnapshot, std::vector<std::uint8_t>>> batch;
+  {
+    std::lock_guard<std::mutex> hold(copies_lock_);
+    batch.swap(copies_);
+  }
+  for (auto& [s, bytes] : batch) {
+    s.stack = bytes;
+    ++counts_.snapshots;
+    std::lock_guard<std::mutex> hold(unwinder_lock_);
+    auto st = unwinder_->unwind(s);
+    if (!st.ips.empty()) ++counts_.unwound;
+    if (st.truncated) ++counts_.truncated;
+    if (options_.each) options_.each(stopped_cpu(), s, st);
+  }
+}
+
+void StackFeed::take(std::uint32_t cpu, const std::uint8_t* data, std::size_t bytes) {
   const std::uint32_t rs = reader_.layout().record_size;
-  for (std::size_t at = 0; at + rs <= bytes; at += rs) take_one(data + at);
+  for (std::size_t at = 0; at + rs <= bytes; at += rs) take_one(cpu, data + at);
 }
 
 void StackFeed::refresh() {
   std::unique_ptr<SnapshotUnwinder> fresh;
   try {
-    fresh = std::make_unique<SnapshotUnwinder>(pid_, max_depth_);
+    fresh = std::make_unique<SnapshotUnwinder>(pid_, options_.max_depth);
   } catch (const Error&) {
     return;  // the process is gone: its last maps stay
   }
@@ -80,8 +103,9 @@ void StackFeed::refresh() {
 }
 
 std::uint64_t StackFeed::pass(bool final) {
-  return reader_.poll(__rdtsc(), final,
-                      [this](std::uint32_t, const std::uint8_t* d, std::size_t n) { take(d, n); });
+  return reader_.poll(
+      __rdtsc(), final,
+      [this](std::uint32_t cpu, const std::uint8_t* d, std::size_t n) { take(cpu, d, n); });
 }
 
 void StackFeed::run() {
@@ -91,8 +115,12 @@ void StackFeed::run() {
       // The word before the pass: a writer that fills a sub-buffer after this load changes it,
       // and the wait below returns at once.
       std::uint32_t seen = reader_.wake_word();
-      if (pass(false) || stop_.load(std::memory_order_acquire)) continue;
-      if (writers_syscall_) {
+      std::uint64_t n = pass(false);
+      take_stopped();
+      // Blocking on again, each pass (a writer whose wait timed out turned it off).
+      if (options_.block && !reader_.blocking()) reader_.set_blocking(true, options_.wait_bound_ns);
+      if (n || stop_.load(std::memory_order_acquire)) continue;
+      if (options_.writers_syscall) {
         reader_.wait_for_writers(seen, kFlushNs);
       } else {
         timespec t{0, kPollNs};
@@ -100,8 +128,10 @@ void StackFeed::run() {
       }
     }
   } catch (const std::exception& e) {
-    // The tracee wrote a head no writer of ours can have: nothing more is read from it.
+    // The tracee wrote a head no writer of ours can have: nothing more is read from it, and
+    // no writer waits for us again.
     error_ = e.what();
+    reader_.set_blocking(false);
   }
   counts_.unwind_s += thread_cpu_s();
 }
@@ -119,7 +149,11 @@ void StackFeed::stop() {
   } catch (const std::exception& e) {
     error_ = e.what();
   }
+  take_stopped();
   counts_.unwind_s += thread_cpu_s() - t0;
+  // Nobody reads this buffer again: a writer still in a trampoline once the process is let go
+  // drops rather than waits out the bound.
+  reader_.set_blocking(false);
 }
 
 }  // namespace probecost::trace_run

@@ -38,7 +38,11 @@ struct CallRecording {
   // `drop` drops the record at once (counted lost).
   bool drop = false;
   long wait_bound_ns = 1'000'000'000;
-  std::string spool_dir = ".";            // where the raw records wait until the trace is written
+  std::string spool_dir = ".";  // where the raw records wait until the trace is written
+  // --stacks: each jump-patched entry also copies this many bytes of its stack (0: no stacks),
+  // unwound to at most stack_depth frames by a thread of probecost's while the process runs.
+  std::uint32_t stack_bytes = 0;
+  unsigned stack_depth = 16;
   double tsc_hz = 0;                      // TSC ticks per second (the drain's flush interval)
   trace_run::LiveCounts* live = nullptr;  // what the drains kept so far (a status line's)
   // Called once the process is let go, before the trace is written from the spool.
@@ -161,6 +165,9 @@ struct TraceReport {
   // Complete stacks by the bytes of stack they needed, in 256-byte steps (needed_summary).
   std::vector<std::uint64_t> snapshots_needed;
   double stack_ns_per_hit = 0;  // part of the tracer's spent unwinding, per int3 hit (--stacks)
+  // `record --stacks`: entries by what they got ("with_stack", "truncated" among them, and each
+  // reason for none, as record::stack_missing_text says it).
+  std::map<std::string, std::uint64_t> entry_stacks;
   double syscalls_per_int3_hit = 0;  // the tracer's system calls (a jump hit makes none)
   bool stacks = false;
   bool usdt_args = false;

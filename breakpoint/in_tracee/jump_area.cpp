@@ -123,6 +123,7 @@ std::optional<PlacedSite> AreaWriter::add_site(const JumpPlan& plan, const SiteO
       tracee(layout_.sites_offset + index * sizeof(SiteEntry) + offsetof(SiteEntry, hits));
   spec.flag_save = options.flag_save;
   spec.calls = options.calls;
+  spec.stacks = options.stacks;
   if (layout_.cpus && !events && !options.calls) {
     spec.per_cpu = PerCpuCounter{tracee(counter_row(index)), layout_.cpus, layout_.rseq_offset};
   }

@@ -103,6 +103,8 @@ struct SiteOptions {
   FlagSave flag_save = FlagSave::Lahf;
   // Call records (entry, exit or both, by the plan's role) instead of counting or events.
   std::optional<CallRecordTarget> calls;
+  // With `calls`: a stack snapshot into this buffer (stack_bytes > 0) before each entry record.
+  std::optional<CallRecordTarget> stacks;
 };
 
 struct PlacedSite {

@@ -27,8 +27,17 @@ bool near(RuntimeAddr at, RuntimeAddr target) {
 // never RAX (which holds the saved flags when they are kept).
 constexpr auto kScratch = RSI;
 
-// What one body does: count the hit, write the marker's record, or a call record.
-enum class Work { Count, Event, Entry, Exit };
+// What one body does: count the hit, write the marker's record, a call record, or the stack
+// snapshot that comes before an entry record (`probecost record --stacks`).
+enum class Work { Count, Event, Entry, Exit, Snapshot };
+
+// A snapshot body writes into spec.stacks with the call record's code (its layout says what).
+TrampolineSpec snapshot_spec(const TrampolineSpec& spec) {
+  TrampolineSpec s = spec;
+  s.calls = spec.stacks;
+  s.stacks.reset();
+  return s;
+}
 
 // %rcx = the hit's position (the hit counter, incremented), %rax = TSC. The position comes
 // from the hit counter: the one locked instruction of the hit.
@@ -74,7 +83,7 @@ void emit_record(Assembler& a, const TrampolineSpec& spec) {
 
 // The registers the body writes, in push order.
 std::vector<ZydisRegister> clobbered(const TrampolineSpec& spec, Work work) {
-  if (work == Work::Entry && spec.calls->layout.stack_bytes)
+  if (work == Work::Snapshot || (work == Work::Entry && spec.calls->layout.stack_bytes))
     return {RAX, RCX, RDX, RSI, RDI, R8, R9, R10, R11};
   if (work != Work::Count) return {RAX, RCX, RDX, RSI};
   std::vector<ZydisRegister> out;
@@ -181,6 +190,9 @@ Frame emit_body(Assembler& a, const TrampolineSpec& spec, Work work, const Rseq&
       // snapshot finds room.
       if (spec.calls->layout.stack_bytes) lock_inc_counter(a, spec);
       break;
+    case Work::Snapshot:
+      emit_call_record(a, snapshot_spec(spec), false, frame_of(pushes), in, out);
+      break;
     case Work::Count:
       if (spec.per_cpu) {
         emit_per_cpu_count(a, spec, in, out);
@@ -230,6 +242,8 @@ struct Builder {
       if (bodies[i] == Work::Count && spec.per_cpu) emit_per_cpu_cold(a, spec, guess, out.cs[i]);
       if (bodies[i] == Work::Entry || bodies[i] == Work::Exit)
         emit_call_record_cold(a, spec, frames[i], guess, out.cs[i]);
+      if (bodies[i] == Work::Snapshot)
+        emit_call_record_cold(a, snapshot_spec(spec), frames[i], guess, out.cs[i]);
     }
   }
 };
@@ -285,7 +299,10 @@ std::optional<Trampoline> generate(const JumpPlan& plan, const TrampolineSpec& s
   Builder b{a, spec, in, out, {}, {}};
   Trampoline t{spec.address, {}, {}, {}, {}};
   std::span<const Instruction> covered = plan.covered;
+  // The snapshot first: its thread's next entry record is its own (the reader pairs them so).
+  const bool snapshot = spec.calls && spec.stacks;
   if (plan.role == PlanRole::Entry) {
+    if (snapshot) b.body(Work::Snapshot);
     b.body(entry_work(spec));
     auto block = relocate_block(covered, a.here(), why);
     if (!block) return std::nullopt;
@@ -294,7 +311,10 @@ std::optional<Trampoline> generate(const JumpPlan& plan, const TrampolineSpec& s
     t.jump_back = block->at + static_cast<std::int64_t>(*block->jump_back);
   } else {
     if (!spec.calls) throw Error("an exit trampoline without call records");
-    if (plan.role == PlanRole::Call) b.body(Work::Entry);
+    if (plan.role == PlanRole::Call) {
+      if (snapshot) b.body(Work::Snapshot);
+      b.body(Work::Entry);
+    }
     auto prefix = relocate_block(covered.first(covered.size() - 1), a.here(), why, false);
     if (!prefix) return std::nullopt;
     a.raw(prefix->bytes);
@@ -328,6 +348,9 @@ std::optional<Trampoline> build_trampoline(const JumpPlan& plan, const Trampolin
   }
   TrampolineSpec at_site = spec;
   if (at_site.calls) at_site.calls->site = plan.site;
+  if (at_site.stacks) at_site.stacks->site = plan.site;
+  if (at_site.stacks && (!at_site.calls || !at_site.stacks->layout.stack_bytes))
+    throw Error("internal error: stack snapshots need call records and a snapshot buffer");
   Labels guess;
   guess.not_taken = spec.address;
   Labels found = guess;

@@ -83,6 +83,10 @@ struct TrampolineSpec {
   // Call records instead of counting: an entry, exit or both records by the plan's role (the
   // hit counter is not touched).
   std::optional<CallRecordTarget> calls;
+  // `probecost record --stacks`: with `calls`, each entry first writes a stack snapshot into
+  // this buffer (its layout's stack_bytes > 0), then its entry record (the reader matches the
+  // two by thread, stack slot and probe: the snapshot is the thread's last one before it).
+  std::optional<CallRecordTarget> stacks;
 };
 
 struct Trampoline {

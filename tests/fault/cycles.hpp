@@ -64,7 +64,9 @@ Outcome memory_cycle(const Config& cfg, const Cycle& c, int iterations,
 // fault_busy with `threads` threads calling probe_fn without pause, `iterations` times a
 // trace (-p --via jump) and a record, each for --duration 0.2: its mappings the same and its
 // resident memory within the bound after, no detach kept a mapping, its calls exact.
-Outcome memory_busy_cycle(const Config& cfg, const Cycle& c, int threads, int iterations);
+// With `stacks`, trace and record take stacks (--stacks): snapshots in every hit.
+Outcome memory_busy_cycle(const Config& cfg, const Cycle& c, int threads, int iterations,
+                          bool stacks = false);
 
 // `probecost record -p` of fault_busy (2 threads, idle) made to die: by
 // PROBECOST_DIE_AT_HIT=`plan` (attach+N; detach+N, after a SIGINT once it records), or by a
@@ -74,6 +76,7 @@ struct RecordDeath {
   std::string plan;
   double kill_at = -1;
   bool during_detach = false;
+  bool stacks = false;  // record --stacks: each entry's snapshot too
 };
 struct RecordDeathResult {
   Outcome outcome;
@@ -83,6 +86,6 @@ struct RecordDeathResult {
   std::string stderr_text;
 };
 RecordDeathResult record_death(const Config& cfg, const RecordDeath& d);
-Outcome record_sigkill_cycle(const Config& cfg, const Cycle& c);
+Outcome record_sigkill_cycle(const Config& cfg, const Cycle& c, bool stacks = false);
 
 }  // namespace fault

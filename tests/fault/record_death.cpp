@@ -39,8 +39,10 @@ RecordDeathResult record_death(const Config& cfg, const RecordDeath& d) {
   SpawnFds fds;
   fds.err = err.write;
   if (!d.plan.empty()) ::setenv("PROBECOST_DIE_AT_HIT", d.plan.c_str(), 1);
-  Child record(
-      {cfg.probecost, "record", "-p", std::to_string(target->pid), "-b", kProbe, "-o", out}, fds);
+  std::vector<std::string> argv = {cfg.probecost, "record", "-p", std::to_string(target->pid),
+                                   "-b",          kProbe,   "-o", out};
+  if (d.stacks) argv.push_back("--stacks");
+  Child record(argv, fds);
   ::unsetenv("PROBECOST_DIE_AT_HIT");
   err.close_write();
   LineReader lines(err.read);
@@ -101,8 +103,9 @@ RecordDeathResult record_death(const Config& cfg, const RecordDeath& d) {
 
 // The suite's cycles: a SIGKILL at a random moment of the attach (within 0.3 s of the seize),
 // of the detach (within 20 ms of the SIGINT), or at a random system call of the attach.
-Outcome record_sigkill_cycle(const Config& cfg, const Cycle& c) {
+Outcome record_sigkill_cycle(const Config& cfg, const Cycle& c, bool stacks) {
   RecordDeath d;
+  d.stacks = stacks;
   switch (c.index % 3) {
     case 0:
       d.kill_at = c.uniform(0, 0.3);

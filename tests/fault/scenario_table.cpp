@@ -144,7 +144,15 @@ const std::vector<Scenario>& scenarios() {
          return memory_busy_cycle(cfg, c, c.index % 2 ? 3 : 1, 25);
        }},
       {"record-sigkill", "record -p SIGKILLed at every stage of its attach and detach", 6, 60,
-       false, false, record_sigkill_cycle},
+       false, false,
+       [](const Config& cfg, const Cycle& c) { return record_sigkill_cycle(cfg, c); }},
+      {"record-stacks-sigkill", "the same with --stacks (a second buffer, snapshots)", 3, 30, false,
+       false, [](const Config& cfg, const Cycle& c) { return record_sigkill_cycle(cfg, c, true); }},
+      {"memory-busy-stacks", "memory-busy with --stacks: snapshots at every hit", 0, 2, false,
+       false,
+       [](const Config& cfg, const Cycle& c) {
+         return memory_busy_cycle(cfg, c, c.index % 2 ? 3 : 1, 25, true);
+       }},
   };
   return all;
 }

@@ -145,7 +145,8 @@ bool busy_run_once(const Config& cfg, pid_t pid, std::vector<std::string> args, 
 
 }  // namespace
 
-Outcome memory_busy_cycle(const Config& cfg, const Cycle&, int threads, int iterations) {
+Outcome memory_busy_cycle(const Config& cfg, const Cycle&, int threads, int iterations,
+                          bool stacks) {
   Outcome o;
   o.faults = 0;
   auto t = start_target(cfg, {"fault_busy", "--threads", std::to_string(threads)});
@@ -158,11 +159,13 @@ Outcome memory_busy_cycle(const Config& cfg, const Cycle&, int threads, int iter
   int fd = ::mkstemps(path, 5);
   if (fd >= 0) ::close(fd);
   for (int i = 1; i <= iterations && o.clean(); ++i) {
-    kept += busy_run_once(cfg, t->pid, {"trace", "--via", "jump"}, "0.2", o);
+    std::vector<std::string> trace = {"trace", "--via", "jump"}, record = {"record", "-o", path};
+    if (stacks) trace.push_back("--stacks"), record.push_back("--stacks");
+    kept += busy_run_once(cfg, t->pid, trace, "0.2", o);
     // 0.01 s: 3 threads calling without pause make ~1.4 million records in 0.2 s, whose trace
     // the sanitizer build took 75 to 136 s to write (4 s in Release; 19 s for 0.01 s); the
     // detach is what is tested here, and threads are inside the trampolines at any moment.
-    kept += busy_run_once(cfg, t->pid, {"record", "-o", path}, "0.01", o);
+    kept += busy_run_once(cfg, t->pid, record, "0.01", o);
     o.faults += 2;
     now = footprint(t->pid);
     if (i % 5 == 0 || i == iterations) {

@@ -199,5 +199,51 @@ TEST(RecordFormat, ChosenByFlagOrPath) {
   EXPECT_THROW(Recorder(bad, std::make_unique<Output>()), UsageError);
 }
 
+// --stacks: each entry's stack as the Trace Event Format has it: "sf" on the event, naming a
+// node of the top-level stackFrames, whose parents lead to the outermost frame; stacks that
+// share their callers share those nodes; an entry without one says why in args.stack.
+TEST_F(RecordChrome, StacksAreStackFramesNamedBySf) {
+  RunInfo run = testing::run_of({"leaf"});
+  run.stacks = true;
+  {
+    Recorder rec(run, Format::chrome, path);
+    rec.stack(1, {"main in p", "a in p", "leaf in p"});
+    rec.stack(2, {"main in p", "b in p", "leaf in p"});
+    Event e1 = entry(7, 0, 1000), e2 = entry(7, 0, 2000), e3 = entry(7, 0, 3000),
+          e4 = entry(7, 0, 4000);
+    e1.stack = 1, e2.stack = 2, e4.stack = 1;
+    e3.no_stack = StackMissing::lost;
+    rec.add(e1);
+    rec.add(exit(7, 0, 1100));
+    rec.add(e2);
+    rec.add(exit(7, 0, 2100));
+    rec.add(e3);
+    rec.add(exit(7, 0, 3100));
+    rec.add(e4);  // never returns: a B event, with its stack too
+    rec.finish();
+  }
+  nlohmann::json j = load();
+  const auto& frames = j["stackFrames"];
+  ASSERT_EQ(frames.size(), 5u);  // main, a, leaf under a, b, leaf under b
+  auto chain = [&](const nlohmann::json& e) {
+    std::vector<std::string> out;
+    std::string id = std::to_string(e["sf"].get<long>());
+    while (!id.empty()) {
+      out.insert(out.begin(), frames[id]["name"].get<std::string>());
+      id = frames[id].contains("parent") ? frames[id]["parent"].get<std::string>() : "";
+    }
+    return out;
+  };
+  auto x = phase(j, "X");
+  ASSERT_EQ(x.size(), 3u);
+  EXPECT_EQ(chain(x[0]), (std::vector<std::string>{"main in p", "a in p", "leaf in p"}));
+  EXPECT_EQ(chain(x[1]), (std::vector<std::string>{"main in p", "b in p", "leaf in p"}));
+  EXPECT_FALSE(x[2].contains("sf"));
+  EXPECT_EQ(x[2]["args"]["stack"], stack_missing_text(StackMissing::lost));
+  auto b = phase(j, "B");
+  ASSERT_EQ(b.size(), 1u);
+  EXPECT_EQ(b[0]["sf"], x[0]["sf"]);
+}
+
 }  // namespace
 }  // namespace probecost::record

@@ -222,5 +222,34 @@ TEST(RecordCtfMetadata, ClockAndProbeNames) {
   EXPECT_EQ(m.find("arg0"), std::string::npos);
 }
 
+// --stacks: an entry's `stack` string, folded (outermost first), or why it has none; replay's
+// reader skips it.
+TEST_F(RecordCtf, AnEntrysStackIsAFoldedString) {
+  RunInfo run = testing::run_of({"leaf"});
+  run.stacks = true;
+  {
+    Recorder rec(run, Format::ctf, dir.string());
+    rec.stack(1, {"main in p", "a in p", "leaf in p"});
+    Event e1 = entry(1, 0, 1000), e2 = entry(1, 0, 2000);
+    e1.stack = 1;
+    e2.no_stack = StackMissing::off_stack;
+    rec.add(e1);
+    rec.add(exit(1, 0, 1100, 7));
+    rec.add(e2);
+    rec.add(exit(1, 0, 2100, 8));
+    rec.finish();
+  }
+  Output out = babeltrace("");
+  ASSERT_EQ(out.status, 0) << out.errors;
+  ASSERT_EQ(out.lines.size(), 4u);
+  EXPECT_NE(out.lines[0].find("stack = \"main in p;a in p;leaf in p\""), std::string::npos)
+      << out.lines[0];
+  EXPECT_NE(out.lines[1].find("ret = 7"), std::string::npos) << out.lines[1];
+  // babeltrace2 escapes the apostrophe that follows.
+  EXPECT_NE(out.lines[2].find("stack = \"[not copied: off its thread"), std::string::npos)
+      << out.lines[2];
+  EXPECT_NE(out.lines[3].find("ret = 8"), std::string::npos) << out.lines[3];
+}
+
 }  // namespace
 }  // namespace probecost::record

@@ -66,11 +66,23 @@ void JumpProbes::to_int3(const JumpPlan& plan, const std::string& why, CallInsta
 }
 
 bool JumpProbes::ensure_call_buffer() {
-  if (call_reader_) return true;
-  if (!calls_refused_.empty()) return false;
+  return ensure_buffer(0, call_buffer_, call_layout_, call_reader_, calls_refused_);
+}
+
+bool JumpProbes::ensure_stack_buffer() {
+  return ensure_buffer(options_.stack_bytes, stack_buffer_, stack_layout_, stack_reader_,
+                       stacks_refused_);
+}
+
+bool JumpProbes::ensure_buffer(std::uint32_t stack_bytes, CallBuffer& buffer,
+                               jump::CallBufferLayout& layout,
+                               std::unique_ptr<jump::CallReader>& reader, std::string& refused) {
+  if (reader) return true;
+  if (!refused.empty()) return false;
   if (!rseq()) {
-    calls_refused_ = "no call records in process " + std::to_string(proc_.pid()) + ": " +
-                     (rseq_why_.empty() ? "no thread is stopped to read it from" : rseq_why_);
+    refused = std::string(stack_bytes ? "no stack snapshots" : "no call records") + " in process " +
+              std::to_string(proc_.pid()) + ": " +
+              (rseq_why_.empty() ? "no thread is stopped to read it from" : rseq_why_);
     return false;
   }
   jump::CallBufferConfig config;
@@ -79,17 +91,17 @@ bool JumpProbes::ensure_call_buffer() {
       options_.calls.buffer_bytes ? options_.calls.buffer_bytes : default_call_buffer(rseq_->cpus);
   config.args = options_.calls.args;
   config.max_ids = options_.calls.max_ids;
-  config.stack_bytes = options_.stack_bytes;
-  call_layout_ = jump::CallBufferLayout::of(config);
+  config.stack_bytes = stack_bytes;
+  layout = jump::CallBufferLayout::of(config);
   try {
-    call_buffer_ = map_call_buffer(call_layout_);
+    buffer = map_call_buffer(layout);
   } catch (const Error& e) {
-    calls_refused_ = e.what();
+    refused = e.what();
     return false;
   }
   // Before any trampoline can write: no record is older.
-  call_reader_ = std::make_unique<jump::CallReader>(std::span(call_buffer_.view, call_buffer_.size),
-                                                    call_layout_, __rdtsc(), options_.calls.reader);
+  reader = std::make_unique<jump::CallReader>(std::span(buffer.view, buffer.size), layout,
+                                              __rdtsc(), options_.calls.reader);
   return true;
 }
 
@@ -142,16 +154,23 @@ std::vector<JumpProbes::Candidate> JumpProbes::call_candidates(
   return cands;
 }
 
+CallRecordTarget JumpProbes::buffer_target(const CallBuffer& buffer,
+                                           const jump::CallBufferLayout& layout,
+                                           std::uint32_t id) const {
+  CallRecordTarget t;
+  t.control = buffer.tracee_at + static_cast<std::int64_t>(layout.ctl_offset);
+  t.layout = layout;
+  t.id = id;
+  t.rseq_offset = rseq_->offset;
+  t.threads = buffer.tracee_at + static_cast<std::int64_t>(layout.threads_offset);
+  return t;
+}
+
 jump::SiteOptions JumpProbes::call_site_options(std::uint32_t id) const {
   jump::SiteOptions opts;
   opts.id = id;
-  CallRecordTarget t;
-  t.control = call_buffer_.tracee_at + static_cast<std::int64_t>(call_layout_.ctl_offset);
-  t.layout = call_layout_;
-  t.id = id;
-  t.rseq_offset = rseq_->offset;
-  t.threads = call_buffer_.tracee_at + static_cast<std::int64_t>(call_layout_.threads_offset);
-  opts.calls = t;
+  opts.calls = buffer_target(call_buffer_, call_layout_, id);
+  if (stack_reader_) opts.stacks = buffer_target(stack_buffer_, stack_layout_, id);
   return opts;
 }
 
@@ -162,6 +181,12 @@ std::vector<CallInstall> JumpProbes::add_calls(const std::vector<CallRequest>& r
   PhaseClock& held = proc_.held();
   ensure_call_buffer();
   held.mark("calls: rseq registration, call buffer (mapped, populated)");
+  // `record --stacks`: each entry's snapshot, into a buffer of their own. Without it (no room
+  // for it in the process), the calls are recorded all the same, without stacks.
+  if (options_.stack_bytes && call_reader_ && ensure_stack_buffer()) {
+    enter_stacks_of_threads();
+    held.mark("calls: stack snapshots' buffer and thread table");
+  }
   Slots slots;
   auto cands = call_candidates(requests, others, symbols, out, slots);
   held.mark("calls: plans");

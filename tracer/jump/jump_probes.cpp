@@ -23,9 +23,11 @@ JumpProbes::~JumpProbes() {
   // Our views only: the process's mappings are its detach's to take out (OurMappings), and
   // stay while it is traced (the jumps stay valid if we are gone before removing them).
   for (Area& a : areas_) ::munmap(a.view, a.size);
-  if (call_buffer_.view) {
-    release_kept_rings();
-    ::munmap(call_buffer_.view, call_buffer_.size);
+  for (const auto& [b, layout] :
+       {std::pair{&call_buffer_, &call_layout_}, std::pair{&stack_buffer_, &stack_layout_}}) {
+    if (!b->view) continue;
+    release_kept_rings(*b, *layout);
+    ::munmap(b->view, b->size);
   }
 }
 
@@ -35,11 +37,11 @@ JumpProbes::~JumpProbes() {
 // which a trampoline still reads (the rings' addresses, the heads): a late record faults one
 // page of its ring in again, and that is all. Never while the process is traced: that would
 // fault the rings in again during a recording (issue 24, item 6).
-void JumpProbes::release_kept_rings() {
-  if (!proc_.detached() || !proc_.our_mappings().holds(call_buffer_.tracee_at)) return;
-  std::uint64_t data = call_layout_.data_offset;
-  if (data < call_buffer_.size)
-    ::madvise(call_buffer_.view + data, call_buffer_.size - data, MADV_REMOVE);
+void JumpProbes::release_kept_rings(const CallBuffer& buffer,
+                                    const jump::CallBufferLayout& layout) {
+  if (!proc_.detached() || !proc_.our_mappings().holds(buffer.tracee_at)) return;
+  std::uint64_t data = layout.data_offset;
+  if (data < buffer.size) ::madvise(buffer.view + data, buffer.size - data, MADV_REMOVE);
 }
 
 const std::optional<RseqRegistration>& JumpProbes::rseq() {
@@ -108,9 +110,9 @@ std::vector<std::optional<std::size_t>> JumpProbes::add_all(
   check_threads(cands, why);
   held.mark("jumps: threads' RIPs and signal frames");
   if (options_.stack_bytes && !cands.empty()) {
-    // The snapshots go into the call buffer, and need what its records need (rseq).
-    if (!ensure_call_buffer()) {
-      for (const auto& c : cands) why[c.request] = "no stack snapshot: " + calls_refused_;
+    // The snapshots are call buffer records, and need what those need (rseq).
+    if (!ensure_stack_buffer()) {
+      for (const auto& c : cands) why[c.request] = "no stack snapshot: " + stacks_refused_;
       cands.clear();
     }
     enter_stacks_of_threads();
@@ -148,8 +150,12 @@ std::optional<std::size_t> JumpProbes::add(RuntimeAddr site, const ProcessSymbol
 }
 
 jump::SiteOptions JumpProbes::site_options(std::uint32_t id) const {
-  if (options_.stack_bytes && call_reader_) return call_site_options(id);
   jump::SiteOptions opts;
+  if (options_.stack_bytes && stack_reader_) {
+    opts.id = id;
+    opts.calls = buffer_target(stack_buffer_, stack_layout_, id);
+    return opts;
+  }
   opts.id = id;
   opts.events = options_.events;
   return opts;

@@ -57,8 +57,9 @@ struct JumpOptions {
   // rseq in the process; elsewhere, and with events, lock inc.
   bool per_cpu_counts = true;
   CallOptions calls;  // for add_calls()
-  // Jump probes that also take a stack snapshot of up to this many bytes at each hit
-  // (breakpoint/in_tracee/stack_record.hpp) into the call buffer; 0: none.
+  // Jump probes (and call probes' entries) that also take a stack snapshot of up to this many
+  // bytes at each hit (breakpoint/in_tracee/stack_record.hpp) into the snapshot buffer (a call
+  // buffer of its own, CallOptions' size); 0: none.
   std::uint32_t stack_bytes = 0;
 };
 
@@ -132,9 +133,14 @@ class JumpProbes {
                                      const ProcessSymbols& symbols);
   // The call buffer's reader: nullptr until add_calls() mapped the buffer.
   jump::CallReader* call_reader() { return call_reader_.get(); }
+  // The stack snapshots' reader (JumpOptions::stack_bytes): nullptr until a probe that takes
+  // them mapped their buffer.
+  jump::CallReader* stack_reader() { return stack_reader_.get(); }
   // Why no call record can be written in this process (no usable rseq registration, the buffer
   // could not be mapped); empty otherwise.
   const std::string& calls_refused() const { return calls_refused_; }
+  // Why no stack snapshot can be taken (JumpOptions::stack_bytes); empty otherwise.
+  const std::string& stacks_refused() const { return stacks_refused_; }
   // Why the call buffer was only populated, not written through by the process (a note).
   const std::string& call_buffer_cold() const { return warm_why_; }
   // Stack snapshots (JumpOptions::stack_bytes): each stopped thread's stack bounds into the
@@ -251,8 +257,15 @@ class JumpProbes {
                                          const ProcessSymbols& symbols,
                                          std::vector<CallInstall>& out, Slots& slots);
   jump::SiteOptions call_site_options(std::uint32_t id) const;
+  CallRecordTarget buffer_target(const CallBuffer& buffer, const jump::CallBufferLayout& layout,
+                                 std::uint32_t id) const;
+  // A buffer of call records (stack_bytes 0) or of stack snapshots, mapped once; false with
+  // calls_refused_ (or stacks_refused_) set when it cannot be.
+  bool ensure_buffer(std::uint32_t stack_bytes, CallBuffer& buffer, jump::CallBufferLayout& layout,
+                     std::unique_ptr<jump::CallReader>& reader, std::string& refused);
   bool ensure_call_buffer();
-  void release_kept_rings();
+  bool ensure_stack_buffer();
+  void release_kept_rings(const CallBuffer& buffer, const jump::CallBufferLayout& layout);
   // A planned patch that did not go in: its entry or exit becomes an int3.
   static void to_int3(const JumpPlan& plan, const std::string& why, CallInstall& out);
 
@@ -281,6 +294,11 @@ class JumpProbes {
   jump::CallBufferLayout call_layout_;
   std::unique_ptr<jump::CallReader> call_reader_;
   std::string calls_refused_;
+  // Stack snapshots' buffer: `trace --stacks`' only buffer, `record --stacks`' second one.
+  CallBuffer stack_buffer_;
+  jump::CallBufferLayout stack_layout_;
+  std::unique_ptr<jump::CallReader> stack_reader_;
+  std::string stacks_refused_;
   std::string warm_why_;
   std::vector<Area> areas_;
   std::vector<Probe> probes_;

@@ -63,11 +63,11 @@ std::optional<std::pair<std::uint64_t, std::uint64_t>> JumpProbes::stack_bounds(
 
 jump::ThreadTable JumpProbes::thread_table() {
   return jump::ThreadTable(
-      std::span(call_buffer_.view + call_layout_.threads_offset, jump::kThreadTableBytes));
+      std::span(stack_buffer_.view + stack_layout_.threads_offset, jump::kThreadTableBytes));
 }
 
 void JumpProbes::enter_stacks_of_threads() {
-  if (!call_reader_ || !call_layout_.stack_bytes) return;
+  if (!stack_reader_) return;
   auto maps = read_maps(proc_.proc_tid());
   for (auto& [tid, task] : proc_.tasks()) {
     const user_regs_struct* r = task.regs();
@@ -77,7 +77,7 @@ void JumpProbes::enter_stacks_of_threads() {
 }
 
 void JumpProbes::enter_new_thread(pid_t tid, std::uint64_t tp, std::uint64_t sp) {
-  if (!call_reader_ || !call_layout_.stack_bytes || !sp) return;
+  if (!stack_reader_ || !sp) return;
   // Its frames are all below its first stack pointer, but for what the clone's caller put
   // there for the child to pop (glibc's clone(2) wrapper: the function and its argument, 16
   // bytes): up to the end of that page.
@@ -104,7 +104,7 @@ void JumpProbes::forget_thread(pid_t tid) {
   // A thread that shared it (a new one on the same TCB, entered since) keeps its entry.
   for (const auto& [other, other_tp] : stack_tps_)
     if (other_tp == tp) return;
-  if (call_reader_ && call_layout_.stack_bytes) thread_table().forget(tp);
+  if (stack_reader_) thread_table().forget(tp);
 }
 
 }  // namespace probecost

@@ -128,6 +128,10 @@ SnapshotUnwinder::Stack SnapshotUnwinder::unwind(const jump::StackSnapshot& snap
   return out;
 }
 
+bool SnapshotUnwinder::knows(std::uint64_t pc) const {
+  return dwfl_addrmodule(dwfl_, pc) != nullptr;
+}
+
 std::string SnapshotUnwinder::describe(std::uint64_t pc, bool caller) {
   std::uint64_t at = caller ? pc - 1 : pc;
   Dwfl_Module* mod = dwfl_addrmodule(dwfl_, at);

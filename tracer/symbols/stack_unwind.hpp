@@ -42,6 +42,8 @@ class SnapshotUnwinder {
   Stack unwind(const jump::StackSnapshot& snapshot);
   // The maps again (a library loaded or unloaded since).
   void refresh();
+  // Whether `pc` is in a module of the maps as last read.
+  bool knows(std::uint64_t pc) const;
   // "fn+0x12 in libfoo.so.1" for a pc (a return address: pass it as is, the lookup takes pc-1
   // when `caller`).
   std::string describe(std::uint64_t pc, bool caller);
