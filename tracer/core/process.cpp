@@ -14,6 +14,7 @@
 
 #include "breakpoint/int3/outline.hpp"
 #include "common/error.hpp"
+#include "tracer/core/clone_args.hpp"
 #include "tracer/int3/guardian.hpp"
 #include "tracer/int3/int3_area.hpp"
 #include "tracer/os/maps.hpp"
@@ -293,14 +294,14 @@ pid_t TracedProcess::add_new_task(const NewTask& child, Task& parent,
   Task& c = add_task(child.tid, child.role);
   c.set_role(child.role);
   if (new_thread_ && c.runs_with_us()) {
-    if (auto tp = thread_pointer_of_child(parent)) new_thread_(child.tid, *tp);
+    if (auto tp = child_thread_pointer(memory_, parent.regs())) new_thread_(child.tid, *tp);
   }
   // A child on its parent's thread pointer (no CLONE_SETTLS) is not told: the pointer's bounds
   // stay the parent's, and the child's stack is not in them (its hits are not copied).
   if (new_stack_ && c.runs_with_us()) {
-    auto tp = thread_pointer_of_child(parent);
     const user_regs_struct* pr = parent.regs();
-    if (tp && pr && *tp != pr->fs_base) new_stack_(child.tid, *tp, stack_of_child(parent));
+    auto tp = child_thread_pointer(memory_, pr);
+    if (tp && pr && *tp != pr->fs_base) new_stack_(child.tid, *tp, child_stack(memory_, pr));
   }
   if (first_stop) c.note_stop(*first_stop);
   if (child.vfork) {
@@ -310,43 +311,6 @@ pid_t TracedProcess::add_new_task(const NewTask& child, Task& parent,
   if (!reported) return 0;
   c.deferred.reset();  // its first stop, held until now: settled here
   return on_first_stop(c) ? child.tid : 0;
-}
-
-// The child's thread pointer, from the clone's arguments as the parent, stopped at its event,
-// still holds them: clone(2)'s tls (r8), or clone3(2)'s clone_args.tls; without CLONE_SETTLS
-// the parent's own.
-std::optional<std::uint64_t> TracedProcess::thread_pointer_of_child(Task& parent) {
-  const user_regs_struct* r = parent.regs();
-  if (!r) return std::nullopt;
-  if (r->orig_rax == SYS_clone) return (r->rdi & CLONE_SETTLS) ? r->r8 : r->fs_base;
-  if (r->orig_rax == SYS_clone3) {
-    clone_args args{};
-    std::span<std::uint8_t> bytes(reinterpret_cast<std::uint8_t*>(&args), sizeof args);
-    try {
-      memory_.read(RuntimeAddr(r->rdi), bytes);
-    } catch (const Error&) {
-      return std::nullopt;
-    }
-    return (args.flags & CLONE_SETTLS) ? args.tls : r->fs_base;
-  }
-  return r->fs_base;
-}
-
-// The child's first stack pointer, from the same arguments: clone(2)'s stack (rsi), the
-// child's %rsp itself; clone3(2)'s stack + stack_size, the top of the area it gave.
-std::uint64_t TracedProcess::stack_of_child(Task& parent) {
-  const user_regs_struct* r = parent.regs();
-  if (!r) return 0;
-  if (r->orig_rax == SYS_clone) return r->rsi;
-  if (r->orig_rax != SYS_clone3) return 0;
-  clone_args args{};
-  try {
-    memory_.read(RuntimeAddr(r->rdi),
-                 std::span<std::uint8_t>(reinterpret_cast<std::uint8_t*>(&args), sizeof args));
-  } catch (const Error&) {
-    return 0;
-  }
-  return args.stack ? args.stack + args.stack_size : 0;
 }
 
 bool TracedProcess::on_first_stop(Task& t) {

@@ -32,6 +32,7 @@
 #include "tracer/core/events.hpp"
 #include "tracer/core/our_mappings.hpp"
 #include "tracer/core/semaphores.hpp"
+#include "tracer/core/spawn.hpp"
 #include "tracer/core/task.hpp"
 #include "tracer/core/way_back.hpp"
 #include "tracer/os/code_identity.hpp"
@@ -55,29 +56,6 @@ struct LeftAlone {
   std::string label, why;
   std::string text() const { return at.hex() + " (" + label + "): " + why; }
 };
-
-struct LaunchSpec {
-  std::vector<std::string> argv;  // argv[0] is looked up in PATH
-  int stdin_fd = -1;              // dup2'd onto 0/1/2 in the child when >= 0
-  int stdout_fd = -1;
-  int stderr_fd = -1;
-  int cpu = -1;  // pin the child to this CPU before exec when >= 0
-};
-
-// Once every traced process is let go: takes the reports of `tids`, tasks we still trace but
-// could not detach (TracedProcess::leftovers: a zombie whose exit was not reported yet, a
-// thread that was in vfork()), so that none stays held by us: a zombie cannot be reaped by
-// its parent until we take its report, a stopped thread does not run. A stop is detached, an
-// exit consumed. With `block`, until `command` (a child of ours) ends, and then its wait
-// status; otherwise only what is there now.
-std::optional<int> release_leftovers(std::vector<pid_t> tids, pid_t command, bool block);
-
-// fork + exec with the spec's redirections and CPU, untraced; an exec failure is reported
-// through a close-on-exec pipe and thrown here. The caller waits for the child.
-pid_t spawn(const LaunchSpec& spec);
-// spawn(), then wait for the child's end. A stop request (stop_requested()) kills it: the
-// caller looks at the flag.
-WaitStatus spawn_and_wait(const LaunchSpec& spec);
 
 // What an operation on a traced process came to: Done, or Gone when the thread it worked on or
 // the whole process went away under it (a SIGKILL, another thread's exit_group(): writes to
@@ -339,8 +317,6 @@ class TracedProcess final : public RemoteProcess {
   // Whether `child`, a fork child at its first stop (it has run none of its code), holds the
   // bytes we wrote at `site` (an int3, or a jump's): a fork's copy may come before them.
   bool copy_holds(TraceeMemory& child, RuntimeAddr site);
-  std::optional<std::uint64_t> thread_pointer_of_child(Task& parent);
-  std::uint64_t stack_of_child(Task& parent);
   // Runs `inject` on `via` (or any stopped thread) with every other thread stopped meanwhile;
   // nothing when there is no such thread, or it ended while the others stopped.
   template <typename Inject>
