@@ -288,7 +288,10 @@ int record_command(const std::vector<std::string>& all_args) {
     std::cerr << "probecost record: process " << report.pid << " held stopped " << std::fixed
               << std::setprecision(2) << report.held_s * 1e3 << std::defaultfloat
               << " ms while the probes went in\n";
-  if (vm.count("verbose")) write_held_phases(std::cerr, report);
+  if (vm.count("verbose")) {
+    std::cerr << "probecost record: ";  // the block's first line: the tool's message
+    write_held_phases(std::cerr, report);
+  }
   if (summary_out) {
     nlohmann::json j = recording.rec->summary().json();
     j["held_s"] = report.held_s;
