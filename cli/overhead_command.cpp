@@ -56,7 +56,8 @@ po::options_description describe_options(Args& a) {
   desc.add_options()("help,h", "this help")("probe,b", po::value(&a.probes)->composing(),
                                             "a probe, as for trace (repeatable)")(
       "pid,p", po::value(&a.pid), "watch this running process instead of a command")(
-      "duration,d", po::value(&a.duration), "with -p: seconds of each window")(
+      "duration,d", po::value(&a.duration),
+      "with -p: each window's length: seconds, or 500ms, 2m, 1h")(
       "via", po::value(&a.via)->default_value("auto"), "int3, jump or auto (as for trace)")(
       "step-over", po::value(&a.step_over)->default_value("auto"),
       "int3 probes: singlestep, emulate, outline or auto")(

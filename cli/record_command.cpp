@@ -149,13 +149,17 @@ void say_written(const record::Summary& summary, std::size_t probes, const Trace
 
 // Records lost: what that means, and what to do about it.
 void warn_lost(const record::Summary& summary, std::size_t probes, bool drop) {
-  std::uint64_t lost = summary.lost_unattributed();
-  for (std::size_t i = 0; i < probes; ++i)
-    lost += summary.probe(static_cast<std::uint32_t>(i)).events_lost;
+  std::uint64_t lost = summary.lost_unattributed(), calls = 0, returns = 0;
+  for (std::size_t i = 0; i < probes; ++i) {
+    const record::ProbeSummary& p = summary.probe(static_cast<std::uint32_t>(i));
+    lost += p.events_lost, calls += p.calls_lost, returns += p.returns_lost;
+  }
   if (!lost) return;
-  std::cerr << "probecost record: warning: " << lost
-            << " records lost (each an entry or a return: a call without its entry is not "
-               "counted, one without its return is unmatched); "
+  std::cerr << "probecost record: warning: " << lost << " records lost";
+  if (calls || returns)
+    std::cerr << ": " << calls << " calls (their entries: not in calls) and " << returns
+              << " returns (a call whose entry was kept is unmatched)";
+  std::cerr << "; "
             << (drop ? "--drop drops a record whose ring is full: without it the writers wait "
                        "for the drain, and a bigger -m (--buffer-size) gives bursts more room"
                      : "the writers waited for the drain up to 1 s and then dropped (a drain that "
@@ -333,7 +337,10 @@ int record_command(const std::vector<std::string>& all_args) {
     std::cerr << "probecost record: process " << report.pid << " held stopped " << std::fixed
               << std::setprecision(2) << report.held_s * 1e3 << std::defaultfloat
               << " ms while the probes went in\n";
-  if (vm.count("verbose")) write_held_phases(std::cerr, report);
+  if (vm.count("verbose")) {
+    std::cerr << "probecost record: ";  // the block's first line: the tool's message
+    write_held_phases(std::cerr, report);
+  }
   if (opts.announce && calls.stack_bytes) say_stacks(report);
   if (summary_out) {
     nlohmann::json j = recording.rec->summary().json();

@@ -103,7 +103,9 @@ int trace_command(const std::vector<std::string>& all_args) {
       "text quoted, truncated at 64 bytes with '...') and count each distinct list; every "
       "probe is then an int3")(
       "folded", po::value(&folded),
-      "with --stacks: also write them folded to FILE (flamegraph.pl, speedscope)")(
+      "with --stacks: also write them folded to FILE (flamegraph.pl, speedscope), each frame "
+      "its function")("folded-offsets",
+                      "with --folded: each frame as the report prints it, 'main+0x1f in prog'")(
       "stack-depth", po::value(&stack_depth)->default_value("16"), "frames per stack")(
       "top", po::value(&top_text)->default_value("5"), "stacks to print per probe")(
       "duration,d", po::value(&duration), "trace for this long: seconds, or 500ms, 2m, 1h")(
@@ -172,6 +174,8 @@ int trace_command(const std::vector<std::string>& all_args) {
   // standard error then.
   Output out(output, command.empty() ? STDOUT_FILENO : STDERR_FILENO);
   if (vm.count("folded") && !opts.stacks) throw UsageError("--folded needs --stacks");
+  if (vm.count("folded-offsets") && !vm.count("folded"))
+    throw UsageError("--folded-offsets needs --folded");
   // A jump probe's trampoline writes one of the two into the process: its {TSC, id, arg} event
   // or its stack snapshot (the event ring has no room for a stack).
   if (opts.events && opts.stacks) throw UsageError("--events and --stacks: give one of them");
@@ -196,7 +200,7 @@ int trace_command(const std::vector<std::string>& all_args) {
     write_trace_text(text, report, top, vm.count("verbose") > 0);
   }
   out.write(text.str());
-  if (folded_out) folded_out->write(trace_folded_stacks(report));
+  if (folded_out) folded_out->write(trace_folded_stacks(report, vm.count("folded-offsets") > 0));
   // Like strace and perf stat: the launched command's own exit status, or 128 + its signal.
   if (report.command_status) {
     WaitStatus ws(*report.command_status);

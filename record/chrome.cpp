@@ -134,9 +134,40 @@ void ChromeWriter::put(const std::string& text) {
   if (out_.size() >= kBufferBytes) flush();
 }
 
-// One event a line, comma-separated.
 void ChromeWriter::start_line() {
-  line_ = events_++ ? ",\n{" : "\n{";
+  line_.clear();  // GCC 12's -Wrestrict takes line_ = "{" for an overlapping copy
+  line_ += '{';
+  line_tsc_.reset();
+}
+
+// One event a line, comma-separated.
+void ChromeWriter::write_line(const std::string& line) {
+  put(events_++ ? ",\n" : "\n");
+  put(line);
+}
+
+// The held lines no open call can precede now (all: at the end), oldest first; past kMaxHeld,
+// the oldest whatever is open.
+void ChromeWriter::release(bool all) {
+  while (!held_.empty()) {
+    bool free = all || open_.empty() || held_.top().tsc <= *open_.begin();
+    if (!free && held_.size() <= kMaxHeld) return;
+    if (!free) ts_ordered_ = false;
+    write_line(held_.top().line);
+    held_.pop();
+  }
+}
+
+// A call's entry is seen first (it is open until its line is made).
+void ChromeWriter::event(const Event& e) {
+  bool starts =
+      e.kind == EventKind::entry || (e.kind == EventKind::marker && e.probe < run_.probes.size() &&
+                                     run_.probes[e.probe].marker == MarkerRole::entry);
+  if (starts) open_.insert(e.tsc);
+}
+
+void ChromeWriter::close_call(const Event& entry) {
+  if (auto it = open_.find(entry.tsc); it != open_.end()) open_.erase(it);
 }
 
 // {"ph":ph,"name":..,"pid":..,"tid":..,"ts":e's time (a marker's: "cat":"usdt" too)
@@ -153,6 +184,7 @@ void ChromeWriter::open_event(const char* ph, const Event& e, const std::string*
   append_int(line_, e.tid);
   line_ += ",\"ts\":";
   append_us(line_, clock_.monotonic_ns(e.tsc));
+  line_tsc_ = e.tsc;
 }
 
 // ,"sf":N for an entry with a stack (its leaf in stackFrames), then
@@ -202,7 +234,10 @@ void ChromeWriter::stack(std::uint32_t id, const std::vector<std::string>& frame
 
 void ChromeWriter::close_event() {
   line_ += "}}";
-  put(line_);
+  bool free = !line_tsc_ || (held_.empty() && (open_.empty() || *line_tsc_ <= *open_.begin()));
+  if (free) return write_line(line_);
+  held_.push({*line_tsc_, held_seq_++, std::move(line_)});
+  release(false);
 }
 
 const std::string& ChromeWriter::call_name(const Event& entry) const {
@@ -245,6 +280,7 @@ void ChromeWriter::string(std::uint32_t id, const std::string& text) {
 }
 
 void ChromeWriter::call(const Event& entry, const Event& end) {
+  close_call(entry);
   bool marker = entry.kind == EventKind::marker;
   open_event("X", entry, marker ? &call_name(entry) : nullptr);
   std::int64_t dur = clock_.monotonic_ns(end.tsc) - clock_.monotonic_ns(entry.tsc);
@@ -262,6 +298,7 @@ void ChromeWriter::call(const Event& entry, const Event& end) {
 }
 
 void ChromeWriter::unmatched(const Event& entry, Unmatched why) {
+  close_call(entry);
   bool marker = entry.kind == EventKind::marker;
   open_event("B", entry, marker ? &call_name(entry) : nullptr);
   if (marker)
@@ -316,11 +353,13 @@ void ChromeWriter::lost(const Lost& l) {
 
 void ChromeWriter::close_file() {
   if (closed_) return;
+  release(true);
   closed_ = true;
   nlohmann::json other = {{"recorder", "probecost record"},
                           {"clock", "CLOCK_MONOTONIC (TSC converted)"},
                           {"tsc_hz", run_.clock.hz},
-                          {"records_lost", lost_}};
+                          {"records_lost", lost_},
+                          {"ts_ordered", ts_ordered_}};
   out_ += "\n]";
   if (!frames_.empty()) {
     out_ += ",\"stackFrames\":{";

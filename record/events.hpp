@@ -102,7 +102,9 @@ struct RunInfo {
 
 // Records the tracer could not read (its ring overwrote them before they were drained).
 // probe is kAnyProbe when the ring does not say whose they were; tid 0 when it does not say
-// whose thread. tsc: when they were counted (a trace shows the loss there).
+// whose thread. tsc: when they were counted (a trace shows the loss there). count: records;
+// entries and exits: of them, a function's entries (calls lost) and exits (returns lost), when
+// the tracer knows (the rest: markers' hits, or a ring that does not say).
 inline constexpr std::uint32_t kAnyProbe = UINT32_MAX;
 struct Lost {
   std::int32_t pid = 0;
@@ -110,6 +112,7 @@ struct Lost {
   std::uint32_t probe = kAnyProbe;
   std::uint64_t count = 0;
   std::uint64_t tsc = 0;
+  std::uint64_t entries = 0, exits = 0;
 };
 
 }  // namespace probecost::record

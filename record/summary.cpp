@@ -90,10 +90,14 @@ void Summary::orphan(const Event& end) {
 }
 
 void Summary::lost(const Lost& l) {
-  if (l.probe == kAnyProbe)
+  if (l.probe == kAnyProbe) {
     lost_any_ += l.count;
-  else
-    probes_.at(l.probe).events_lost += l.count;
+    return;
+  }
+  ProbeSummary& p = probes_.at(l.probe);
+  p.events_lost += l.count;
+  p.calls_lost += l.entries;
+  p.returns_lost += l.exits;
 }
 
 void Summary::exits(std::uint32_t i, std::uint32_t all, std::uint32_t tail) {
@@ -137,7 +141,7 @@ void Summary::print(std::ostream& out) const {
     const ProbeSummary& p = probes_[i];
     const LatencyHistogram& h = p.latency;
     out << std::left << std::setw(static_cast<int>(w)) << row(i) << std::right;
-    for (std::uint64_t v : {p.calls, p.returns, p.unwound, p.unmatched, p.events_lost, h.min(),
+    for (std::uint64_t v : {p.calls, p.returns, p.unwound, p.unmatched, p.calls_lost, h.min(),
                             h.percentile(50), h.percentile(90), h.percentile(99), h.max()})
       out << std::setw(11) << v;
     out << "\n";
@@ -159,6 +163,9 @@ void Summary::print(std::ostream& out) const {
     if (probes_[i].orphan_exits)
       out << label(i) << ": " << probes_[i].orphan_exits
           << " returns without their entry (entered before the recording, or the entry lost)\n";
+    if (probes_[i].returns_lost)
+      out << label(i) << ": " << probes_[i].returns_lost
+          << " returns lost (a call whose entry was kept is unmatched)\n";
     if (probes_[i].latency.count() == 0) continue;
     out << "\n@latency_ns[" << label(i) << "]:\n"
         << log2_hist_text(probes_[i].latency.log2_counts());
@@ -195,7 +202,9 @@ nlohmann::json Summary::json() const {
                         {"max", h.max()}}},
                       {"histogram", std::move(hist)},
                       {"events_written", p.events_written},
-                      {"events_lost", p.events_lost}});
+                      {"events_lost", p.events_lost},
+                      {"calls_lost", p.calls_lost},
+                      {"returns_lost", p.returns_lost}});
     if (run_.probes[i].marker != MarkerRole::none) {
       probes.back()["marker_hits"] = p.hits;
       probes.back()["marker_closed"] = p.closed;

@@ -25,6 +25,8 @@ struct ProbeSummary {
   std::uint64_t orphan_exits = 0;    // exits without an entry
   std::uint64_t events_written = 0;  // entry, exit and unwound events handed to the writer
   std::uint64_t events_lost = 0;     // records the tracer lost, known to be this probe's
+  std::uint64_t calls_lost = 0;      // of them entries: calls not in `calls`
+  std::uint64_t returns_lost = 0;    // of them exits (a call whose entry was kept: unmatched)
   // Its exits as planned, and those that are tail calls (a jmp out): a call that leaves by one
   // is timed to the jump, without the callee's time (strtold: its 10 ns are the wrapper's).
   std::uint32_t exits = 0, tail_exits = 0;

@@ -46,7 +46,8 @@ CallSpool::CallSpool(const std::string& dir, std::uint32_t record_size, std::uin
       record_size_(record_size),
       kind_(kind),
       limit_(limit),
-      not_kept_(max_ids + 1) {}
+      not_kept_(max_ids + 1),
+      not_kept_exits_(max_ids + 1) {}
 
 bool CallSpool::write_all(const std::uint8_t* data, std::size_t bytes) {
   while (bytes) {
@@ -69,15 +70,20 @@ bool CallSpool::write_all(const std::uint8_t* data, std::size_t bytes) {
 void CallSpool::refuse(const std::uint8_t* data, std::size_t bytes) {
   for (std::size_t at = 0; at + record_size_ <= bytes; at += record_size_) {
     std::int64_t id;
+    bool exit = false;
     if (kind_ == Kind::Calls) {
       id = jump::call_record_id(data + at);
       if (id < 0) continue;  // a sync: no call's
+      std::uint64_t word;
+      std::memcpy(&word, data + at, 8);
+      exit = (word & jump::kEventExitBit) != 0;
     } else {
       std::uint64_t word;
       std::memcpy(&word, data + at + 16, 8);
       id = static_cast<std::int64_t>((word >> jump::kIdShift) & (jump::kMaxCallIds - 1));
     }
-    ++not_kept_[std::min(static_cast<std::size_t>(id), not_kept_.size() - 1)];
+    ++(exit ? not_kept_exits_
+            : not_kept_)[std::min(static_cast<std::size_t>(id), not_kept_.size() - 1)];
   }
 }
 

@@ -53,9 +53,11 @@ class CallSpool {
   int fd() const { return fd_.get(); }
   std::uint32_t record_size() const { return record_size_; }
   std::uint64_t size() const { return size_; }
-  // Why records stopped being kept ("" while they are), and those not kept, by probe id.
+  // Why records stopped being kept ("" while they are), and those not kept, by probe id:
+  // entries (and snapshots), and apart, exits.
   const std::string& error() const { return error_; }
   const std::vector<std::uint64_t>& not_kept() const { return not_kept_; }
+  const std::vector<std::uint64_t>& not_kept_exits() const { return not_kept_exits_; }
 
  private:
   void refuse(const std::uint8_t* data, std::size_t bytes);
@@ -68,7 +70,7 @@ class CallSpool {
   std::uint64_t limit_, size_ = 0;
   std::vector<Chunk> chunks_;
   std::string error_;
-  std::vector<std::uint64_t> not_kept_;
+  std::vector<std::uint64_t> not_kept_, not_kept_exits_;
 };
 
 // What the drains have kept so far, for record's status line on a terminal: each drain adds to

@@ -173,10 +173,13 @@ void CallFeed::start_drain(jump::CallReader& reader, const std::string& spool_di
 void CallFeed::finish_drain() {
   if (!drain_ || !reader_) return;
   drain_->finish();
-  lost_.assign(probe_of_id_.size(), 0);
+  lost_.assign(probe_of_id_.size(), {});
   for (std::uint32_t id = 0; id < probe_of_id_.size(); ++id) {
-    lost_[id] = reader_->lost(id);
-    if (id < spool_->not_kept().size()) lost_[id] += spool_->not_kept()[id];
+    lost_[id] = {reader_->lost(id, false), reader_->lost(id, true)};
+    if (id < spool_->not_kept().size()) {
+      lost_[id].entries += spool_->not_kept()[id];
+      lost_[id].exits += spool_->not_kept_exits()[id];
+    }
   }
   reader_ = nullptr;  // it goes with the buffer
 }
@@ -304,12 +307,16 @@ void CallFeed::replay(std::ostream* progress, std::uint32_t& next_stack_id) {
   if (spool) ::munmap(const_cast<std::uint8_t*>(spool), size);
   int3_events_.clear();
   for (std::uint32_t id = 0; id < lost_.size(); ++id) {
-    if (lost_[id]) rec_.lost({pid_, 0, probe_of_id_[id], lost_[id], __rdtsc()});
+    auto [entries, exits] = lost_[id];
+    if (entries + exits)
+      rec_.lost({pid_, 0, probe_of_id_[id], entries + exits, __rdtsc(), entries, exits});
   }
   lost_.clear();
-  const auto& refused = int3_events_.not_kept();
-  for (std::uint32_t probe = 0; probe < refused.size(); ++probe) {
-    if (refused[probe]) rec_.lost({pid_, 0, probe, refused[probe], __rdtsc()});
+  const EventSpool& held = int3_events_;
+  for (std::uint32_t probe = 0; probe < held.not_kept().size(); ++probe) {
+    if (held.not_kept()[probe])
+      rec_.lost({pid_, 0, probe, held.not_kept()[probe], __rdtsc(), held.not_kept_entries()[probe],
+                 held.not_kept_exits()[probe]});
   }
 }
 

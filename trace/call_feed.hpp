@@ -159,7 +159,10 @@ class CallFeed {
   jump::CallBufferLayout layout_;
   jump::CallReader* reader_ = nullptr;  // until finish_drain()
   std::uint64_t decoded_ = 0;
-  std::vector<std::uint64_t> lost_;  // by id: dropped by the writers
+  struct LostRecords {
+    std::uint64_t entries = 0, exits = 0;
+  };
+  std::vector<LostRecords> lost_;  // by id: dropped by the writers, or not kept
   struct Named {
     std::uint64_t tsc = 0;
     pid_t tid = 0;

@@ -18,21 +18,25 @@ EventSpool::EventSpool(std::string dir, std::uint64_t limit) : dir_(std::move(di
 }
 
 void EventSpool::push(const record::Event& e) {
-  if (!error_.empty()) {
-    if (e.probe >= not_kept_.size()) not_kept_.resize(e.probe + 1);
-    ++not_kept_[e.probe];
-    return;
-  }
+  if (!error_.empty()) return count_not_kept(e);
   batch_.push_back(e);
   if (batch_.size() >= kBatch) flush();
 }
 
+void EventSpool::count_not_kept(const record::Event& e) {
+  if (e.probe >= not_kept_.size()) {
+    not_kept_.resize(e.probe + 1);
+    not_kept_entries_.resize(e.probe + 1);
+    not_kept_exits_.resize(e.probe + 1);
+  }
+  ++not_kept_[e.probe];
+  if (e.kind == record::EventKind::entry) ++not_kept_entries_[e.probe];
+  if (e.kind == record::EventKind::exit) ++not_kept_exits_[e.probe];
+}
+
 // The batch's events not kept: counted, by probe.
 void EventSpool::refuse() {
-  for (const record::Event& e : batch_) {
-    if (e.probe >= not_kept_.size()) not_kept_.resize(e.probe + 1);
-    ++not_kept_[e.probe];
-  }
+  for (const record::Event& e : batch_) count_not_kept(e);
   batch_.clear();
 }
 

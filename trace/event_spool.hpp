@@ -45,12 +45,15 @@ class EventSpool {
 
   std::uint64_t kept() const { return written_ + batch_.size(); }
   const std::string& error() const { return error_; }
-  // By probe: the events not kept.
+  // By probe: the events not kept, and of them a function's entries and exits.
   const std::vector<std::uint64_t>& not_kept() const { return not_kept_; }
+  const std::vector<std::uint64_t>& not_kept_entries() const { return not_kept_entries_; }
+  const std::vector<std::uint64_t>& not_kept_exits() const { return not_kept_exits_; }
 
  private:
   void flush();
   void refuse();
+  void count_not_kept(const record::Event& e);
 
   std::string dir_;
   std::uint64_t limit_;
@@ -58,7 +61,7 @@ class EventSpool {
   std::vector<record::Event> batch_;
   std::uint64_t written_ = 0;  // events in the file
   std::string error_;
-  std::vector<std::uint64_t> not_kept_;
+  std::vector<std::uint64_t> not_kept_, not_kept_entries_, not_kept_exits_;
 };
 
 }  // namespace probecost::trace_run

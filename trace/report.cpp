@@ -210,26 +210,6 @@ void write_csv(std::ostream& out, const TraceReport& r) {
   }
 }
 
-// --folded: one line per distinct stack, outermost frame first, frames joined by ';', then the
-// count (flamegraph.pl, speedscope, inferno). Frames keep their offsets ("main+0x1f in prog").
-std::string folded_stacks(const TraceReport& r) {
-  std::string out;
-  for (const ProbeReport* pp : sorted_rows(r)) {
-    for (const auto& s : pp->stacks) {
-      for (auto f = s.frames.rbegin(); f != s.frames.rend(); ++f) {
-        std::string frame = *f;
-        std::replace(frame.begin(), frame.end(), ';', ':');
-        if (f != s.frames.rbegin()) out += ';';
-        out += frame;
-      }
-      out += ' ';
-      out += std::to_string(s.count);
-      out += '\n';
-    }
-  }
-  return out;
-}
-
 // -v: each int3 probe's hits by thread, most first ("1234 worker-3 = 500").
 void write_by_thread(std::ostream& out, const TraceReport& r) {
   bool any = std::any_of(r.probes.begin(), r.probes.end(),
@@ -440,10 +420,6 @@ void write_trace_text(std::ostream& out, const TraceReport& r, unsigned top, boo
 
 void write_trace_csv(std::ostream& out, const TraceReport& r) {
   write_csv(out, r);
-}
-
-std::string trace_folded_stacks(const TraceReport& r) {
-  return folded_stacks(r);
 }
 
 }  // namespace probecost

@@ -17,7 +17,8 @@ void write_trace_text(std::ostream& out, const TraceReport& r, unsigned top, boo
 void write_held_phases(std::ostream& out, const TraceReport& r);
 // One row per probe, process and image, most hits first; numbers in fixed notation.
 void write_trace_csv(std::ostream& out, const TraceReport& r);
-// --folded: flamegraph.pl / speedscope / inferno input.
-std::string trace_folded_stacks(const TraceReport& r);
+// --folded: flamegraph.pl / speedscope / inferno input, frames by function ("main"), or with
+// `offsets` as the report prints them ("main+0x1f in prog": --folded-offsets).
+std::string trace_folded_stacks(const TraceReport& r, bool offsets = false);
 
 }  // namespace probecost

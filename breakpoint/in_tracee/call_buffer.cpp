@@ -68,7 +68,8 @@ CallBufferLayout CallBufferLayout::of(const CallBufferConfig& config) {
   if (l.subbuffer < l.record_size)
     throw Error("call buffer: sub-buffers of " + std::to_string(l.subbuffer) +
                 " bytes cannot hold a record of " + std::to_string(l.record_size));
-  std::uint64_t ctl = kLostOffset + 8ull * config.max_ids;
+  // Call records count their entries and exits lost apart; snapshots are entries only.
+  std::uint64_t ctl = kLostOffset + 8ull * config.max_ids * (config.stack_bytes ? 1 : 2);
   while ((std::uint64_t{1} << l.ctl_shift) < ctl) ++l.ctl_shift;
   l.ctl_offset = kPage;
   l.threads_offset = round_up(l.ctl_offset + (l.cpus + 1ull) * l.ctl_stride(), kPage);
@@ -310,12 +311,16 @@ void CallReader::take(std::vector<CallRecord>& out) {
   }
 }
 
-std::uint64_t CallReader::lost(std::uint32_t id) const {
-  if (id >= layout_.max_ids) return 0;
+std::uint64_t CallReader::lost(std::uint32_t id, bool exit) const {
+  if (id >= layout_.max_ids || (exit && layout_.stack_bytes)) return 0;
   std::uint64_t n = 0;
   for (std::uint32_t cpu = 0; cpu <= layout_.cpus; ++cpu)
-    n += load(ctl(cpu) + kLostOffset + 8 * id);
+    n += load(ctl(cpu) + layout_.lost_offset(id, exit));
   return n;
+}
+
+std::uint64_t CallReader::lost(std::uint32_t id) const {
+  return lost(id, false) + lost(id, true);
 }
 
 std::uint64_t CallReader::lost_total() const {

@@ -46,8 +46,11 @@
 //                        32 bits are the futex word a writer waiting for room waits on
 //                  +96   waiting: writers in that wait (lock inc / lock dec): the reader wakes
 //                        them after it moves consumed
-//                  +128  lost[id]: records dropped for want of room, by probe id
-//                the last block's lost[id] counts records of threads without an rseq
+//                  +128  lost[id]: entry records dropped for want of room, by probe id; then,
+//                        for call records, lost[max_ids + id]: exit records dropped (each
+//                        trampoline's code knows which it writes: a call lost and a return
+//                        lost are told apart without a look at the record)
+//                the last block's lost words count records of threads without an rseq
 //                registration (glibc.pthread.rseq=0, a thread made by a raw clone), which
 //                have no CPU buffer: dropped, with a locked increment.
 //   threads_offset  with stack snapshots only: the thread table (stack_record.hpp)
@@ -84,7 +87,7 @@
 namespace probecost::jump {
 
 inline constexpr char kCallBufferMagic[8] = {'p', 'r', 'o', 'b', 'e', 'c', 'a', 'l'};
-inline constexpr std::uint32_t kCallBufferVersion = 3;
+inline constexpr std::uint32_t kCallBufferVersion = 4;  // 4: exits lost counted apart
 // The memfd's name: /proc/PID/maps shows "/memfd:probecost-calls (deleted)".
 inline constexpr char kCallBufferName[] = "probecost-calls";
 inline constexpr int kMaxCallArgs = 6;
@@ -133,6 +136,11 @@ struct CallBufferLayout {
   std::uint64_t capacity = 0, subbuffer = 0;
   std::uint64_t ctl_offset = 0, threads_offset = 0, data_offset = 0, size = 0;
   std::uint64_t ctl_stride() const { return std::uint64_t{1} << ctl_shift; }
+  // Where a control block counts probe `id`'s dropped records: its entries' (stack snapshots
+  // too), or its exits'.
+  std::uint64_t lost_offset(std::uint32_t id, bool exit) const {
+    return kLostOffset + 8ull * (exit ? max_ids + id : id);
+  }
   // Error for a config out of bounds (sizes not powers of two, too many ids or arguments).
   static CallBufferLayout of(const CallBufferConfig& config);
 };
@@ -225,8 +233,10 @@ class CallReader {
   std::uint64_t horizon() const;
 
   std::uint64_t records_read() const { return read_; }
-  // Records dropped so far: for want of room, and by threads without rseq.
+  // Records dropped so far: for want of room, and by threads without rseq. lost(): entries and
+  // exits; lost(id, exit): one kind. The tracee writes the counts: sums wrap, nothing more.
   std::uint64_t lost(std::uint32_t id) const;
+  std::uint64_t lost(std::uint32_t id, bool exit) const;
   std::uint64_t lost_total() const;
   const CallBufferLayout& layout() const { return layout_; }
 

@@ -26,7 +26,7 @@
 //   full:   blocking off: to dropped. Else lock incq waiting(%rcx); if consumed has not moved,
 //           futex(&consumed, FUTEX_WAIT, consumed, &bound), and on ETIMEDOUT blocking = 0 (the
 //           reader is gone or stuck: nobody waits for it again); lock decq waiting; to arm
-//   dropped: lost[id]++ in a sequence of its own; jmp done
+//   dropped: lost[id]++ (an exit's: lost[max_ids + id]) in a sequence of its own; jmp done
 // A stack snapshot (stack_code.cpp) takes the old path: no syncs, a room check at each
 // sub-buffer's first record, its own words.
 #include <linux/futex.h>
@@ -109,8 +109,8 @@ void syscall_futex(Assembler& a) {
   a.must(ZYDIS_MNEMONIC_SYSCALL, {});
 }
 
-std::int64_t lost_offset(const CallRecordTarget& t) {
-  return jump::kLostOffset + 8 * static_cast<std::int64_t>(t.id);
+std::int64_t lost_offset(const CallRecordTarget& t, bool exit) {
+  return static_cast<std::int64_t>(t.layout.lost_offset(t.id, exit));
 }
 
 // At a sub-buffer's first record (head in %rsi): to `full` unless the reader has consumed the
@@ -333,21 +333,21 @@ void emit_wait(Assembler& a, const CallRecordTarget& t, const jump::CallBufferLa
 
 }  // namespace
 
-void emit_call_record_cold(Assembler& a, const TrampolineSpec& spec, const Frame& frame,
+void emit_call_record_cold(Assembler& a, const TrampolineSpec& spec, bool exit, const Frame& frame,
                            const Rseq& in, Rseq& out) {
   const CallRecordTarget& t = *spec.calls;
   emit_abort(a, in.main, out.main);
   emit_wake(a, t, out.wake, in.done);
   if (!t.layout.stack_bytes) emit_sync(a, spec, frame, in, out);
   emit_wait(a, t, t.layout, in, out);
-  // No room and no wait: the record is dropped and counted in this CPU's lost[id], in a
-  // sequence of its own (the record's is over: the thread may have moved CPU since). Its
-  // commit is the increment.
+  // No room and no wait: the record is dropped and counted in this CPU's lost word of the
+  // probe's entries or exits (this code is the one or the other's), in a sequence of its own (the
+  // record's is over: the thread may have moved CPU since). Its commit is the increment.
   out.dropped = a.here();
   arm_rseq(a, t.rseq_offset, in.drop, out.drop);
   out.drop.start = a.here();
   control_block(a, spec, in);
-  a.must(ZYDIS_MNEMONIC_INC, {mem(RCX, lost_offset(t))});
+  a.must(ZYDIS_MNEMONIC_INC, {mem(RCX, lost_offset(t, exit))});
   out.drop.post_commit = a.here();
   must_jump(a, ZYDIS_MNEMONIC_JMP, in.done);
   emit_abort(a, in.drop, out.drop);
@@ -356,7 +356,7 @@ void emit_call_record_cold(Assembler& a, const TrampolineSpec& spec, const Frame
   out.no_cpu = a.here();
   RuntimeAddr no_cpu_block = t.control + static_cast<std::int64_t>(t.layout.cpus) *
                                              static_cast<std::int64_t>(t.layout.ctl_stride());
-  a.must(ZYDIS_MNEMONIC_INC, {reach(a, a.here(), no_cpu_block + lost_offset(t), RCX)}, kLock);
+  a.must(ZYDIS_MNEMONIC_INC, {reach(a, a.here(), no_cpu_block + lost_offset(t, exit), RCX)}, kLock);
   must_jump(a, ZYDIS_MNEMONIC_JMP, in.done);
   emit_descriptor(a, in.main, out.main);
   emit_descriptor(a, in.drop, out.drop);

@@ -241,9 +241,9 @@ struct Builder {
       Rseq guess = i < in.cs.size() ? in.cs[i] : out.cs[i];
       if (bodies[i] == Work::Count && spec.per_cpu) emit_per_cpu_cold(a, spec, guess, out.cs[i]);
       if (bodies[i] == Work::Entry || bodies[i] == Work::Exit)
-        emit_call_record_cold(a, spec, frames[i], guess, out.cs[i]);
+        emit_call_record_cold(a, spec, bodies[i] == Work::Exit, frames[i], guess, out.cs[i]);
       if (bodies[i] == Work::Snapshot)
-        emit_call_record_cold(a, snapshot_spec(spec), frames[i], guess, out.cs[i]);
+        emit_call_record_cold(a, snapshot_spec(spec), false, frames[i], guess, out.cs[i]);
     }
   }
 };

@@ -70,8 +70,8 @@ void emit_snapshot_prologue(x86::Assembler& a);
 void emit_snapshot(x86::Assembler& a, const CallRecordTarget& t, const Frame& frame);
 // Its cold code, after the jump back: the abort, the sync record a call record needs first,
 // the two ways a record is dropped and counted (no CPU buffer, no room), the descriptors.
-// `frame`: the body's, whose stack the cold code runs on.
-void emit_call_record_cold(x86::Assembler& a, const TrampolineSpec& spec, const Frame& frame,
-                           const Rseq& in, Rseq& out);
+// `frame`: the body's, whose stack the cold code runs on; `exit`: the body's record is an exit.
+void emit_call_record_cold(x86::Assembler& a, const TrampolineSpec& spec, bool exit,
+                           const Frame& frame, const Rseq& in, Rseq& out);
 
 }  // namespace probecost::tramp

@@ -140,6 +140,33 @@ TEST(CliChecks, OutOfBoundsNumbersAreRefusedWithTheirBounds) {
   EXPECT_NE(r.out.find("10,000,000,000 events/s x 1.00 s/event"), std::string::npos) << r.out;
 }
 
+// Issue 28 item 6: every --duration (trace, record, overhead) takes 1s, 500ms, 2m as it takes
+// seconds, and refuses the same bad ones.
+TEST(CliChecks, EveryDurationTakesAUnit) {
+  TempPath t;
+  for (const char* d : {"1s", "500ms", "2m"}) {
+    Result r = run_probecost({"record", "-q", "-d", d, "-b", "libc.so.6:malloc", "-o",
+                              t.dir + "/t.json", "--", "/bin/true"});
+    EXPECT_EQ(r.exit_code, 0) << d << ": " << r.err;
+    r = run_probecost({"trace", "-q", "-d", d, "-b", "libc.so.6:malloc", "--", "/bin/true"});
+    EXPECT_EQ(r.exit_code, 0) << d << ": " << r.err;
+  }
+  // overhead -p: the duration is taken, and the PID (a child already reaped) is what fails.
+  pid_t gone = ::fork();
+  if (gone == 0) ::_exit(0);
+  ASSERT_GT(gone, 0);
+  ::waitpid(gone, nullptr, 0);
+  for (const char* d : {"1s", "500ms", "2m"}) {
+    expect_exit({"overhead", "-p", std::to_string(gone), "-b", "main", "-d", d}, 2,
+                "no process with PID " + std::to_string(gone));
+  }
+  for (const char* cmd : {"record", "overhead"}) {
+    expect_exit(
+        {cmd, "-p", std::to_string(gone), "-b", "main", "-o", t.dir + "/u.json", "-d", "5x"}, 2,
+        "bad --duration '5x': want seconds from 0.001 to 2592000");
+  }
+}
+
 TEST(CliChecks, AFailedWriteIsAnError) {
   for (const auto& args : commands_with_output()) {
     Result r = run_probecost(with_output(args, "/dev/full"));

@@ -9,6 +9,7 @@
 #include <sys/time.h>
 #include <x86intrin.h>
 
+#include <algorithm>
 #include <atomic>
 #include <map>
 #include <thread>
@@ -212,6 +213,11 @@ TEST(CallRecords, AFullBufferDropsAndCountsTheNewest) {
   EXPECT_EQ(r.size() + reader.lost(2), 2000u);
   EXPECT_GE(r.size(), 256u);
   EXPECT_EQ(reader.lost(2), reader.lost_total());
+  // Entries and exits are counted apart: each kind is read or lost, 1000 of each.
+  auto exits = static_cast<std::uint64_t>(
+      std::count_if(r.begin(), r.end(), [](const CallRecord& x) { return x.exit; }));
+  EXPECT_EQ(r.size() - exits + reader.lost(2, false), 1000u);
+  EXPECT_EQ(exits + reader.lost(2, true), 1000u);
 }
 
 // Blocking mode: a writer with no room waits for the reader, which frees room as it reads

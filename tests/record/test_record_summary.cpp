@@ -116,7 +116,7 @@ Summary summarise(const RunInfo& run) {
   s.call(g2, g2u);
   s.unmatched(g3, Unmatched::skipped);
   s.orphan(exit(3, 1, 900));
-  s.lost({100, 1, 1, 7});
+  s.lost({100, 1, 1, 7, 0, 4, 3});  // 4 entries and 3 exits
   s.lost({100, 1, kAnyProbe, 3});
   return s;
 }
@@ -140,6 +140,8 @@ TEST(RecordSummary, CountsAndLatencies) {
   EXPECT_EQ(g.unmatched, 1u);
   EXPECT_EQ(g.orphan_exits, 1u);
   EXPECT_EQ(g.events_lost, 7u);
+  EXPECT_EQ(g.calls_lost, 4u);
+  EXPECT_EQ(g.returns_lost, 3u);
   EXPECT_EQ(g.latency.count(), 1u);  // the unwound call's time is not a latency
   EXPECT_EQ(s.lost_unattributed(), 3u);
 }
@@ -164,7 +166,9 @@ TEST(RecordSummary, JsonHasTheIssuesFields) {
   EXPECT_EQ(f["histogram"][6], (nlohmann::json{{"low_ns", 512}, {"high_ns", 1024}, {"count", 1}}));
   EXPECT_EQ(f["events_written"], 7);
   EXPECT_EQ(f["events_lost"], 0);
-  EXPECT_EQ(j["probes"][1]["events_lost"], 7);
+  EXPECT_EQ(j["probes"][1]["events_lost"], 7);  // records, as before
+  EXPECT_EQ(j["probes"][1]["calls_lost"], 4);
+  EXPECT_EQ(j["probes"][1]["returns_lost"], 3);
   EXPECT_EQ(j["probes"][1]["unwound"], 1);
   EXPECT_EQ(j["events_lost_unattributed"], 3);
 }
@@ -183,6 +187,13 @@ TEST(RecordSummary, PrintedTable) {
       << text;
   EXPECT_NE(text.find("@latency_ns[f]:\n[8, 16)                1 |"), std::string::npos) << text;
   EXPECT_NE(text.find("g: 1 returns without their entry"), std::string::npos) << text;
+  // The table's lost is in calls, as calls is; returns lost are said apart.
+  EXPECT_NE(text.find("g              3          1          1          1          4 "),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("g: 3 returns lost (a call whose entry was kept is unmatched)\n"),
+            std::string::npos)
+      << text;
   EXPECT_NE(text.find("lost: 3 records of unknown probes"), std::string::npos) << text;
 }
 

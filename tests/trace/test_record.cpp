@@ -195,6 +195,11 @@ TEST(Record, BufferSizeSetsEachCpusRingAndEveryRecordIsWrittenOrCountedLost) {
   ASSERT_EQ(dropping.run.exit_code, 0) << dropping.run.err;
   const Json& p = dropping.probe("add3");
   EXPECT_EQ(p["events_written"].get<long>() + p["events_lost"].get<long>(), 2 * n) << p.dump();
+  // Calls lost (entries dropped) and returns lost (exits dropped), each in calls.
+  EXPECT_EQ(p["calls"].get<long>() + p["calls_lost"].get<long>(), n) << p.dump();
+  EXPECT_EQ(
+      p["returns"].get<long>() + p["orphan_returns"].get<long>() + p["returns_lost"].get<long>(), n)
+      << p.dump();
 }
 
 TEST(Record, CallsInTheProgramsConstructorsAreRecorded) {

@@ -71,6 +71,18 @@ TEST_P(Lossless, DropWritesOrCountsEveryRecord) {
   const Json& p = t.add3();
   EXPECT_EQ(p["events_written"].get<long>() + p["events_lost"].get<long>(), 2 * t.calls)
       << p.dump();
+  // In calls, as calls is: an entry dropped is a call lost; an exit dropped, a return lost (an
+  // exit whose entry was dropped returns without it).
+  EXPECT_EQ(p["calls"].get<long>() + p["calls_lost"].get<long>(), t.calls) << p.dump();
+  EXPECT_EQ(
+      p["returns"].get<long>() + p["orphan_returns"].get<long>() + p["returns_lost"].get<long>(),
+      t.calls)
+      << p.dump();
+  EXPECT_EQ(p["calls_lost"].get<long>() + p["returns_lost"].get<long>(), p["events_lost"])
+      << p.dump();
+  if (p["events_lost"] != 0) {
+    EXPECT_NE(t.run.err.find(" calls (their entries"), std::string::npos) << t.run.err;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Threads, Lossless, ::testing::Values(1, 2, 8));

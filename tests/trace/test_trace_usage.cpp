@@ -336,7 +336,8 @@ TEST(TraceUsage, ProgressLineOnlyOnATerminalTheProgramDoesNotUse) {
 }
 
 // --folded writes the stacks as flamegraph.pl and speedscope read them: outermost frame first,
-// ';' between frames, the count last; the counts add up to the hits.
+// ';' between frames, each its function (--folded-offsets: as the report prints it), the count
+// last; the counts add up to the hits.
 TEST(TraceUsage, FoldedStacksAddUpToTheHits) {
   TempFile folded;
   auto r = run_command({PROBECOST_BIN, "trace", "-q", "--stacks", "--folded", folded.path, "-b",
@@ -349,12 +350,24 @@ TEST(TraceUsage, FoldedStacksAddUpToTheHits) {
     auto space = line.rfind(' ');
     ASSERT_NE(space, std::string::npos) << line;
     total += std::stoull(line.substr(space + 1));
-    std::string leaf = line.substr(line.rfind(';') + 1);
-    EXPECT_EQ(leaf.rfind("probecost_test_site", 0), 0u) << line;
+    // By function: the leaf is the probed function itself, no frame has an offset or module.
+    EXPECT_EQ(line.substr(line.rfind(';') + 1, space - line.rfind(';') - 1), "probecost_test_site")
+        << line;
+    EXPECT_EQ(line.find("+0x"), std::string::npos) << line;
+    EXPECT_EQ(line.find(" in "), std::string::npos) << line;
     EXPECT_NE(line.find(";"), std::string::npos) << line;
   }
   EXPECT_GE(stacks, 1);
   EXPECT_EQ(total, 600u);
+  auto offsets = run_command({PROBECOST_BIN, "trace", "-q", "--stacks", "--folded", folded.path,
+                              "--folded-offsets", "-b", "probecost_test_site", "--",
+                              LOOP_TARGET_PIE, "3", "1"});
+  ASSERT_EQ(offsets.exit_code, 0) << offsets.err;
+  EXPECT_NE(folded.read().find(" in "), std::string::npos);  // "main+0x1f in loop_target_pie"
+  EXPECT_EQ(run_command({PROBECOST_BIN, "trace", "--stacks", "--folded-offsets", "-b",
+                         "probecost_test_site", "--", LOOP_TARGET_PIE, "1", "1"})
+                .exit_code,
+            2);
   // Jump probes' stacks: no int3 hit, so no line of "ns per int3 hit" (it said 0 ns before).
   EXPECT_NE(r.err.find("stacks of jump hits: 600 snapshots"), std::string::npos) << r.err;
   EXPECT_EQ(r.err.find("per int3 hit"), std::string::npos) << r.err;
