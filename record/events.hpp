@@ -57,7 +57,7 @@ struct Event {
   // none, and why none.
   std::uint32_t stack = 0;
   StackMissing no_stack = StackMissing::none;
-  std::uint8_t text = 0;                       // marker: bit i set when args[i] is a string's id
+  std::uint8_t text = 0;  // marker: bit i set when args[i] is a string's id
 };
 
 // A USDT marker's part in the recording (record/markers.hpp says which is which).
