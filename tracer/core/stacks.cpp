@@ -3,13 +3,22 @@
 #include <libunwind-ptrace.h>
 #include <sys/user.h>
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 #include <optional>
 #include <unordered_map>
 
 #include "common/error.hpp"
+#include "tracer/core/unwind_tables.hpp"
 #include "tracer/os/syscalls.hpp"
+
+// libunwind's own search of a remote .eh_frame_hdr table, which libunwind-ptrace's
+// _UPT_find_proc_info calls once it has found the table: exported by libunwind-x86_64 (for
+// libunwind-ptrace, a separate library), not declared in its public headers.
+extern "C" int _Ux86_64_dwarf_search_unwind_table(unw_addr_space_t as, unw_word_t ip,
+                                                  unw_dyn_info_t* di, unw_proc_info_t* pi,
+                                                  int need_unwind_info, void* arg);
 
 namespace probecost {
 
@@ -68,6 +77,7 @@ struct StackCollector::Walk {
   explicit Walk(pid_t t) : tid(t) {}
   pid_t tid;
   void* upt = nullptr;
+  UnwindTables* tables = nullptr;
   user_regs_struct regs{};
   bool have_regs = false;
   std::unordered_map<std::uint64_t, std::unique_ptr<Page>> pages;  // by page address
@@ -90,6 +100,20 @@ struct StackCollector::Walk {
       return nullptr;
     }
     return pages.at(page).get();
+  }
+
+  // `size` bytes at `at`, from the pages read; false if one cannot be read.
+  bool read(std::uint64_t at, void* out, std::size_t size) {
+    auto* to = static_cast<std::uint8_t*>(out);
+    while (size > 0) {
+      std::uint64_t page = at & ~(kPage - 1), off = at - page;
+      const Page* p = page_at(page);
+      if (!p) return false;
+      std::size_t n = std::min<std::size_t>(size, kPage - off);
+      std::memcpy(to, p->data() + off, n);
+      at += n, to += n, size -= n;
+    }
+    return true;
   }
 };
 
@@ -114,8 +138,18 @@ Walk& walk_of(void* arg) {
   return current_walk ? *current_walk : *static_cast<Walk*>(arg);
 }
 
+// The module's .eh_frame_hdr table found in the process's memory and kept (unwind_tables.hpp);
+// libunwind-ptrace's search through the file where there is none.
 int find_proc_info(unw_addr_space_t as, unw_word_t ip, unw_proc_info_t* pi, int need, void* arg) {
-  return _UPT_find_proc_info(as, ip, pi, need, walk_of(arg).upt);
+  Walk& w = walk_of(arg);
+  if (w.tables) {
+    auto read = [&w](std::uint64_t at, void* out, std::size_t size) {
+      return w.read(at, out, size);
+    };
+    if (unw_dyn_info_t* di = w.tables->find(w.tid, ip, read))
+      return _Ux86_64_dwarf_search_unwind_table(as, ip, di, pi, need, arg);
+  }
+  return _UPT_find_proc_info(as, ip, pi, need, w.upt);
 }
 
 void put_unwind_info(unw_addr_space_t as, unw_proc_info_t* pi, void* arg) {
@@ -180,7 +214,8 @@ unw_accessors_t copy_accessors() {
 
 }  // namespace
 
-StackCollector::StackCollector(unsigned max_depth) : max_depth_(max_depth) {
+StackCollector::StackCollector(unsigned max_depth)
+    : max_depth_(max_depth), tables_(std::make_unique<UnwindTables>()) {
   static unw_accessors_t accessors = copy_accessors();
   unw_addr_space_t as = unw_create_addr_space(&accessors, 0);
   if (!as) throw Error("unw_create_addr_space failed");
@@ -197,6 +232,7 @@ bool StackCollector::init(Walk& walk, void* cursor) {
   auto it = handles_.find(walk.tid);
   if (it == handles_.end()) it = handles_.emplace(walk.tid, _UPT_create(walk.tid)).first;
   walk.upt = it->second;
+  walk.tables = tables_.get();
   return unw_init_remote(static_cast<unw_cursor_t*>(cursor),
                          static_cast<unw_addr_space_t>(address_space_), &walk) >= 0;
 }
@@ -264,6 +300,7 @@ void StackCollector::forget(pid_t tid) {
 
 void StackCollector::flush() {
   unw_flush_cache(static_cast<unw_addr_space_t>(address_space_), 0, 0);
+  tables_->clear();
 }
 
 }  // namespace probecost

@@ -21,6 +21,8 @@
 
 namespace probecost {
 
+class UnwindTables;
+
 class StackCollector {
  public:
   explicit StackCollector(unsigned max_depth);
@@ -49,6 +51,7 @@ class StackCollector {
  private:
   bool init(Walk& walk, void* cursor);
   unsigned max_depth_;
+  std::unique_ptr<UnwindTables> tables_;  // each module's unwind table, found once
   void* address_space_;
   std::map<pid_t, void*> handles_;
 };

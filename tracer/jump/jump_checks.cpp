@@ -13,8 +13,6 @@ namespace probecost {
 namespace {
 
 constexpr int kThreadAttempts = 8;
-// Frames walked per thread looking for signal frames: a handler is rarely deeper than this.
-constexpr unsigned kMaxFrames = 256;
 // Instructions decoded from a PC in code no file holds: a copy's way back is within a few, a
 // trampoline's within some hundreds.
 constexpr std::size_t kMaxWalk = 1024;
@@ -159,7 +157,7 @@ std::string JumpProbes::why_installed(const JumpPlan& plan) {
 // handlers return to. Found by unwinding with libunwind (unw_is_signal_frame), as a debugger's
 // backtrace shows "<signal handler called>".
 std::vector<JumpProbes::ThreadPc> JumpProbes::thread_pcs() {
-  if (!unwinder_) unwinder_ = std::make_unique<StackCollector>(kMaxFrames);
+  if (!unwinder_) unwinder_ = std::make_unique<StackCollector>(kSignalWalkFrames);
   unwinder_->flush();  // code may have been mapped since the last walk
   std::vector<ThreadPc> out;
   for (auto& [tid, t] : proc_.tasks()) {

@@ -303,6 +303,8 @@ class JumpProbes {
   std::vector<Area> areas_;
   std::vector<Probe> probes_;
   std::string mapping_refused_;
+  // Frames walked per thread looking for signal frames: a handler is rarely deeper than this.
+  static constexpr unsigned kSignalWalkFrames = 256;
   std::unique_ptr<StackCollector> unwinder_;  // for signal frames, made at the first need
   std::uint64_t unbounded_threads_ = 0;
   std::map<pid_t, std::uint64_t> stack_tps_;  // the thread pointer each entered thread has
