@@ -8,6 +8,11 @@
 // fork_tree vm K: calls probe_me() 2K times, then a clone(CLONE_VM) child (a process of its own
 // that shares our memory) calls it K times; both counts are printed once the child is reaped.
 //
+// fork_tree vfork-cpu N: N times, a vfork() child reads the cpu_id of the struct rseq it runs
+// on (its parent's: the child has no thread pointer of its own) and writes it to a pipe before
+// _exit; then the parent reads its own. Each round prints "child_cpu=<c> parent_cpu=<p>"
+// (-1: RSEQ_CPU_ID_UNINITIALIZED; -2: glibc registered no rseq).
+//
 // fork_tree serve: says "ready", then for each line "fork K" on stdin calls probe_me() once and
 // forks a child that calls it K times and exits; once the child is reaped it answers
 // "child=<pid> status=<wait status>". "quit" (or the end of stdin) ends it. "forksig K": the
@@ -18,6 +23,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/rseq.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -70,6 +76,43 @@ void wait_all() {
   }
 }
 
+// This thread's struct rseq cpu_id (glibc's registration, __rseq_offset from the thread pointer).
+int rseq_cpu_id() {
+  if (__rseq_size == 0) return -2;
+  auto* area = reinterpret_cast<volatile struct rseq*>(
+      static_cast<char*>(__builtin_thread_pointer()) + __rseq_offset);
+  return static_cast<int>(area->cpu_id);
+}
+
+// A vfork() child that writes its rseq cpu_id to `fd` and exits (its own frame: the loop's
+// variables are not the child's to clobber).
+__attribute__((noinline)) pid_t vfork_reporting_cpu(int fd) {
+  pid_t c = ::vfork();
+  if (c == 0) {
+    int cpu = rseq_cpu_id();
+    ssize_t w = ::write(fd, &cpu, sizeof cpu);
+    ::_exit(w == sizeof cpu ? 0 : 1);
+  }
+  return c;
+}
+
+int vfork_cpu(long rounds) {
+  for (long r = 0; r < rounds; ++r) {
+    int fds[2];
+    if (::pipe(fds) != 0) return 1;
+    pid_t c = vfork_reporting_cpu(fds[1]);
+    int child_cpu = -3, status = 0;
+    ::waitpid(c, &status, 0);
+    if (::read(fds[0], &child_cpu, sizeof child_cpu) != sizeof child_cpu) child_cpu = -3;
+    ::close(fds[0]);
+    ::close(fds[1]);
+    probe_me(r);
+    std::printf("child_cpu=%d parent_cpu=%d\n", child_cpu, rseq_cpu_id());
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
 }  // namespace
 
 // The probed function: its own counter, and enough instructions for a jump to fit.
@@ -102,6 +145,7 @@ int main(int argc, char** argv) {
                 static_cast<int>(::getpid()), calls.load() - k);
     return 0;
   }
+  if (argc == 3 && std::strcmp(argv[1], "vfork-cpu") == 0) return vfork_cpu(std::atol(argv[2]));
   if (argc == 2 && std::strcmp(argv[1], "serve") == 0) {
     std::printf("ready\n");
     std::fflush(stdout);

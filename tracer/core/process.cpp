@@ -154,6 +154,7 @@ Task* TracedProcess::update_from(const TaskEvent& ev) {
   }
   t->note_stop(ws);
   t->in_vfork = false;  // any stop means it is out of vfork()
+  unhide_rseq_cpu(*t);
   if (ws.ptrace_event() == PTRACE_EVENT_EXEC && t->role() == Task::Role::Thread) on_exec(*t);
   if (ws.ptrace_event() == PTRACE_EVENT_EXIT && thread_exit_) thread_exit_(tid);
   // Back from vfork(): its child, which shared its thread pointer, has exec'd or exited.
@@ -307,6 +308,7 @@ pid_t TracedProcess::add_new_task(const NewTask& child, Task& parent,
   if (child.vfork) {
     parent.in_vfork = true;  // from when it is resumed until the child execs or exits
     vfork_parent_[child.tid] = parent.tid();
+    hide_rseq_cpu(parent);
   }
   if (!reported) return 0;
   c.deferred.reset();  // its first stop, held until now: settled here

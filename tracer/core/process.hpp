@@ -263,6 +263,8 @@ class TracedProcess final : public RemoteProcess {
   std::optional<RuntimeAddr> map_scratch(RuntimeAddr near, Task* via = nullptr);
 
   bool has_guardian() const { return guardian_ != nullptr; }
+  // Our trampolines read the threads' rseq cpu_id (so hide_rseq_cpu from vfork() children).
+  void note_rseq_trampolines() { rseq_trampolines_ = true; }
   // Where the time goes while every thread is held stopped for the probes to go in: attach()
   // starts it as it stops the threads; each step marks its phase, the caller stops it once
   // they run again.
@@ -385,6 +387,9 @@ class TracedProcess final : public RemoteProcess {
   // A thread inside a restartable sequence of the program's is sent to its abort handler first,
   // as the kernel would at its resume (rseq_leave.cpp). False when it is gone.
   bool leave_rseq_sequence(Task& task);
+  // A vfork()ing thread's rseq cpu_id -1 while its child runs on it (rseq_leave.cpp).
+  void hide_rseq_cpu(Task& parent);
+  void unhide_rseq_cpu(Task& parent);
   long inject_syscall(Task& task, long nr, const std::array<long, 6>& args);
   std::uint64_t inject_call(Task& task, RuntimeAddr fn);
 
@@ -401,6 +406,8 @@ class TracedProcess final : public RemoteProcess {
   OurMappings our_mappings_;
   std::map<pid_t, Task> tasks_;
   std::map<pid_t, pid_t> vfork_parent_;  // vfork child -> the thread waiting in vfork()
+  std::map<pid_t, std::pair<RuntimeAddr, std::uint32_t>> hidden_cpu_;  // cpu_id's at, value
+  bool rseq_trampolines_ = false;
   std::optional<WaitStatus> end_;
   std::optional<double> end_cpu_seconds_;
   double children_cpu_at_launch_ = 0;
@@ -411,8 +418,7 @@ class TracedProcess final : public RemoteProcess {
   std::unique_ptr<Guardian> guardian_;
   Semaphores semaphores_;
   std::unique_ptr<Int3Area> int3_area_;
-  // The vDSO's syscall instruction, where injected system calls run (inject.cpp).
-  std::optional<RuntimeAddr> syscall_insn_;
+  std::optional<RuntimeAddr> syscall_insn_;  // the vDSO's, where injections run (inject.cpp)
   bool syscall_insn_tried_ = false;
   std::optional<way_back::Gadgets> gadgets_;  // inject.cpp
   bool gadgets_tried_ = false;

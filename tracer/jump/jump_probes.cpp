@@ -53,6 +53,7 @@ const std::optional<RseqRegistration>& JumpProbes::rseq() {
   if (!t) return rseq_;  // none stopped now: look again next time
   rseq_read_ = true;
   rseq_ = rseq_registration(*t, rseq_why_);
+  if (rseq_) proc_.note_rseq_trampolines();
   // Counting per CPU, where every thread has a CPU number to count under; decided before the
   // first area is mapped (every area of the process has the same layout).
   if (rseq_ && options_.per_cpu_counts && !options_.events && areas_.empty()) {
