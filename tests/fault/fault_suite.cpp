@@ -2,8 +2,8 @@
 // prints how often the traced process was harmed, probecost hung, the report was lost, or the
 // hits were miscounted. Exit 0 only if every one of those is 0; 77 where ptrace is forbidden.
 //
-//   fault_suite [--long] [--seed N] [--only NAME[,NAME...]] [--cycles N] [--bound S]
-//               [--probecost PATH] [--bin-dir DIR] [--list] [-v]
+//   fault_suite [--long] [--seed N] [--only NAME[,NAME...]] [--cycles N] [--scale F]
+//               [--bound S] [--probecost PATH] [--bin-dir DIR] [--list] [-v]
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -27,7 +27,8 @@ struct Options {
   std::uint64_t seed = 0;
   bool seed_given = false;
   std::vector<std::string> only;
-  int cycles = 0;  // 0: the scenario's count for the form
+  int cycles = 0;    // 0: the scenario's count for the form
+  double scale = 1;  // --scale: of the form's counts (at least 2 each)
   bool list = false;
   bool verbose = false;
   fault::Config cfg;
@@ -53,11 +54,13 @@ struct Totals {
 [[noreturn]] void usage(int code) {
   std::fprintf(code ? stderr : stdout,
                "usage: fault_suite [--long] [--seed N] [--only NAME[,NAME...]] [--cycles N]\n"
-               "                   [--bound S] [--probecost PATH] [--bin-dir DIR] [--list] [-v]\n"
+               "                   [--scale F] [--bound S] [--probecost PATH] [--bin-dir DIR]\n"
+               "                   [--list] [-v]\n"
                "  --long      thousands of cycles (default: the short form CTest runs)\n"
                "  --seed N    replay the random delays and choices of an earlier run\n"
                "  --only      run these scenarios (see --list)\n"
                "  --cycles N  cycles per scenario instead of the form's\n"
+               "  --scale F   that fraction of the form's cycles (at least 2 per scenario)\n"
                "  --bound S   seconds past the expected end before probecost counts as hung\n"
                "              (5; 20 in a sanitizer build)\n");
   std::exit(code);
@@ -89,6 +92,12 @@ Options parse(int argc, char** argv) {
       }
     } else if (a == "--cycles") {
       o.cycles = std::stoi(value());
+    } else if (a == "--scale") {
+      o.scale = std::stod(value());
+      if (!(o.scale > 0 && o.scale <= 1)) {
+        std::fprintf(stderr, "fault_suite: --scale takes a fraction in (0, 1]\n");
+        std::exit(2);
+      }
     } else if (a == "--bound") {
       o.cfg.bound = std::stod(value());
     } else if (a == "--probecost") {
@@ -159,6 +168,7 @@ int main(int argc, char** argv) {
       continue;
     std::mt19937_64 rng(scenario_seed(opt.seed, s.name));
     int n = opt.cycles ? opt.cycles : (opt.long_form ? s.long_cycles : s.short_cycles);
+    if (!opt.cycles && opt.scale < 1) n = std::max(2, static_cast<int>(n * opt.scale + 0.5));
     Totals t;
     int shown = 0, with_problems = 0;
     for (int i = 0; i < n; ++i) {
