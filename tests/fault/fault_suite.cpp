@@ -28,7 +28,7 @@ struct Options {
   bool seed_given = false;
   std::vector<std::string> only;
   int cycles = 0;    // 0: the scenario's count for the form
-  double scale = 1;  // --scale: of the form's counts (at least 2 each)
+  double scale = 1;  // --scale: of the form's counts (at least 1 where there are any)
   bool list = false;
   bool verbose = false;
   fault::Config cfg;
@@ -60,7 +60,7 @@ struct Totals {
                "  --seed N    replay the random delays and choices of an earlier run\n"
                "  --only      run these scenarios (see --list)\n"
                "  --cycles N  cycles per scenario instead of the form's\n"
-               "  --scale F   that fraction of the form's cycles (at least 2 per scenario)\n"
+               "  --scale F   that fraction of the form's cycles (at least 1 where it has any)\n"
                "  --bound S   seconds past the expected end before probecost counts as hung\n"
                "              (5; 20 in a sanitizer build)\n");
   std::exit(code);
@@ -168,7 +168,9 @@ int main(int argc, char** argv) {
       continue;
     std::mt19937_64 rng(scenario_seed(opt.seed, s.name));
     int n = opt.cycles ? opt.cycles : (opt.long_form ? s.long_cycles : s.short_cycles);
-    if (!opt.cycles && opt.scale < 1) n = std::max(2, static_cast<int>(n * opt.scale + 0.5));
+    // A scenario of the long form only (0 cycles in the short) stays out.
+    if (!opt.cycles && opt.scale < 1 && n > 0)
+      n = std::max(1, static_cast<int>(n * opt.scale + 0.5));
     Totals t;
     int shown = 0, with_problems = 0;
     for (int i = 0; i < n; ++i) {
