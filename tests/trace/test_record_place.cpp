@@ -141,7 +141,9 @@ pid_t spawn(const std::vector<std::string>& argv) {
   return pid;
 }
 
-// Polls (1 ms apart) until `done` or 60 s; false when the bound passed.
+// Polls (1 ms apart) until `done` or 60 s; false when the bound passed. A poll of a condition,
+// not a sleep for an ordering: nothing notifies us when another process's file grows, and the
+// test's assertion is the condition itself, whatever the machine's load.
 bool poll_until(const std::function<bool()>& done) {
   auto end = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   while (!done()) {
