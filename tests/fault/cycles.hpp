@@ -76,7 +76,8 @@ struct RecordDeath {
   std::string plan;
   double kill_at = -1;
   bool during_detach = false;
-  bool stacks = false;  // record --stacks: each entry's snapshot too
+  bool stacks = false;             // record --stacks: each entry's snapshot too
+  std::string probe = "probe_fn";  // kProbe (traced.hpp)
 };
 struct RecordDeathResult {
   Outcome outcome;

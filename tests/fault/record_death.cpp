@@ -40,7 +40,7 @@ RecordDeathResult record_death(const Config& cfg, const RecordDeath& d) {
   fds.err = err.write;
   if (!d.plan.empty()) ::setenv("PROBECOST_DIE_AT_HIT", d.plan.c_str(), 1);
   std::vector<std::string> argv = {cfg.probecost, "record", "-p", std::to_string(target->pid),
-                                   "-b",          kProbe,   "-o", out};
+                                   "-b",          d.probe,  "-o", out};
   if (d.stacks) argv.push_back("--stacks");
   Child record(argv, fds);
   ::unsetenv("PROBECOST_DIE_AT_HIT");

@@ -375,10 +375,15 @@ std::uint64_t TracedProcess::inject_call(Task& t, RuntimeAddr fn) {
   auto gone = [&] {
     return Error("thread " + std::to_string(tid) + " went away during a call of " + fn.hex());
   };
-  // A frame below the thread's stack pointer and its 128-byte red zone, aligned as the ABI
-  // wants it at a call (rsp + 8 a multiple of 16 at the function's first instruction), with a
-  // return address that we never let run: the thread is single-stepped, and we stop it the
-  // moment it returns there with the stack popped. Nothing of the tracee's code is borrowed.
+  bool keep = t.held() && t.last_stop().signal_stop();
+  sys::at_stage("ifunc");
+  if (!keep) {
+    if (auto r = call_with_way_back(t, fn, saved)) return *r;  // call_way_back.cpp
+  }
+  // Else, single-stepped: a frame below the thread's stack pointer and its 128-byte red zone,
+  // aligned as the ABI wants it at a call (rsp + 8 a multiple of 16 at the function's first
+  // instruction), with a return address that we never let run: we stop the thread the moment it
+  // returns there with the stack popped. Nothing of the tracee's code is borrowed.
   std::uint64_t sp = ((saved.rsp - 128 - 256) & ~std::uint64_t{15}) - 8;
   RuntimeAddr ret(saved.rip);
   std::array<std::uint8_t, 8> ret_bytes{};
@@ -393,7 +398,6 @@ std::uint64_t TracedProcess::inject_call(Task& t, RuntimeAddr fn) {
   regs.eflags &= ~(0x400ull | 0x100ull);  // DF clear at a call (ABI); TF is ours to set
   // As for an injected system call: the kernel must not restart one the thread was in.
   regs.orig_rax = static_cast<unsigned long long>(-1);
-  bool keep = t.held() && t.last_stop().signal_stop();
   if (!t.set_regs(regs)) throw gone();
   RegistersLent lent;
   // A resolver is tens of instructions; a bound keeps a runaway one from holding us forever.

@@ -57,9 +57,8 @@ struct LeftAlone {
   std::string text() const { return at.hex() + " (" + label + "): " + why; }
 };
 
-// What an operation on a traced process came to: Done, or Gone when the thread it worked on or
-// the whole process went away under it (a SIGKILL, another thread's exit_group(): writes to
-// its memory fail then). That is an expected outcome, not an error: its end is reported next.
+// Done, or Gone when the thread (or process) went away under it (a SIGKILL, another thread's
+// exit_group()): an expected outcome, not an error; its end is reported next.
 enum class Outcome { Done, Gone };
 
 // A new task as its parent's fork/vfork/clone event tells it (TracedProcess::new_task_of).
@@ -364,8 +363,7 @@ class TracedProcess final : public RemoteProcess {
   RunOutStep resume_for_run(TaskRef ref);
   RunOutStep stop_after_run(TaskRef ref);
   void settle_new_tasks();
-  // One single-step of injected code in `task`; the registers after it, nullptr when it is
-  // gone.
+  // One single-step of injected code; the registers after it, nullptr when the thread is gone.
   const user_regs_struct* step_injected(Task& task);
   // After injected code ran in `ref` by single-steps: from the last step's stop to an
   // interrupt stop, which holds no signal and no step flag should probecost die (inject.cpp).
@@ -392,6 +390,8 @@ class TracedProcess final : public RemoteProcess {
   void unhide_rseq_cpu(Task& parent);
   long inject_syscall(Task& task, long nr, const std::array<long, 6>& args);
   std::uint64_t inject_call(Task& task, RuntimeAddr fn);
+  std::optional<std::uint64_t> call_with_way_back(Task& task, RuntimeAddr fn,
+                                                  const user_regs_struct& saved);
 
   pid_t pid_;
   bool launched_;

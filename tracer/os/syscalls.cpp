@@ -51,7 +51,7 @@ DeathPlan parse_plan(const char* v) {
   if (std::sscanf(v, "%6[a-z]+%llu", stage, &n) == 2 && n > 0 &&
       (std::strcmp(stage, "attach") == 0 || std::strcmp(stage, "detach") == 0 ||
        std::strcmp(stage, "runout") == 0 || std::strcmp(stage, "warm") == 0 ||
-       std::strcmp(stage, "inloop") == 0)) {
+       std::strcmp(stage, "inloop") == 0 || std::strcmp(stage, "ifunc") == 0)) {
     p.stage = stage;
     p.calls = n;
     if (p.stage == "attach") p.countdown = n;  // from the first call on
@@ -96,10 +96,11 @@ void at_hit() {
 void at_stage(const char* stage) {
   DeathPlan& p = death_plan();
   if (p.stage.empty()) return;
-  if (p.stage == "attach" && std::strcmp(stage, "attached") == 0 && p.countdown) {
+  if ((p.stage == "attach" || p.stage == "ifunc") && std::strcmp(stage, "attached") == 0 &&
+      p.countdown) {
     // The attach took fewer calls than asked: said, for the tests that walk it call by call.
-    std::fprintf(stderr, "probecost: PROBECOST_DIE_AT_HIT=attach+%llu: the attach is over\n",
-                 static_cast<unsigned long long>(p.calls));
+    std::fprintf(stderr, "probecost: PROBECOST_DIE_AT_HIT=%s+%llu: the attach is over\n",
+                 p.stage.c_str(), static_cast<unsigned long long>(p.calls));
     p.countdown = 0;
   } else if (p.stage != "attach" && p.stage == stage) {
     p.countdown = p.calls;  // detach, runout

@@ -35,9 +35,10 @@ void at_hit();
 // detach's threads caught in a trampoline, brought out); warm+N: from at_stage("warm") (the
 // call buffer mapped in the process, about to be written through); inloop+N: from
 // at_stage("inloop") (run_in_tracee's code, the warm loop, about to be run by a thread: +2 dies
-// with the thread's registers set for it: tests/trace/test_record_warm_death.cpp). A death
-// inside an injected call
-// (set_injecting) is said on stderr first.
+// with the thread's registers set for it: tests/trace/test_record_warm_death.cpp); ifunc+N:
+// from at_stage("ifunc") (an IFUNC resolver about to be called in the tracee; the attach's
+// end is said as for attach+N). A death inside an injected call (set_injecting) is said on
+// stderr first.
 void at_stage(const char* stage);
 // The same plan, given by a test that traces from a process of its own (fork, no exec).
 void plan_death(const char* plan);

@@ -1,0 +1,85 @@
+// An injected function call (an IFUNC resolver) with a way back (way_back.hpp): should
+// probecost die while the thread runs it, the thread comes back to its own registers by itself.
+#include <sys/ptrace.h>
+#include <sys/user.h>
+
+#include <cstring>
+
+#include "common/error.hpp"
+#include "tracer/core/process.hpp"
+#include "tracer/os/seccomp.hpp"
+
+namespace probecost {
+
+// The function returns into the vDSO's `syscall; leave; ...; ret` with RBP (callee-saved, so
+// as we lent it) at the way back's frame, and its result in RAX, which that `syscall` takes for
+// a call number. Untraced, that is ENOSYS (there is no such call: it is an address), and
+// `leave; ret` reaches __restore_rt, whose rt_sigreturn loads the frame. Traced, the call's
+// syscall-entry-stop gives us the result (orig_rax), the call is skipped (orig_rax -1), and
+// from its exit stop the thread has its own registers again, as after an injected system call.
+// Resumed with PTRACE_SYSCALL, never single-stepped: the step flag outlives a dying tracer.
+// Not for a thread under a seccomp filter (the filter would judge the address as a call
+// number, and we cannot know it before: such a thread is single-stepped through the call), nor
+// where the frame finds no room: nothing is lent then, and the caller steps.
+std::optional<std::uint64_t> TracedProcess::call_with_way_back(Task& t, RuntimeAddr fn,
+                                                               const user_regs_struct& saved) {
+  if (seccomp::ThreadFilters::of(t.tid()).mode() != seccomp::ThreadFilters::Mode::Disabled)
+    return std::nullopt;
+  auto frame = way_back_frame(t, saved);
+  if (!frame) return std::nullopt;
+  RuntimeAddr gadget = gadgets_->syscall_leave_ret;
+  // The function's stack below the frame, aligned as the ABI wants it at a call.
+  std::uint64_t sp = ((frame->value() - 256) & ~std::uint64_t{15}) - 8;
+  std::uint64_t ret = gadget.value();
+  std::array<std::uint8_t, 8> ret_bytes{};
+  std::memcpy(ret_bytes.data(), &ret, sizeof ret);
+  memory_.write(RuntimeAddr(sp), ret_bytes);
+  user_regs_struct regs = saved;
+  regs.rsp = sp;
+  regs.rip = fn.value();
+  regs.rbp = frame->value();
+  regs.rax = 0;
+  regs.rdi = regs.rsi = regs.rdx = regs.rcx = regs.r8 = regs.r9 = 0;
+  regs.eflags &= ~(0x400ull | 0x100ull);                // DF clear at a call (ABI), no step flag
+  regs.orig_rax = static_cast<unsigned long long>(-1);  // restart nothing the thread was in
+  pid_t tid = t.tid();
+  auto gone = [&] {
+    return Error("thread " + std::to_string(tid) + " went away during a call of " + fn.hex());
+  };
+  if (!t.set_regs(regs)) throw gone();
+  // From here a death of probecost lets the thread finish the call and come back by the frame.
+  std::optional<std::uint64_t> result;
+  for (;;) {
+    if (!t.resume_to_syscall_exit()) throw gone();
+    auto ws = wait_for(t);
+    if (!ws) throw gone();
+    if (ws->syscall_stop()) {
+      auto info = t.syscall_info();
+      if (!info) throw gone();
+      if (info->instruction_pointer != (gadget + 2).value()) continue;  // the function's own
+      if (info->op == PTRACE_SYSCALL_INFO_ENTRY) {
+        // The registers' orig_rax, not info->entry.nr: the kernel gives that as an int,
+        // sign-extended (an address 0x7f..d3b85120 came as 0xffffffffd3b85120).
+        const user_regs_struct* now = t.regs();
+        if (!now) throw gone();
+        result = now->orig_rax;
+        user_regs_struct skip = *now;
+        skip.orig_rax = static_cast<unsigned long long>(-1);
+        if (!t.set_regs(skip)) throw gone();
+      } else if (info->op == PTRACE_SYSCALL_INFO_EXIT && result) {
+        break;
+      }
+    } else if (ws->signal_stop()) {
+      t.pending_signals.push_back(ws->stop_signal());  // delivered after
+    } else if (!ws->stopped() || ws->ptrace_event() == PTRACE_EVENT_EXIT) {
+      events_.defer(t, *ws);  // an exit: the event loop's
+      throw gone();
+    }
+    // Else the trap of a PTRACE_INTERRUPT sent before: on to the call.
+  }
+  if (!t.set_regs(saved)) throw gone();
+  park_at_interrupt(t.ref());
+  return result;
+}
+
+}  // namespace probecost
