@@ -7,6 +7,7 @@
 #include "common/error.hpp"
 #include "tracer/jump/jump_probes.hpp"
 #include "tracer/jump/module_code.hpp"
+#include "tracer/os/signal_frames.hpp"
 
 namespace probecost {
 
@@ -160,15 +161,18 @@ std::vector<JumpProbes::ThreadPc> JumpProbes::thread_pcs() {
   if (!unwinder_) unwinder_ = std::make_unique<StackCollector>(kSignalWalkFrames);
   unwinder_->flush();  // code may have been mapped since the last walk
   std::vector<ThreadPc> out;
+  auto maps = read_maps(proc_.proc_tid());
   for (auto& [tid, t] : proc_.tasks()) {
     if (!t.stopped()) continue;  // in the kernel (vfork, exit): not in user code
-    auto rip = t.rip();
-    if (!rip) continue;
-    out.push_back({tid, *rip, false, {}});
+    const user_regs_struct* regs = t.regs();
+    if (!regs) continue;
+    out.push_back({tid, RuntimeAddr(regs->rip), false, {}});
+    // A stack whose used part holds no signal frame's mark needs no walk (signal_frames.hpp).
+    const Mapping* stack = mapping_of(maps, RuntimeAddr(regs->rsp));
+    if (stack && holds_no_signal_frame(tid, regs->rsp, stack->end.value())) continue;
     for (auto pc : unwinder_->interrupted_pcs(tid)) out.push_back({tid, RuntimeAddr(pc), true, {}});
   }
   if (out.empty()) return out;
-  auto maps = read_maps(proc_.proc_tid());
   std::map<std::uint64_t, std::vector<RuntimeAddr>> walked;  // threads parked at one PC
   for (auto& p : out) {
     auto it = walked.find(p.pc.value());
