@@ -185,7 +185,7 @@ std::optional<MechanismId> mechanism_id_of(const ProbeUse& probe, StepOverChoice
 
 // Runs the command (or watches the process) untraced and traced by turns. `progress` gets a
 // line before each run. A stop signal ends it early, with the pairs done so far (partial);
-// UsageError when the command cannot be run as asked (a probe cannot be placed).
+// CannotProbe when the command cannot be run as asked (a probe cannot be placed).
 Measurement measure(const OverheadConfig& cfg,
                     const std::function<void(const std::string&)>& progress);
 
