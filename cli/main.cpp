@@ -14,7 +14,9 @@
 
 #include "cli/commands.hpp"
 #include "common/error.hpp"
+#include "tracer/core/cannot_trace.hpp"
 #include "tracer/os/ticker.hpp"
+#include "tracer/symbols/cannot_probe.hpp"
 
 namespace {
 
@@ -88,11 +90,18 @@ Command find_command(const std::string& name) {
   return nullptr;
 }
 
-// Runs a subcommand: bad usage is exit 2, any other failure exit 1, each said on stderr.
+// Runs a subcommand: bad usage, or a target or probe the engine refuses, is exit 2, any other
+// failure exit 1, each said on stderr.
 int run(const std::string& name, Command command, const std::vector<std::string>& args) {
   try {
     return command(args);
   } catch (const probecost::UsageError& e) {
+    std::cerr << "probecost " << name << ": " << e.what() << "\n";
+    return 2;
+  } catch (const probecost::CannotTrace& e) {  // no such process, a kernel thread, no program
+    std::cerr << "probecost " << name << ": " << e.what() << "\n";
+    return 2;
+  } catch (const probecost::CannotProbe& e) {  // no such symbol, inside an instruction
     std::cerr << "probecost " << name << ": " << e.what() << "\n";
     return 2;
   } catch (const std::exception& e) {

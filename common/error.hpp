@@ -1,9 +1,9 @@
 #pragma once
 // Error: the project's exception for a failure the user must hear about. It is caught once, in
 // main, which prints what() and exits non-zero. Its refinements tell a catcher what it may do
-// about one: UsageError (bad input, exit 2; UnknownModule, tracer/symbols/symbols.hpp, is one whose
-// library may load later), SiteOccupied (an address holds an int3 already), and
-// seccomp::Refused (tracer/os/seccomp.hpp: a system call the tracee's filter would punish).
+// about one: UsageError (bad input, where it is parsed; CannotTrace and CannotProbe, in tracer/,
+// are the engine's refusals: see docs/layout.md "Who says exit 2"), SiteOccupied (an address
+// holds an int3 already), and seccomp::Refused (tracer/os/seccomp.hpp: a filter would punish).
 // Expected outcomes (a tracee that has exited) are return values, not exceptions; the tracer's
 // TaskGone (tracer/core/task.hpp), a thread gone from under the hit path, is not an Error and never
 // reaches main: the event loop turns it into Outcome::Gone.
@@ -24,7 +24,7 @@ class Error : public std::runtime_error {
   }
 };
 
-// Bad input from the user (unknown mechanism, malformed rate, missing symbol): exit code 2.
+// Bad input, found where it is parsed (unknown mechanism, malformed rate or probe spec): exit 2.
 class UsageError : public Error {
  public:
   explicit UsageError(const std::string& what) : Error(what) {}

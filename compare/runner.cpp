@@ -20,6 +20,7 @@
 #include "common/clock.hpp"
 #include "common/cpu.hpp"
 #include "common/error.hpp"
+#include "common/fd.hpp"
 #include "compare/stats.hpp"
 #include "compare/uprobe_run.hpp"
 #include "tracer/core/event_loop.hpp"
@@ -44,16 +45,15 @@ int last_cpu_of(pid_t pid) {
 class CaptureFile {
  public:
   CaptureFile() : fd_(memfd_create("probecost-inferior-report", MFD_CLOEXEC)) {
-    if (fd_ < 0) throw Error::from_errno("memfd_create");
+    if (!fd_) throw Error::from_errno("memfd_create");
   }
-  ~CaptureFile() { ::close(fd_); }
-  int fd() const { return fd_; }
+  int fd() const { return fd_.get(); }
   std::string contents() const {
     std::string out;
     char buf[65536];
     ssize_t n;
     off_t off = 0;
-    while ((n = ::pread(fd_, buf, sizeof buf, off)) > 0) {
+    while ((n = ::pread(fd_.get(), buf, sizeof buf, off)) > 0) {
       out.append(buf, n);
       off += n;
     }
@@ -61,7 +61,7 @@ class CaptureFile {
   }
 
  private:
-  int fd_;
+  Fd fd_;
 };
 
 void fill_from_report(const std::string& text, const Mechanism& m, Sample& s) {

@@ -317,7 +317,7 @@ void add_notes(OverheadResult& r) {
                            ? "the reference windows leave it out, and count the work by the others."
                            : "with no jump at any site, only the process's CPU is compared."));
   }
-  if (r.uses_int3() && !c.placement.empty() && c.placement != placement_name(m.placement)) {
+  if (r.uses_int3() && !c.placement.empty() && c.placement_id != m.placement) {
     r.notes.push_back("The calibration was made at placement " + c.placement +
                       ", this measurement at " + placement_name(m.placement) +
                       ": an int3 probe's cost depends on where the tracer and the command run.");
@@ -346,10 +346,10 @@ void prediction_error(OverheadResult& r) {
     return;
   }
   if (r.slowdown && r.slowdown->median > 0) {
-    r.error_basis = "slowdown";
+    r.error_basis = ErrorBasis::Slowdown;
     r.prediction_error_percent = 100 * (used->slowdown / r.slowdown->median - 1);
   } else if (r.m.attached) {
-    r.error_basis = "extra CPU";
+    r.error_basis = ErrorBasis::ExtraCpu;
     if (r.extra_cpu_percent.median > 0) {
       r.prediction_error_percent = 100 * (used->cpu_percent / r.extra_cpu_percent.median - 1);
     } else {

@@ -18,6 +18,7 @@
 #include "overhead/measure_parts.hpp"
 #include "tracer/os/proc_files.hpp"
 #include "tracer/os/ticker.hpp"
+#include "tracer/symbols/cannot_probe.hpp"
 
 namespace probecost::overhead_parts {
 
@@ -88,9 +89,9 @@ void where_jumps_fit(const OverheadConfig& cfg, Measurement& m) {
     if (!out) m.reference_probes.push_back(spec);
   }
   if (cfg.via == Via::Jump && !m.no_jump.empty()) {
-    throw UsageError("cannot patch a jump at " + m.no_jump.front().spec + " in process " +
-                     std::to_string(cfg.pid) + ": " + m.no_jump.front().why +
-                     " (--via auto falls back to int3 there)");
+    throw CannotProbe("cannot patch a jump at " + m.no_jump.front().spec + " in process " +
+                      std::to_string(cfg.pid) + ": " + m.no_jump.front().why +
+                      " (--via auto falls back to int3 there)");
   }
 }
 

@@ -73,6 +73,7 @@ Calibration from_json(const json& j, const std::string& source, double age_s) {
   c.age_s = age_s;
   if (j.contains("machine")) c.machine = describe(j["machine"]);
   if (j.contains("config")) c.placement = j["config"].value("placement", std::string());
+  c.placement_id = kPlacementNames.find(c.placement);
   c.version = j.value("probecost_version", std::string());
   if (j.contains("load_average") && j["load_average"].is_array() && !j["load_average"].empty()) {
     c.load_1min = j["load_average"][0].get<double>();

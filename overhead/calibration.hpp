@@ -27,13 +27,14 @@ struct CalibrationRow {
 };
 
 struct Calibration {
-  std::string source;            // the file, or "built-in, ..." with where it is cached
-  double age_s = 0;              // since it was measured
-  std::string machine;           // "CPU model, kernel, N CPUs"
-  std::string placement;         // compare's name: same-cpu, split, free or follow
-  std::string version;           // probecost's, when the report says (built-in ones do)
-  double load_1min = -1;         // the load average when it was measured; -1 when unknown
-  double others_cpu_share = -1;  // the share of the CPUs other processes used meanwhile
+  std::string source;                     // the file, or "built-in, ..." with where it is cached
+  double age_s = 0;                       // since it was measured
+  std::string machine;                    // "CPU model, kernel, N CPUs"
+  std::string placement;                  // compare's name: same-cpu, split, free or follow
+  std::optional<Placement> placement_id;  // that name's, when this probecost knows it
+  std::string version;                    // probecost's, when the report says (built-in ones do)
+  double load_1min = -1;                  // the load average when it was measured; -1 when unknown
+  double others_cpu_share = -1;           // the share of the CPUs other processes used meanwhile
   // Every mechanism of the report but the baseline (the zero every cost is measured from), in
   // the report's order: a mechanism compare gains later appears here with no change.
   std::vector<CalibrationRow> rows;

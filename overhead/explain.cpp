@@ -57,7 +57,7 @@ class Why {
 
  private:
   void placement() {
-    if (c_.placement.empty() || c_.placement == here_) return;
+    if (c_.placement.empty() || c_.placement_id == m_.placement) return;
     std::string cost =
         row_ ? " Here a hit cost " + human_ns(r_.cpu_ns_per_hit.median) + " of CPU" +
                    (r_.wall_ns_per_hit
@@ -110,7 +110,7 @@ class Why {
     std::string sides = "probecost " + human_ns(r_.tracer_ns_per_hit) + " here against " +
                         human_ns(cal_tracer) + " in the calibration, " + it_ + " " +
                         human_ns(r_.command_ns_per_hit) + " against " + human_ns(cal_command);
-    if (c_.placement == here_ && (both_up || both_down)) {
+    if (c_.placement_id == m_.placement && (both_up || both_down)) {
       why_.push_back(
           std::string("Both sides of a hit cost ") + (both_up ? "more" : "less") +
           " here than in the calibration (" + sides +

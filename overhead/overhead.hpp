@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "common/names.hpp"
 #include "compare/mechanism.hpp"
 #include "compare/runner.hpp"
 #include "compare/stats.hpp"
@@ -120,6 +121,15 @@ struct Measurement {
   double others_cpu_share = -1;
 };
 
+// What the prediction error is measured against: the slowdown, or (attached, with no jump
+// reference to time the work by) the extra CPU; None when there is no error to give.
+enum class ErrorBasis { None, Slowdown, ExtraCpu };
+inline constexpr auto kErrorBasisNames = name_table<ErrorBasis>({
+    {ErrorBasis::None, ""},
+    {ErrorBasis::Slowdown, "slowdown"},
+    {ErrorBasis::ExtraCpu, "extra CPU"},
+});
+
 struct Prediction {
   std::string mechanism;
   double cpu_ns_per_hit = 0;     // the calibration's
@@ -155,7 +165,7 @@ struct OverheadResult {
   double command_switches_per_hit = 0;
   std::vector<Prediction> predicted;
   std::optional<double> prediction_error_percent;
-  std::string error_basis;                // "slowdown", or "extra CPU" attached
+  ErrorBasis error_basis = ErrorBasis::None;
   std::vector<std::string> explanations;  // why the prediction is off, with the evidence
   std::vector<std::string> notes;         // what the model leaves out, whatever the error
   std::vector<std::string> warnings;      // failed runs, hit counts that differ, noise
@@ -185,7 +195,7 @@ std::optional<MechanismId> mechanism_id_of(const ProbeUse& probe, StepOverChoice
 
 // Runs the command (or watches the process) untraced and traced by turns. `progress` gets a
 // line before each run. A stop signal ends it early, with the pairs done so far (partial);
-// UsageError when the command cannot be run as asked (a probe cannot be placed).
+// CannotProbe when the command cannot be run as asked (a probe cannot be placed).
 Measurement measure(const OverheadConfig& cfg,
                     const std::function<void(const std::string&)>& progress);
 

@@ -185,7 +185,7 @@ void write_predicted(std::ostream& out, const OverheadResult& r) {
   if (used && r.prediction_error_percent) {
     double e = *r.prediction_error_percent;
     out << "\nprediction error for " << r.mechanism << ": predicted ";
-    if (r.error_basis == "slowdown") {
+    if (r.error_basis == ErrorBasis::Slowdown) {
       out << num(used->slowdown, 3) + "x"
           << ", measured " << num(r.slowdown->median, 3) + "x";
     } else {

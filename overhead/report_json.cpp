@@ -154,7 +154,7 @@ nlohmann::json overhead_json(const OverheadResult& r) {
       {"predicted", predicted_json(r)},
       {"prediction_error_percent",
        r.prediction_error_percent ? json(*r.prediction_error_percent) : json(nullptr)},
-      {"prediction_error_basis", r.error_basis},
+      {"prediction_error_basis", kErrorBasisNames.name(r.error_basis)},
       {"calibration", calibration_json(r.calibration)},
       {"step_over", step_over_name(m.step_over)},
       {"placement", placement_name(m.placement)},

@@ -14,6 +14,7 @@
 #include "breakpoint/int3/site.hpp"
 #include "breakpoint/x86/decoder.hpp"
 #include "common/error.hpp"
+#include "common/fd.hpp"
 #include "restore/semaphores.hpp"
 #include "tracer/core/family.hpp"
 #include "tracer/int3/trap_handler_state.hpp"
@@ -30,11 +31,10 @@ namespace {
 // The mapped file's bytes for [m.start, m.end), from /proc/PID/map_files (the very file that
 // is mapped, even if it was replaced or deleted on disk since), or else from its path.
 std::vector<std::uint8_t> file_bytes(pid_t pid, const Mapping& m) {
-  int fd = open_mapped_file(pid, m);
-  if (fd < 0) return {};
+  Fd fd(open_mapped_file(pid, m));
+  if (!fd) return {};
   std::vector<std::uint8_t> bytes(static_cast<std::size_t>(m.end - m.start));
-  ssize_t n = ::pread(fd, bytes.data(), bytes.size(), static_cast<off_t>(m.offset));
-  ::close(fd);
+  ssize_t n = ::pread(fd.get(), bytes.data(), bytes.size(), static_cast<off_t>(m.offset));
   bytes.resize(n > 0 ? static_cast<std::size_t>(n) : 0);
   return bytes;
 }

@@ -58,7 +58,6 @@ pid_t CallFeed::tid_of(std::uint64_t tp, std::uint64_t tsc) {
     // Written before the first one we saw appear: the thread we attached to.
     return it->second.front().tid;
   }
-  ++unknown_;
   return 0;
 }
 

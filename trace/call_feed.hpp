@@ -113,7 +113,6 @@ class CallFeed {
   void replay(std::ostream* progress, std::uint32_t& next_stack_id);
   // What the entries got, once replayed (nullptr without --stacks).
   const EntryStacks::Outcome* stack_outcome() const { return outcome_ ? &*outcome_ : nullptr; }
-  std::uint64_t unknown_threads() const { return unknown_; }
   // The calls' records the replay found in the spool (its sync records not counted).
   std::uint64_t records_decoded() const { return decoded_; }
   const CallDrain* drain() const { return drain_.get(); }
@@ -141,6 +140,8 @@ class CallFeed {
     pid_t tid = 0;
   };
   record::Event event_of(const jump::CallRecord& r);
+  // The thread whose thread pointer was `tp` at `tsc`; 0 for a pointer of no thread we saw
+  // appear.
   pid_t tid_of(std::uint64_t tp, std::uint64_t tsc);
   void add(const record::Event& e);
   struct Stream;
@@ -173,7 +174,6 @@ class CallFeed {
   std::vector<Named> names_;                // each thread's names as they changed, in time order
   std::map<pid_t, std::string> last_name_;  // each thread's last name seen
   std::size_t names_given_ = 0;             // names_ handed to the recording
-  std::uint64_t unknown_ = 0;
   std::unique_ptr<EntryStacks> stacks_;
   std::optional<EntryStacks::Outcome> outcome_;
   StoppedStack stopped_;

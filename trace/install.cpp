@@ -6,6 +6,7 @@
 #include "restore/restore.hpp"
 #include "trace/run.hpp"
 #include "tracer/int3/int3_area.hpp"
+#include "tracer/symbols/cannot_probe.hpp"
 
 namespace probecost::trace_run {
 
@@ -24,16 +25,21 @@ std::vector<ResolvedProbe> TraceRun::resolve(ProcessTrace& tr, bool first_image,
     out = resolve_probes(specs, *tr.symbols, p.memory(), p.proc_tid(), opts_.all_matches, call);
   } else {
     // In a new image a probe may name nothing: say so and go on with the others.
+    auto not_probed = [&](const Error& e) {
+      if (opts_.announce) {
+        notes_ << opts_.tool << ": not probed in " << (first_image ? "" : "the new image of ")
+               << "process " << p.pid() << ": " << e.what() << std::endl;
+      }
+    };
     for (const auto& spec : specs) {
       try {
         auto r =
             resolve_probes({spec}, *tr.symbols, p.memory(), p.proc_tid(), opts_.all_matches, call);
         out.insert(out.end(), r.begin(), r.end());
-      } catch (const UsageError& e) {
-        if (opts_.announce) {
-          notes_ << opts_.tool << ": not probed in " << (first_image ? "" : "the new image of ")
-                 << "process " << p.pid() << ": " << e.what() << std::endl;
-        }
+      } catch (const CannotProbe& e) {
+        not_probed(e);
+      } catch (const UsageError& e) {  // a malformed spec (record does not parse them first)
+        not_probed(e);
       }
     }
   }
@@ -53,10 +59,10 @@ void TraceRun::enable_int3(ProcessTrace& tr, const ResolvedProbe& probe) {
 
 namespace {
 
-UsageError no_jump(const ResolvedProbe& probe, pid_t pid, const std::string& why) {
-  return UsageError("cannot patch a jump at " + probe.spec + " (" + probe.address.hex() +
-                    ") in process " + std::to_string(pid) + ": " + why +
-                    " (--via auto falls back to int3 there)");
+CannotProbe no_jump(const ResolvedProbe& probe, pid_t pid, const std::string& why) {
+  return CannotProbe("cannot patch a jump at " + probe.spec + " (" + probe.address.hex() +
+                     ") in process " + std::to_string(pid) + ": " + why +
+                     " (--via auto falls back to int3 there)");
 }
 
 }  // namespace

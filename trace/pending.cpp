@@ -12,6 +12,7 @@
 #include "common/paths.hpp"
 #include "trace/run.hpp"
 #include "tracer/core/session.hpp"
+#include "tracer/symbols/cannot_probe.hpp"
 #include "tracer/symbols/usdt.hpp"
 
 namespace probecost::trace_run {
@@ -45,10 +46,10 @@ void refuse_usdt_lookalike(const ProbeSpec& spec, const ProcessSymbols& symbols,
     return;
   auto found = find_usdt(UsdtSpec{"", spec.module, spec.symbol}, symbols);
   if (found.empty()) return;
-  throw UsageError("bad probe '" + spec.text + "': process " + std::to_string(pid) +
-                   " has no module '" + spec.module + "', but " + spec.module + ":" + spec.symbol +
-                   " is a USDT probe of " + found.front().module + ": write usdt:" + spec.module +
-                   ":" + spec.symbol);
+  throw CannotProbe("bad probe '" + spec.text + "': process " + std::to_string(pid) +
+                    " has no module '" + spec.module + "', but " + spec.module + ":" + spec.symbol +
+                    " is a USDT probe of " + found.front().module + ": write usdt:" + spec.module +
+                    ":" + spec.symbol);
 }
 
 }  // namespace
@@ -186,7 +187,7 @@ void TraceRun::install_pending(ProcessTrace& tr, Task& task) {
   tr.probes.insert(tr.probes.end(), fresh.begin(), fresh.end());
   try {
     place_probes(tr, from);
-  } catch (const UsageError& e) {  // --via jump refused one: nothing of them went in
+  } catch (const CannotProbe& e) {  // --via jump refused one: nothing of them went in
     notes_ << opts_.tool << ": not probed in process " << p.pid() << ": " << e.what() << std::endl;
     tr.probes.resize(from);
     tr.installs.resize(from);

@@ -9,8 +9,10 @@
 #include "common/paths.hpp"
 #include "common/status_line.hpp"
 #include "trace/run.hpp"
+#include "tracer/core/cannot_trace.hpp"
 #include "tracer/jump/module_code.hpp"
 #include "tracer/os/syscalls.hpp"
+#include "tracer/symbols/cannot_probe.hpp"
 
 namespace probecost {
 
@@ -217,6 +219,27 @@ void TraceRun::let_go() {
   }
 }
 
+namespace {
+
+// What the user asked cannot be done (bad input, a process that cannot be traced, a probe that
+// cannot go in), as against
+// a failure of the run.
+bool is_refusal(const std::exception_ptr& e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const UsageError&) {
+    return true;
+  } catch (const CannotTrace&) {
+    return true;
+  } catch (const CannotProbe&) {
+    return true;
+  } catch (...) {
+    return false;
+  }
+}
+
+}  // namespace
+
 // A runtime failure (a trace file that cannot be written, ...): every process is let go as on
 // the normal way out, probes out, so that a launched command runs on, untraced, instead of
 // dying with probecost (TracedProcess's destructor kills a launched command: right for one
@@ -303,12 +326,9 @@ ProcessTrace& TraceRun::begin() {
 TraceReport TraceRun::run() {
   try {
     return run_to_end();
-  } catch (const UsageError&) {
-    if (!ran_) throw;  // found before it ran: nothing touched, a launched command killed unrun
-    let_go_after_failure();
-    throw;
   } catch (...) {
-    let_go_after_failure();
+    // A refusal found before the root ran: nothing touched, a launched command killed unrun.
+    if (ran_ || !is_refusal(std::current_exception())) let_go_after_failure();
     throw;
   }
 }

@@ -26,12 +26,12 @@ std::unique_ptr<Family> at_entry(std::vector<std::string> argv) {
   return family;
 }
 
-// The UsageError `f` throws, as text ("" when it throws none).
+// The CannotProbe `f` throws, as text ("" when it throws none).
 template <typename F>
-std::string usage_error(F&& f) {
+std::string refusal(F&& f) {
   try {
     f();
-  } catch (const UsageError& e) {
+  } catch (const CannotProbe& e) {
     return e.what();
   }
   return "";
@@ -61,7 +61,7 @@ TEST(Symbols, ABareNameIsTheDefaultVersionAndNameAtVersionPicksAnother) {
   EXPECT_NE(old.address, memcpy.address);
   EXPECT_EQ(symbols.resolve("memcpy@@GLIBC_2.14", "libc.so.6").address, memcpy.address);
   EXPECT_EQ(symbols.resolve("memcpy@GLIBC_2.14", "libc.so.6").address, memcpy.address);
-  EXPECT_NE(usage_error([&] {
+  EXPECT_NE(refusal([&] {
               symbols.resolve("memcpy@GLIBC_9.9", "libc.so.6");
             }).find("no function symbol 'memcpy@GLIBC_9.9' in module 'libc.so.6'"),
             std::string::npos);
@@ -82,10 +82,10 @@ TEST(Symbols, ACxxNameIsEveryOverloadOfOneFunction) {
   EXPECT_EQ(demangle(symbols.resolve("Klass::method() const").name), "ns::Klass::method() const");
   EXPECT_EQ(symbols.resolve("_Z6middlei").name, "_Z6middlei");
   // One function wanted, several named: the error lists them.
-  std::string overloaded = usage_error([&] { symbols.resolve("middle"); });
+  std::string overloaded = refusal([&] { symbols.resolve("middle"); });
   EXPECT_NE(overloaded.find("is overloaded"), std::string::npos) << overloaded;
   EXPECT_NE(overloaded.find("middle(double)"), std::string::npos) << overloaded;
-  std::string twins = usage_error([&] { symbols.resolve_all("twin"); });
+  std::string twins = refusal([&] { symbols.resolve_all("twin"); });
   EXPECT_NE(twins.find("names several functions"), std::string::npos) << twins;
   EXPECT_NE(twins.find("a::twin()"), std::string::npos) << twins;
   EXPECT_NE(twins.find("b::twin()"), std::string::npos) << twins;

@@ -170,7 +170,7 @@ TEST(TracerErrors, UnknownSymbolNamesSymbolAndProcess) {
   try {
     ProcessSymbols(proc->pid()).resolve("no_such_function");
     FAIL() << "resolve should have thrown";
-  } catch (const UsageError& e) {
+  } catch (const CannotProbe& e) {
     std::string what = e.what();
     EXPECT_NE(what.find("no_such_function"), std::string::npos) << what;
     EXPECT_NE(what.find(std::to_string(proc->pid())), std::string::npos) << what;

@@ -114,6 +114,27 @@ TEST(TraceErrors, BadProbesLeaveTheTargetUntouched) {
   EXPECT_EQ(target.ask("go 3"), "calls=3");
 }
 
+// The engine's refusals (CannotTrace for the process, CannotProbe for a probe) are bad usage for
+// record as for trace: exit 2, the reason said, no file written, the target untouched.
+TEST(TraceErrors, RecordRefusesAsTraceDoes) {
+  std::string out = "/tmp/probecost-refused-" + std::to_string(::getpid()) + ".json";
+  auto record = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), {PROBECOST_BIN, "record", "-q", "-o", out});
+    auto r = probecost::test::run_command(args);
+    return Outcome{r.exit_code, r.err};
+  };
+  pid_t none = free_pid();
+  expect_error(record({"-p", std::to_string(none), "-b", "main"}), 2,
+               "no process with PID " + std::to_string(none));
+  Target target(SERVE_PIE, 1);
+  std::string pid = std::to_string(target.pid);
+  expect_error(record({"-p", pid, "-b", "no_such_function"}), 2,
+               "no function symbol 'no_such_function' in process " + pid);
+  struct stat st;
+  EXPECT_NE(::stat(out.c_str(), &st), 0) << out;
+  EXPECT_EQ(target.ask("go 1"), "calls=1");
+}
+
 TEST(TraceErrors, StrippedBinaryAndNotElf) {
   {
     Target target(SERVE_STRIPPED, 1);

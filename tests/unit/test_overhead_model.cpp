@@ -135,7 +135,7 @@ TEST(OverheadModel, PredictsEveryCalibratedMechanismAndTheErrorOfTheOneUsed) {
   EXPECT_NEAR(used->slowdown, 3.0, 1e-12);
   ASSERT_TRUE(r.prediction_error_percent);
   EXPECT_NEAR(*r.prediction_error_percent, 0, 1e-9);
-  EXPECT_EQ(r.error_basis, "slowdown");
+  EXPECT_EQ(r.error_basis, ErrorBasis::Slowdown);
   EXPECT_TRUE(r.explanations.empty());  // within 20%: nothing to explain
   EXPECT_NEAR(r.predicted[0].slowdown, 1 + 100'000 * 8e-9, 1e-12);  // marker
 }
@@ -242,7 +242,7 @@ TEST(OverheadModel, AttachedHasNoSlowdownAndSaysWhatItCannotKnow) {
   EXPECT_DOUBLE_EQ(r.event_rate_per_cpu_s, 100'000);   // over 0.5 CPU busy untraced
   EXPECT_NEAR(r.extra_cpu_percent.median, 100, 1e-9);  // (2.0 - 1.0) / 1.0
   EXPECT_NEAR(r.cpu_ns_per_hit.median, 10'000, 1e-6);
-  EXPECT_EQ(r.error_basis, "extra CPU");
+  EXPECT_EQ(r.error_basis, ErrorBasis::ExtraCpu);
   ASSERT_TRUE(r.prediction_error_percent);
   EXPECT_NEAR(*r.prediction_error_percent, 0, 1e-9);  // 100,000/s x 10 µs = 100%
   ASSERT_EQ(r.cannot_know.size(), 3u);
@@ -284,7 +284,7 @@ TEST(OverheadModel, AttachedBusyProcessThatSlowsDownIsSaidSo) {
   m.traced = {traced(2.0, 1.2, 0.8, 100'000)};  // 0.6 CPU: it waited at the stops
   OverheadResult r = analyze(m, fixture_calibration());
   EXPECT_FALSE(r.prediction_error_percent);  // no extra CPU to compare with
-  EXPECT_EQ(r.error_basis, "extra CPU");
+  EXPECT_EQ(r.error_basis, ErrorBasis::ExtraCpu);
   std::string all;
   for (const auto& e : r.explanations) all += e + "\n";
   EXPECT_NE(all.find("The process was busy untraced (1.00 CPUs) and used less while traced (0.60)"),
@@ -361,7 +361,7 @@ TEST(OverheadModel, AttachedWithAJumpReferenceHasTheSlowdownOfItsRates) {
   ASSERT_TRUE(r.reference_rate && r.traced_rate);
   EXPECT_DOUBLE_EQ(r.reference_rate->median, 100'000);
   EXPECT_DOUBLE_EQ(r.traced_rate->median, 20'000);
-  EXPECT_EQ(r.error_basis, "slowdown");
+  EXPECT_EQ(r.error_basis, ErrorBasis::Slowdown);
   ASSERT_TRUE(r.prediction_error_percent);
   EXPECT_NEAR(*r.prediction_error_percent, 100 * (3.0 / 5 - 1), 1e-9);  // 1 + 100,000 x 20 µs
   ASSERT_EQ(r.cannot_know.size(), 3u);

@@ -72,10 +72,10 @@ class TracedProcess final : public RemoteProcess {
  public:
   // Starts the command, seized, stopped at its exec (before the dynamic loader has run).
   static std::unique_ptr<TracedProcess> launch(const LaunchSpec& spec, EventSource& events);
-  // Seizes every thread of a running process and stops them all. UsageError for a PID that
-  // cannot be traced (none, a kernel thread, a zombie), Error when the kernel refuses (no
-  // permission, traced already), with the reason. `with_guardian`: its guardian
-  // (start_guardian) is started between the seize and the stop, while the process still runs.
+  // Seizes every thread of a running process and stops them all. CannotTrace (none, a kernel
+  // thread, a zombie: cannot_trace.hpp; launch's for no program), or Error when the kernel
+  // refuses (no permission, traced already). `with_guardian`: its guardian (start_guardian) is
+  // started between the seize and the stop, while the process still runs.
   static std::unique_ptr<TracedProcess> attach(pid_t pid, EventSource& events,
                                                bool with_guardian = false);
   // A process the family follows (a fork child, or a process sharing a member's memory that

@@ -14,6 +14,7 @@
 
 #include "common/cpu.hpp"
 #include "common/error.hpp"
+#include "tracer/core/cannot_trace.hpp"
 #include "tracer/core/left_loops.hpp"
 #include "tracer/core/process.hpp"
 #include "tracer/int3/guardian.hpp"
@@ -76,11 +77,13 @@ std::string find_program(const std::string& name) {
     std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
     if (::access(candidate.c_str(), X_OK) == 0) return candidate;
   }
-  throw UsageError("cannot launch '" + name + "': no such program in PATH");
+  throw CannotTrace(0, CannotTrace::Reason::NoProgram,
+                    "cannot launch '" + name + "': no such program in PATH");
 }
 
 pid_t fork_child(const LaunchSpec& spec, bool stop_first, int& report_fd) {
-  if (spec.argv.empty()) throw UsageError("no command to launch");
+  if (spec.argv.empty())
+    throw CannotTrace(0, CannotTrace::Reason::NoCommand, "no command to launch");
   std::string program = find_program(spec.argv[0]);
   std::vector<char*> argv;
   for (const auto& a : spec.argv) argv.push_back(const_cast<char*>(a.c_str()));
@@ -113,25 +116,30 @@ void check_exec_report(int fd, pid_t pid, const LaunchSpec& spec) {
 }
 
 void check_attachable(pid_t pid) {
+  using R = CannotTrace::Reason;
   std::string p = std::to_string(pid);
-  if (pid <= 0) throw UsageError("bad PID " + p);
-  if (pid == ::getpid()) throw UsageError("process " + p + " is probecost itself");
-  if (sys::kill(pid, 0) < 0 && errno == ESRCH) throw UsageError("no process with PID " + p);
+  auto refuse = [pid](R reason, const std::string& what) { return CannotTrace(pid, reason, what); };
+  if (pid <= 0) throw refuse(R::BadPid, "bad PID " + p);
+  if (pid == ::getpid()) throw refuse(R::Itself, "process " + p + " is probecost itself");
+  if (sys::kill(pid, 0) < 0 && errno == ESRCH)
+    throw refuse(R::NoProcess, "no process with PID " + p);
   std::string state = stat_field(pid, 3);
-  if (state.empty()) throw UsageError("no process with PID " + p);
+  if (state.empty()) throw refuse(R::NoProcess, "no process with PID " + p);
   // /proc/TID answers for any thread, and seizing a thread's TID would trace its whole group
   // under a wrong name: say which process it belongs to.
   if (pid_t tgid = tgid_of(pid); tgid != 0 && tgid != pid) {
-    throw UsageError("PID " + p + " is a thread of process " + std::to_string(tgid) +
-                     "; give the process: -p " + std::to_string(tgid));
+    throw refuse(R::Thread, "PID " + p + " is a thread of process " + std::to_string(tgid) +
+                                "; give the process: -p " + std::to_string(tgid));
   }
   // A zombie leader whose other threads live (it called pthread_exit) is a running process.
   if (state == "Z" && task_ids(pid).size() <= 1) {
-    throw UsageError("process " + p + " is a zombie: it has exited and only waits to be reaped");
+    throw refuse(R::Zombie,
+                 "process " + p + " is a zombie: it has exited and only waits to be reaped");
   }
   constexpr unsigned long kPfKthread = 0x00200000;  // include/linux/sched.h
   if (std::stoul(stat_field(pid, 9)) & kPfKthread) {
-    throw UsageError("process " + p + " is a kernel thread: it has no user space to probe");
+    throw refuse(R::KernelThread,
+                 "process " + p + " is a kernel thread: it has no user space to probe");
   }
 }
 
@@ -228,14 +236,18 @@ std::unique_ptr<TracedProcess> TracedProcess::attach(pid_t pid, EventSource& eve
           " (traced by another process already, owned by another user, or forbidden by "
           "kernel.yama.ptrace_scope)";
     }
-    if (errno == ESRCH) throw UsageError("no process with PID " + std::to_string(pid));
+    if (errno == ESRCH) {
+      throw CannotTrace(pid, CannotTrace::Reason::NoProcess,
+                        "no process with PID " + std::to_string(pid));
+    }
     throw Error("cannot trace process " + std::to_string(pid) + ": " + why);
   }
-  // A process that exits while we attach is as good as one that was not there: a usage error
-  // (exit 2), as for a PID that names nothing.
+  // A process that exits while we attach is as good as one that was not there, as for a PID
+  // that names nothing.
   auto exited = [pid](const std::string& how) {
-    return UsageError("process " + std::to_string(pid) + " " + how +
-                      " while probecost was attaching");
+    return CannotTrace(
+        pid, CannotTrace::Reason::NoProcess,
+        "process " + std::to_string(pid) + " " + how + " while probecost was attaching");
   };
   std::unique_ptr<TracedProcess> proc;
   try {
@@ -247,7 +259,10 @@ std::unique_ptr<TracedProcess> TracedProcess::attach(pid_t pid, EventSource& eve
   }
   if (!zombie_leader) proc->add_task(pid, Task::Role::Thread);
   proc->seize_all_threads();
-  if (proc->tasks_.empty()) throw UsageError("process " + std::to_string(pid) + " has exited");
+  if (proc->tasks_.empty()) {
+    throw CannotTrace(pid, CannotTrace::Reason::NoProcess,
+                      "process " + std::to_string(pid) + " has exited");
+  }
   // PTRACE_SEIZE does not stop anything: the guardian's fork (a copy of probecost's page
   // tables, which hold the symbols read already) is made while the process runs on.
   if (with_guardian) proc->start_guardian();

@@ -13,6 +13,7 @@
 
 #include "breakpoint/x86/tracee_memory.hpp"
 #include "common/error.hpp"
+#include "common/fd.hpp"
 #include "tracer/os/maps.hpp"
 #include "tracer/os/syscalls.hpp"
 
@@ -100,12 +101,11 @@ std::optional<std::size_t> find_in_chunks(std::uint64_t size, std::span<const st
 // attach's hold here. The process's own bytes are the fallback.
 std::optional<RuntimeAddr> restore_rt_in(TraceeMemory& memory, pid_t pid, const Mapping& m) {
   const auto size = static_cast<std::uint64_t>(m.end - m.start);
-  if (int fd = open_mapped_file(pid, m); fd >= 0) {
+  if (Fd fd(open_mapped_file(pid, m)); fd) {
     auto at = find_in_chunks(size, kRestoreRt, [&](std::uint64_t off, std::span<std::uint8_t> b) {
-      return ::pread(fd, b.data(), b.size(), static_cast<off_t>(m.offset + off)) ==
+      return ::pread(fd.get(), b.data(), b.size(), static_cast<off_t>(m.offset + off)) ==
              static_cast<ssize_t>(b.size());
     });
-    ::close(fd);
     if (at) {
       RuntimeAddr found = m.start + static_cast<std::int64_t>(*at);
       std::array<std::uint8_t, kRestoreRt.size()> now{};

@@ -11,6 +11,7 @@
 #include <map>
 
 #include "common/error.hpp"
+#include "common/fd.hpp"
 #include "tracer/jump/branch_cache.hpp"
 
 namespace probecost {
@@ -107,27 +108,25 @@ std::uint64_t ModuleCode::files_read() {
 }
 
 std::shared_ptr<const ModuleCode> ModuleCode::of(pid_t pid, const Mapping& m, std::string& why) {
-  int fd = open_mapped_file(pid, m);
-  if (fd < 0) {
+  Fd fd(open_mapped_file(pid, m));
+  if (!fd) {
     why = "cannot open " + m.path + ": " + std::strerror(errno);
     return nullptr;
   }
   struct stat st {};
-  ::fstat(fd, &st);
+  ::fstat(fd.get(), &st);
   std::string key = std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino) + "@" +
                     std::to_string(st.st_size) + "@" + std::to_string(st.st_mtim.tv_sec) + "." +
                     std::to_string(st.st_mtim.tv_nsec);
   auto it = by_file.find(key);
   if (it == by_file.end()) {
     try {
-      it = by_file.emplace(key, std::make_shared<ModuleCode>(fd, m.path)).first;
+      it = by_file.emplace(key, std::make_shared<ModuleCode>(fd.get(), m.path)).first;
     } catch (const Error& e) {
-      ::close(fd);
       why = e.what();
       return nullptr;
     }
   }
-  ::close(fd);
   return it->second;
 }
 

@@ -6,6 +6,7 @@
 #include "breakpoint/x86/decoder.hpp"
 #include "common/error.hpp"
 #include "tracer/os/maps.hpp"
+#include "tracer/symbols/cannot_probe.hpp"
 #include "tracer/symbols/cxx_names.hpp"
 #include "tracer/symbols/dwfl_modules.hpp"
 #include "tracer/symbols/usdt.hpp"
@@ -92,17 +93,17 @@ void check_placement(RuntimeAddr at, const ProcessSymbols& symbols, TraceeMemory
   for (const auto& m : maps) {
     if (m.contains(at)) map = &m;
   }
-  if (!map) throw UsageError("address " + at.hex() + " is not mapped" + where);
+  if (!map) throw CannotProbe("address " + at.hex() + " is not mapped" + where);
   if (!map->exec) {
-    throw UsageError("address " + at.hex() + where + " is not executable: it is in " +
-                     (map->path.empty() ? "an anonymous mapping" : map->path) + " (" + perms(*map) +
-                     ")");
+    throw CannotProbe("address " + at.hex() + where + " is not executable: it is in " +
+                      (map->path.empty() ? "an anonymous mapping" : map->path) + " (" +
+                      perms(*map) + ")");
   }
   auto sym = symbols.containing(at);
   if (!sym && function_start) return;
   if (!sym) {
-    throw UsageError("cannot check that " + at.hex() + where +
-                     " is an instruction boundary: no function symbol covers it");
+    throw CannotProbe("cannot check that " + at.hex() + where +
+                      " is an instruction boundary: no function symbol covers it");
   }
   // Decode from the symbol's first instruction on: the address must be where one starts.
   std::vector<std::uint8_t> code(static_cast<std::size_t>(at - sym->address) + 15);
@@ -112,13 +113,13 @@ void check_placement(RuntimeAddr at, const ProcessSymbols& symbols, TraceeMemory
     std::size_t off = static_cast<std::size_t>(pos - sym->address);
     auto in = decode(std::span(code).subspan(off), pos);
     if (!in) {
-      throw UsageError("cannot decode " + sym->name + " at " + pos.hex() + where +
-                       " to check the probe address " + at.hex());
+      throw CannotProbe("cannot decode " + sym->name + " at " + pos.hex() + where +
+                        " to check the probe address " + at.hex());
     }
     if (in->next() > at) {
-      throw UsageError("address " + at.hex() + where + " is inside the instruction at " +
-                       pos.hex() + " (" + symbols.describe(pos) + ": '" + in->text + "', " +
-                       std::to_string(in->length) + " bytes)");
+      throw CannotProbe("address " + at.hex() + where + " is inside the instruction at " +
+                        pos.hex() + " (" + symbols.describe(pos) + ": '" + in->text + "', " +
+                        std::to_string(in->length) + " bytes)");
     }
     pos = in->next();
   }
@@ -152,9 +153,9 @@ Target target_of(const Symbol& s, const ProbeSpec& spec, const ProcessSymbols& s
     size = impl && impl->address == t.address ? impl->size : 0;
   }
   if (spec.offset && size && spec.offset >= size) {
-    throw UsageError("bad probe '" + spec.text + "': offset " + std::to_string(spec.offset) +
-                     " is past the end of " + (t.ifunc ? t.ifunc->name : s.name) + " (" +
-                     std::to_string(size) + " bytes)");
+    throw CannotProbe("bad probe '" + spec.text + "': offset " + std::to_string(spec.offset) +
+                      " is past the end of " + (t.ifunc ? t.ifunc->name : s.name) + " (" +
+                      std::to_string(size) + " bytes)");
   }
   t.address = t.address + static_cast<std::int64_t>(spec.offset);
   return t;
@@ -216,7 +217,7 @@ void check_usdt_site(const UsdtProbe& u, TraceeMemory& memory, pid_t pid) {
   for (const auto& m : maps) {
     if (m.contains(u.address)) map = &m;
   }
-  if (!map || !map->exec) throw UsageError(where + " is not in executable code");
+  if (!map || !map->exec) throw CannotProbe(where + " is not in executable code");
   std::uint8_t byte = memory.read_byte(u.address);
   if (byte == 0xCC) {
     throw SiteOccupied(where + " holds an int3 already: another tracer's (a kernel uprobe: " +
@@ -226,7 +227,7 @@ void check_usdt_site(const UsdtProbe& u, TraceeMemory& memory, pid_t pid) {
   if (byte != 0x90) {
     char hex[8];
     std::snprintf(hex, sizeof hex, "0x%02x", byte);
-    throw UsageError(where + " is not the nop its note describes (the byte there is " + hex + ")");
+    throw CannotProbe(where + " is not the nop its note describes (the byte there is " + hex + ")");
   }
 }
 
@@ -284,8 +285,8 @@ std::vector<ResolvedProbe> resolve_probes(const std::vector<std::string>& specs,
     for (const Target& t : targets_of(spec, symbols, memory, pid, all_matches, call_resolver)) {
       try {
         check_placement(t.address, symbols, memory, pid, t.ifunc && !spec.offset);
-      } catch (const UsageError& e) {
-        throw UsageError("bad probe '" + text + "': " + e.what());
+      } catch (const CannotProbe& e) {
+        throw CannotProbe("bad probe '" + text + "': " + e.what());
       }
       out.push_back(describe_target(t, spec, symbols, all_matches));
     }

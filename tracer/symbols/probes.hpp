@@ -49,7 +49,7 @@ struct ResolvedProbe {
 // Every spec to the addresses it names (several per spec only with `all_matches`), each
 // checked: mapped, executable, at an instruction boundary. An IFUNC symbol names the
 // implementation the process uses (tracer/symbols/ifunc.hpp; `call_resolver` runs its resolver in
-// the tracee when no relocated slot tells). UsageError names the spec, the process and the
+// the tracee when no relocated slot tells). CannotProbe names the spec, the process and the
 // reason; nothing is written to the tracee (a resolver call leaves it as it was).
 std::vector<ResolvedProbe> resolve_probes(const std::vector<std::string>& specs,
                                           const ProcessSymbols& symbols, TraceeMemory& memory,

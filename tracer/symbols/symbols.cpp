@@ -193,7 +193,7 @@ void ProcessSymbols::fail_not_found(const std::string& name, const std::string& 
     why = " (" + base_name(executable_) +
           " has no .symtab: it is stripped, so only its exported .dynsym symbols are known)";
   }
-  throw UsageError("no function symbol '" + name + "'" + where + process + why);
+  throw CannotProbe("no function symbol '" + name + "'" + where + process + why);
 }
 
 std::vector<Symbol> ProcessSymbols::resolve_all(const std::string& name,
@@ -214,14 +214,14 @@ std::vector<Symbol> ProcessSymbols::resolve_all(const std::string& name,
                                [](const Symbol& s) { return !overload_set(s.name).empty(); });
   if (first.module != executable_ &&
       (one_module.size() != found.size() || (!overloads && found.size() > 1))) {
-    throw UsageError("symbol '" + name + "'" + where + " is ambiguous" + process +
-                     " (use MODULE:SYMBOL, or --all-matches):" + listing(found));
+    throw CannotProbe("symbol '" + name + "'" + where + " is ambiguous" + process +
+                      " (use MODULE:SYMBOL, or --all-matches):" + listing(found));
   }
   std::string key = function_key(first.name);
   for (const auto& s : one_module) {
     if (function_key(s.name) != key) {
-      throw UsageError("symbol '" + name + "'" + where + " names several functions" + process +
-                       " (give the whole name, or --all-matches):" + listing(one_module));
+      throw CannotProbe("symbol '" + name + "'" + where + " names several functions" + process +
+                        " (give the whole name, or --all-matches):" + listing(one_module));
     }
   }
   return overloads ? one_module : std::vector<Symbol>{first};
@@ -230,9 +230,9 @@ std::vector<Symbol> ProcessSymbols::resolve_all(const std::string& name,
 Symbol ProcessSymbols::resolve(const std::string& name, const std::string& module) const {
   auto all = resolve_all(name, module);
   if (all.size() > 1) {
-    throw UsageError("symbol '" + name + "' is overloaded in process " + std::to_string(pid_) +
-                     " (give the parameter list, as in '" + demangle(all.front().name) +
-                     "'):" + listing(all));
+    throw CannotProbe("symbol '" + name + "' is overloaded in process " + std::to_string(pid_) +
+                      " (give the parameter list, as in '" + demangle(all.front().name) +
+                      "'):" + listing(all));
   }
   return all.front();
 }

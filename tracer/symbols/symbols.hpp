@@ -16,6 +16,7 @@
 
 #include "common/address.hpp"
 #include "common/error.hpp"
+#include "tracer/symbols/cannot_probe.hpp"
 
 typedef struct Dwfl Dwfl;
 typedef struct Dwfl_Module Dwfl_Module;
@@ -47,9 +48,9 @@ struct IfuncSlot {
 };
 
 // A probe's MODULE names no module the process has loaded (a library it has not loaded yet).
-class UnknownModule : public UsageError {
+class UnknownModule : public CannotProbe {
  public:
-  using UsageError::UsageError;
+  using CannotProbe::CannotProbe;
 };
 
 class ProcessSymbols {
@@ -73,10 +74,10 @@ class ProcessSymbols {
   std::vector<Symbol> find(const std::string& name, const std::string& module = {}) const;
   // The functions that `name` means: one symbol, or every overload of one C++ function in one
   // module ("middle": middle(long) and middle(int)); the executable's before the libraries'.
-  // Else a UsageError that says which process, which symbol and why (UnknownModule when
+  // Else a CannotProbe that says which process, which symbol and why (UnknownModule when
   // `module` names no loaded module).
   std::vector<Symbol> resolve_all(const std::string& name, const std::string& module = {}) const;
-  // Exactly one function: resolve_all's, or a UsageError when that is an overload set.
+  // Exactly one function: resolve_all's, or a CannotProbe when that is an overload set.
   Symbol resolve(const std::string& name, const std::string& module = {}) const;
   // Function symbols whose name, mangled or demangled, matches the glob `pattern`, sorted by
   // module then name.

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "common/error.hpp"
+#include "tracer/symbols/cannot_probe.hpp"
 #include "tracer/symbols/symbols.hpp"
 
 namespace probecost {
@@ -161,10 +162,10 @@ std::vector<UsdtProbe> resolve_usdt(const std::string& text, const ProcessSymbol
   auto found = find_usdt(spec, symbols);
   if (!found.empty()) return found;
   std::string where = spec.module.empty() ? "" : " of " + spec.module;
-  throw UsageError("bad probe '" + text + "': process " + std::to_string(pid) +
-                   " has no USDT probe " + spec.provider + ":" + spec.name + where +
-                   "; the USDT providers it has: " + usdt_providers(usdt_probes(symbols)) +
-                   " ('probecost trace -l usdt:*' lists them)");
+  throw CannotProbe("bad probe '" + text + "': process " + std::to_string(pid) +
+                    " has no USDT probe " + spec.provider + ":" + spec.name + where +
+                    "; the USDT providers it has: " + usdt_providers(usdt_probes(symbols)) +
+                    " ('probecost trace -l usdt:*' lists them)");
 }
 
 std::string usdt_name(const UsdtProbe& p) {

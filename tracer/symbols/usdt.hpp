@@ -52,7 +52,7 @@ UsdtSpec parse_usdt_spec(const std::string& text);
 
 // The probes of `symbols` that `spec` names (in modules that has_module matches).
 std::vector<UsdtProbe> find_usdt(const UsdtSpec& spec, const ProcessSymbols& symbols);
-// The probes `spec` names, or a UsageError that names the process and the providers it has.
+// The probes `spec` names, or a CannotProbe that names the process and the providers it has.
 std::vector<UsdtProbe> resolve_usdt(const std::string& text, const ProcessSymbols& symbols,
                                     pid_t pid);
 
