@@ -159,11 +159,39 @@ void TracedProcess::free_stopped_for_calls(Task& t) {
   }
 }
 
+// Every thread may be held in a signal-delivery-stop when the detach stops them all: the
+// SIGCHLDs of children that exited meanwhile (a parent forking without pause, `-F`). A thread
+// held so keeps its stop for the signal's delivery and runs no injected call, so none was left
+// to put the program's SIGTRAP disposition back, and our handler stayed (fault_regression
+// FollowForks, about 1 run of 20 under load). Those signals are delivered now, as the event
+// loop would have, with their own siginfo (the same signal from the same stop), and the
+// threads stopped again; a few rounds at most, or the detach goes on as before.
+void TracedProcess::free_a_thread_for_calls() {
+  for (int round = 0; round < 4 && !any_stopped_thread(); ++round) {
+    std::vector<pid_t> held;
+    for (auto& [tid, t] : tasks_) {
+      if (t.stopped() && t.runs_with_us() && t.deferred && t.deferred->signal_stop() &&
+          t.deferred->stop_signal() != SIGTRAP && !is_stop_signal(t.deferred->stop_signal()))
+        held.push_back(tid);
+    }
+    if (held.empty()) return;
+    for (pid_t tid : held) {
+      Task& t = tasks_.at(tid);
+      t.pending_signals.push_front(t.deferred->stop_signal());
+      t.deferred.reset();
+      t.resume();
+    }
+    stop_all(0, true);
+    settle_new_tasks();
+  }
+}
+
 void TracedProcess::detach() {
   if (detached_) return;
   letting_go_ = true;
   stop_all(0, true);
   settle_new_tasks();
+  free_a_thread_for_calls();
   for (auto& [tid, t] : tasks_) {
     if (t.stopped()) fix_up_trap(t);
     // A hit parked on its site while everything stopped (park_trap: deferred as a plain

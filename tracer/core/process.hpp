@@ -334,6 +334,7 @@ class TracedProcess final : public RemoteProcess {
   void release_fork_child(Task& child);
   void release_fork_child_fully(Task& child);
   void free_stopped_for_calls(Task& t);  // detach's: a job-control stop may run injected calls
+  void free_a_thread_for_calls();        // detach's: signals held in every thread delivered
   void release_sharer_bookkeeping(pid_t tid);  // a vfork waiter is out of vfork()
   // Detach's fix-up of one stopped task: a thread whose int3 trapped is rewound onto the site,
   // and its SIGTRAP consumed, before the byte goes back.
@@ -348,8 +349,7 @@ class TracedProcess final : public RemoteProcess {
   void adopt_int3_area(std::unique_ptr<Int3Area> area);
   void leave_moved_code();  // forget_moved_code(), its notes kept in left_alone_
   // Detach's: each stopped thread inside one of our jump areas let run alone, and interrupted,
-  // until it has left it (run_out.cpp); why one could not be is noted for OurMappings::release.
-  // One step of bringing a caught thread out of our areas (run_out.cpp).
+  // until it has left it (run_out.cpp; why not, for OurMappings::release), a step at a time.
   struct RunOutStep {
     enum class Is { Going, Done, Stuck } is = Is::Going;
     std::string why;  // when Stuck
@@ -363,7 +363,7 @@ class TracedProcess final : public RemoteProcess {
   RunOutStep resume_for_run(TaskRef ref);
   RunOutStep stop_after_run(TaskRef ref);
   void settle_new_tasks();
-  // One single-step of injected code; the registers after it, nullptr when the thread is gone.
+  // One single-step of injected code; the registers after it, nullptr when it is gone.
   const user_regs_struct* step_injected(Task& task);
   // After injected code ran in `ref` by single-steps: from the last step's stop to an
   // interrupt stop, which holds no signal and no step flag should probecost die (inject.cpp).
