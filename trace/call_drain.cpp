@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <sys/stat.h>
-#include <sys/uio.h>
 #include <unistd.h>
 #include <x86intrin.h>
 
@@ -40,30 +39,14 @@ double thread_cpu_now() {
 }  // namespace
 
 CallSpool::CallSpool(const std::string& dir, std::uint32_t record_size, std::uint32_t max_ids,
-                     Kind kind, std::uint64_t limit)
+                     Kind kind, std::uint64_t limit, SpoolIo io)
     : dir_(dir),
-      fd_(spool_file(dir)),
+      writer_(spool_file(dir), io),
       record_size_(record_size),
       kind_(kind),
       limit_(limit),
       not_kept_(max_ids + 1),
       not_kept_exits_(max_ids + 1) {}
-
-bool CallSpool::write_all(const std::uint8_t* data, std::size_t bytes) {
-  while (bytes) {
-    ssize_t n = ::write(fd_.get(), data, bytes);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      error_ = std::string("the spool in ") + dir_ + " could not be written after " +
-               std::to_string(size_ >> 20) + " MiB (" +
-               (n < 0 ? std::strerror(errno) : "no progress") + ")";
-      return false;
-    }
-    data += n;
-    bytes -= static_cast<std::size_t>(n);
-  }
-  return true;
-}
 
 // Records not kept: counted by their probe id (the tracee wrote the ids: any out of range
 // counts in the last slot).
@@ -89,34 +72,22 @@ void CallSpool::refuse(const std::uint8_t* data, std::size_t bytes) {
 
 void CallSpool::append(std::uint32_t cpu, const std::uint8_t* data, std::size_t bytes) {
   if (!error_.empty()) return refuse(data, bytes);
-  if (size_ + 16 + bytes > limit_) {
+  std::uint64_t at = SpoolWriter::place(data, bytes, size_);
+  if (at + bytes > limit_) {
     error_ = "the spool reached its bound of " + std::to_string(limit_ >> 20) + " MiB";
     return refuse(data, bytes);
   }
-  std::uint32_t head[4] = {kSpoolMagic, cpu, static_cast<std::uint32_t>(bytes),
-                           static_cast<std::uint32_t>(std::uint64_t{bytes} >> 32)};
-  iovec v[2] = {{head, sizeof head}, {const_cast<std::uint8_t*>(data), bytes}};
-  ssize_t n = ::writev(fd_.get(), v, 2);
-  bool ok = n == static_cast<ssize_t>(sizeof head + bytes);
-  if (!ok && n >= 0) {
-    // A short write (a file system nearly full): the rest, or the reason it cannot go.
-    std::size_t done = static_cast<std::size_t>(n);
-    ok = done < sizeof head
-             ? write_all(reinterpret_cast<std::uint8_t*>(head) + done, sizeof head - done) &&
-                   write_all(data, bytes)
-             : write_all(data + (done - sizeof head), bytes - (done - sizeof head));
-  } else if (!ok) {
+  std::string why;
+  if (!writer_.write(data, bytes, at, why)) {
     error_ = "the spool in " + dir_ + " could not be written after " + std::to_string(size_ >> 20) +
-             " MiB (" + std::strerror(errno) + ")";
-  }
-  if (!ok) {
-    // Cut back to the last whole chunk: what the spool holds stays readable.
-    if (::ftruncate(fd_.get(), static_cast<off_t>(size_)) == 0)
-      ::lseek(fd_.get(), static_cast<off_t>(size_), SEEK_SET);
+             " MiB (" + why + ")";
+    // Cut back to the last whole piece (the file's bytes past it are no records of ours; the
+    // chunks, which are what is read, end there either way).
+    if (::ftruncate(writer_.fd(), static_cast<off_t>(size_)) != 0) error_ += "; not cut back";
     return refuse(data, bytes);
   }
-  chunks_.push_back({cpu, size_ + sizeof head, bytes});
-  size_ += sizeof head + bytes;
+  chunks_.push_back({cpu, at, bytes});
+  size_ = at + bytes;
 }
 
 CallDrain::CallDrain(jump::CallReader& reader, CallSpool& spool, const Options& options)

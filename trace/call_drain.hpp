@@ -6,15 +6,18 @@
 // except for the last copy of a buffer whose writers are all stopped or gone.
 //
 // The spool is a raw recording, an unlinked file (O_TMPFILE) in the output's directory, so
-// nothing is left behind however probecost ends. It is a sequence of chunks:
-//   +0  u32 magic 0x70737063 ("cpsp")
-//   +4  u32 the CPU whose ring the records come from
-//   +8  u64 the bytes of records that follow (a multiple of the record size)
-//   +16 the records, as call_buffer.hpp lays them out, in that CPU's TSC order
+// nothing is left behind however probecost ends: the records, as call_buffer.hpp lays them out,
+// one piece of one CPU's ring after another, each in that CPU's TSC order; where each piece is
+// (its CPU, offset and bytes) is kept in probecost's memory (chunks()), which is all the replay
+// reads. A piece that holds a whole page starts where its offset and its address agree modulo
+// a page, so that its whole pages go to the file with O_DIRECT, straight from the shared
+// mapping (spool_writer.hpp); the gap before it, less than a page, is a hole. The file ends
+// where its last piece ends.
 // It is bounded (kSpoolLimit): past the bound, or when the file system refuses a write (a full
-// disk, a quota), the chunk is cut back, the drain goes on freeing sub-buffers without keeping
-// them (the process runs on as if nothing happened) and counts their records lost, and the
-// reason is said at the end; what the spool holds up to there is recorded.
+// disk, a quota), the file is cut back to its last whole piece, the drain goes on freeing
+// sub-buffers without keeping them (the process runs on as if nothing happened) and counts
+// their records lost, and the reason is said at the end; what the spool holds up to there is
+// recorded.
 #include <atomic>
 #include <cstdint>
 #include <string>
@@ -23,11 +26,11 @@
 
 #include "breakpoint/in_tracee/call_buffer.hpp"
 #include "common/fd.hpp"
+#include "trace/spool_writer.hpp"
 
 namespace probecost::trace_run {
 
 inline constexpr std::uint64_t kSpoolLimit = 8ull << 30;
-inline constexpr std::uint32_t kSpoolMagic = 0x70737063;
 
 // An unlinked file in `dir` (O_TMPFILE, else a name removed at once): gone however we end.
 // Error when none can be made.
@@ -44,13 +47,15 @@ class CallSpool {
   enum class Kind { Snapshots, Calls };
   // Error when no file can be made in `dir`.
   CallSpool(const std::string& dir, std::uint32_t record_size, std::uint32_t max_ids,
-            Kind kind = Kind::Snapshots, std::uint64_t limit = kSpoolLimit);
+            Kind kind = Kind::Snapshots, std::uint64_t limit = kSpoolLimit,
+            SpoolIo io = spool_io_from_env());
 
-  // One CPU's records, straight from the shared mapping with write(2).
+  // One CPU's records, straight from the shared mapping (O_DIRECT or write(2)).
   void append(std::uint32_t cpu, const std::uint8_t* data, std::size_t bytes);
 
   const std::vector<Chunk>& chunks() const { return chunks_; }
-  int fd() const { return fd_.get(); }
+  int fd() const { return writer_.fd(); }
+  const SpoolWriter& writer() const { return writer_; }
   std::uint32_t record_size() const { return record_size_; }
   std::uint64_t size() const { return size_; }
   // Why records stopped being kept ("" while they are), and those not kept, by probe id:
@@ -61,10 +66,9 @@ class CallSpool {
 
  private:
   void refuse(const std::uint8_t* data, std::size_t bytes);
-  bool write_all(const std::uint8_t* data, std::size_t bytes);
 
   std::string dir_;
-  Fd fd_;
+  SpoolWriter writer_;
   std::uint32_t record_size_;
   Kind kind_;
   std::uint64_t limit_, size_ = 0;

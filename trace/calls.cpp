@@ -234,8 +234,10 @@ void TraceRun::drain_calls(ProcessTrace& tr, bool final) {
       notes_ << opts_.tool << ": the records of process " << tr.proc->pid()
              << " stopped being read: " << d->error() << std::endl;
   }
-  if (const CallSpool* s = tr.feed->spool(); s && !s->error().empty())
-    spool_errors_.push_back(s->error());
+  if (const CallSpool* s = tr.feed->spool()) {
+    if (!s->error().empty()) spool_errors_.push_back(s->error());
+    spool_io_ = s->writer().how();
+  }
   fed_.push_back(std::move(tr.feed));
 }
 
@@ -259,7 +261,8 @@ void TraceRun::replay_calls() {
     notes_ << opts_.tool << ": the drain copied " << drained_records_ << " records ("
            << drained_bytes_ << " bytes, " << static_cast<double>(drained_bytes_) / records
            << " per record) in " << static_cast<long>(drain_cpu_s_ * 1e3 + 0.5)
-           << " ms of its CPU (" << drain_cpu_s_ * 1e9 / records << " ns per record)" << std::endl;
+           << " ms of its CPU (" << drain_cpu_s_ * 1e9 / records << " ns per record), " << spool_io_
+           << std::endl;
   }
   for (const auto& e : spool_errors_) notes_ << opts_.tool << ": error: " << e << std::endl;
   report_.spool_error = !spool_errors_.empty();

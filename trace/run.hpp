@@ -214,6 +214,7 @@ class TraceRun {
   std::uint32_t stack_ids_ = 1;                 // `record --stacks`: the next stack's id
   std::uint64_t drained_records_ = 0, drained_bytes_ = 0;
   double drain_cpu_s_ = 0;
+  std::string spool_io_;  // how the drain wrote its spool (SpoolWriter::how)
   std::vector<std::string> spool_errors_;
 };
 
