@@ -96,11 +96,10 @@ std::map<std::string, CodeBytes> code_bytes(const std::string& inferior) {
   return out;  // ~Child kills it
 }
 
-const MechanismResult& find(const CompareResult& r, const std::string& name) {
-  for (const auto& m : r.mechanisms) {
-    if (m.mechanism.name == name) return m;
-  }
-  return r.mechanisms.front();
+// A row's place in mechanisms() (and in compare's results, which keep their order): the
+// baseline 0, then each variant's arguments, disabled then enabled.
+std::size_t slot(std::size_t variant, std::size_t args, bool on) {
+  return 1 + 2 * (variant * kArgs.size() + args) + (on ? 1 : 0);
 }
 
 nlohmann::json loop_json(const MechanismResult& m) {
@@ -118,10 +117,10 @@ struct Results {
 };
 
 // `is_base`: the row of the site without a marker, the one the others are measured from.
-std::vector<std::string> row(const Results& r, const std::string& name, const std::string& sym,
+std::vector<std::string> row(const Results& r, std::size_t slot, const std::string& sym,
                              const CodeBytes& base, bool is_base) {
-  const auto& e = find(r.empty, name);
-  const auto& c = find(r.copy, name);
+  const auto& e = r.empty.mechanisms.at(slot);
+  const auto& c = r.copy.mechanisms.at(slot);
   const CodeBytes& b = r.code.at(sym);
   auto added = [&](double v) { return is_base ? std::string("-") : signed_num(v, 2); };
   auto bytes = [&](std::uint64_t v, std::uint64_t b0) {
@@ -148,14 +147,15 @@ Table today_table(const Results& r) {
            "memcpy 4 KiB: cycles", "+cycles", "+ns", "+bytes fast path", "+bytes total", "hits"},
           {}};
   const CodeBytes& base = r.code.at(symbol_of("none", 0));
-  auto first = row(r, "none", symbol_of("none", 0), base, true);
+  auto first = row(r, 0, symbol_of("none", 0), base, true);
   first.insert(first.begin(), {"none (no marker)", "-", "-"});
   t.rows.push_back(first);
-  for (const auto& v : kVariants) {
-    for (int a : kArgs) {
+  for (std::size_t v = 0; v < kVariants.size(); ++v) {
+    for (std::size_t a = 0; a < kArgs.size(); ++a) {
       for (bool on : {false, true}) {
-        auto cells = row(r, label(v, a, on), symbol_of(v, a), base, false);
-        cells.insert(cells.begin(), {v, std::to_string(a), on ? "enabled" : "disabled"});
+        auto cells = row(r, slot(v, a, on), symbol_of(kVariants[v], kArgs[a]), base, false);
+        cells.insert(cells.begin(),
+                     {kVariants[v], std::to_string(kArgs[a]), on ? "enabled" : "disabled"});
         t.rows.push_back(cells);
       }
     }
@@ -165,15 +165,15 @@ Table today_table(const Results& r) {
 
 nlohmann::json data_json(const Results& r) {
   nlohmann::json rows = nlohmann::json::array();
-  for (const auto& v : kVariants) {
-    for (int a : kArgs) {
+  for (std::size_t v = 0; v < kVariants.size(); ++v) {
+    for (std::size_t a = 0; a < kArgs.size(); ++a) {
       for (bool on : {false, true}) {
-        const CodeBytes& b = r.code.at(symbol_of(v, a));
-        rows.push_back({{"variant", v},
-                        {"args", a},
+        const CodeBytes& b = r.code.at(symbol_of(kVariants[v], kArgs[a]));
+        rows.push_back({{"variant", kVariants[v]},
+                        {"args", kArgs[a]},
                         {"enabled", on},
-                        {"empty", loop_json(find(r.empty, label(v, a, on)))},
-                        {"memcpy_4k", loop_json(find(r.copy, label(v, a, on)))},
+                        {"empty", loop_json(r.empty.mechanisms.at(slot(v, a, on)))},
+                        {"memcpy_4k", loop_json(r.copy.mechanisms.at(slot(v, a, on)))},
                         {"fast_path_bytes", b.fast_path},
                         {"total_bytes", b.total}});
       }

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <set>
 
 #include "common/format.hpp"
 #include "overhead/explain.hpp"
@@ -13,7 +12,14 @@ namespace probecost {
 
 const Prediction* OverheadResult::used() const {
   for (const auto& p : predicted) {
-    if (p.mechanism == mechanism) return &p;
+    if (is_used(p)) return &p;
+  }
+  return nullptr;
+}
+
+const CalibrationRow* OverheadResult::used_row() const {
+  for (const auto& row : calibration.rows) {
+    if (is_used(row)) return &row;
   }
   return nullptr;
 }
@@ -79,6 +85,8 @@ Summary over(const std::vector<std::size_t>& pairs, F&& f) {
 Prediction predict(const CalibrationRow& row, double rate_per_s, double rate_per_cpu_s) {
   Prediction p;
   p.mechanism = row.mechanism;
+  p.id = row.id;
+  p.mixed = row.mixed;
   p.cpu_ns_per_hit = row.cpu_ns_per_hit;
   p.wall_ns_per_hit = row.wall_ns_per_hit;
   p.cpu_percent = rate_per_cpu_s * row.cpu_ns_per_hit / 1e7;
@@ -92,6 +100,7 @@ Prediction predict(const CalibrationRow& row, double rate_per_s, double rate_per
 std::optional<CalibrationRow> mixed_row(const OverheadResult& r, const std::string& name) {
   CalibrationRow mix;
   mix.mechanism = name;
+  mix.mixed = true;
   double hits = 0;
   for (std::size_t i = 0; i < r.m.probes.size() && i < r.probe_hits.size(); ++i) {
     auto id = mechanism_id_of(r.m.probes[i], r.m.step_over);
@@ -111,13 +120,26 @@ std::optional<CalibrationRow> mixed_row(const OverheadResult& r, const std::stri
   return mix;
 }
 
-std::string mechanism_used(const Measurement& m) {
-  std::set<std::string> names;
-  for (const auto& p : m.probes) names.insert(mechanism_of(p, m.step_over));
-  if (names.size() == 1) return *names.begin();
-  std::string mixed = "mixed";
-  for (const auto& n : names) mixed += (mixed == "mixed" ? ": " : " + ") + n;
-  return mixed;
+// The mechanism the probes used (r.mechanisms_used, and a via with none by its name), named
+// and typed: one, or "mixed: a + b" in the names' order.
+void mechanism_used(OverheadResult& r) {
+  std::vector<std::string> names;
+  for (MechanismId id : r.mechanisms_used) names.push_back(mechanism(id).name);
+  for (const auto& p : r.m.probes) {
+    if (!mechanism_id_of(p, r.m.step_over)) {
+      names.push_back(via_name(p.via));  // Via::Auto: a probe's report never says it
+      break;
+    }
+  }
+  std::sort(names.begin(), names.end());
+  r.mixed = names.size() != 1;
+  if (!r.mixed) {
+    r.mechanism = names.front();
+    if (!r.mechanisms_used.empty()) r.mechanism_id = r.mechanisms_used.front();
+    return;
+  }
+  r.mechanism = "mixed";
+  for (std::size_t i = 0; i < names.size(); ++i) r.mechanism += (i ? " + " : ": ") + names[i];
 }
 
 // The same over the pairs where `f` has a value; none when no pair has.
@@ -286,13 +308,13 @@ void predictions(OverheadResult& r) {
   for (const auto& row : c.rows) {
     r.predicted.push_back(predict(row, r.event_rate_per_s, r.event_rate_per_cpu_s));
   }
-  r.mechanism = mechanism_used(r.m);
   for (const auto& p : r.m.probes) {
     auto id = mechanism_id_of(p, r.m.step_over);
     if (id && !r.uses(*id)) r.mechanisms_used.push_back(*id);
   }
-  if (!c.find(r.mechanism)) {
-    if (auto mix = mixed_row(r, r.mechanism); mix && r.mechanism.rfind("mixed", 0) == 0) {
+  mechanism_used(r);
+  if (!r.used_row()) {
+    if (auto mix = mixed_row(r, r.mechanism); mix && r.mixed) {
       r.calibration.rows.push_back(*mix);
       r.predicted.push_back(predict(*mix, r.event_rate_per_s, r.event_rate_per_cpu_s));
     }

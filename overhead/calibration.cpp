@@ -25,13 +25,6 @@ const char* probecost_version() {
   return PROBECOST_VERSION;
 }
 
-const CalibrationRow* Calibration::find(const std::string& mechanism) const {
-  for (const auto& r : rows) {
-    if (r.mechanism == mechanism) return &r;
-  }
-  return nullptr;
-}
-
 const CalibrationRow* Calibration::find(MechanismId id) const {
   for (const auto& r : rows) {
     if (r.id == id) return &r;

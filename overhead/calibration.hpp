@@ -17,7 +17,8 @@ const char* probecost_version();
 
 struct CalibrationRow {
   std::string mechanism;
-  std::optional<MechanismId> id;     // none: a mechanism this probecost does not know
+  std::optional<MechanismId> id;     // none: one this probecost does not know, or the mix
+  bool mixed = false;                // overhead's mix of the probes' mechanisms (analyze.cpp)
   double cpu_ns_per_hit = 0;         // median: tracee + tracer CPU per hit, minus the baseline's
   double wall_ns_per_hit = 0;        // median: loop time per hit, minus the baseline's
   double tracer_cpu_ns_per_hit = 0;  // the tracer's side of cpu_ns_per_hit (0: no tracer)
@@ -39,7 +40,6 @@ struct Calibration {
   // the report's order: a mechanism compare gains later appears here with no change.
   std::vector<CalibrationRow> rows;
 
-  const CalibrationRow* find(const std::string& mechanism) const;
   const CalibrationRow* find(MechanismId id) const;
 };
 

@@ -23,7 +23,7 @@ class Why {
       : r_(r),
         m_(r.m),
         c_(r.calibration),
-        row_(c_.find(r.mechanism)),
+        row_(r.used_row()),
         int3_(r.uses_int3()),
         here_(placement_name(m_.placement)),
         it_(m_.attached ? "the process" : "the command") {

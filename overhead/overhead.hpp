@@ -132,11 +132,13 @@ inline constexpr auto kErrorBasisNames = name_table<ErrorBasis>({
 
 struct Prediction {
   std::string mechanism;
-  double cpu_ns_per_hit = 0;     // the calibration's
-  double wall_ns_per_hit = 0;    // the calibration's
-  double cpu_percent = 0;        // extra CPU over the untraced CPU: rate per CPU-s x CPU cost
-  double cpu_share_percent = 0;  // of one CPU: rate per wall-s x CPU cost (the 2006 figure)
-  double slowdown = 1;           // 1 + rate per wall-s x wall cost
+  std::optional<MechanismId> id;  // the calibration row's
+  bool mixed = false;             // the row overhead makes up when the probes' mechanisms differ
+  double cpu_ns_per_hit = 0;      // the calibration's
+  double wall_ns_per_hit = 0;     // the calibration's
+  double cpu_percent = 0;         // extra CPU over the untraced CPU: rate per CPU-s x CPU cost
+  double cpu_share_percent = 0;   // of one CPU: rate per wall-s x CPU cost (the 2006 figure)
+  double slowdown = 1;            // 1 + rate per wall-s x wall cost
 };
 
 struct OverheadResult {
@@ -144,7 +146,11 @@ struct OverheadResult {
   Calibration calibration;
   std::string mechanism;                     // the one used, as named in `predicted`
   std::vector<MechanismId> mechanisms_used;  // by the probes, each once
-  std::uint64_t hits = 0;                    // per run: the traced runs' median
+  // The one used, typed: the probes' one mechanism, or (mixed) the mix of theirs. None
+  // and not mixed only for a probe whose via names no mechanism.
+  std::optional<MechanismId> mechanism_id;
+  bool mixed = false;
+  std::uint64_t hits = 0;  // per run: the traced runs' median
   std::vector<std::uint64_t> probe_hits;
   double event_rate_per_s = 0;      // hits per untraced (reference) wall second
   double event_rate_per_cpu_s = 0;  // hits per untraced (reference) CPU second
@@ -173,6 +179,13 @@ struct OverheadResult {
   std::vector<std::string> cannot_know;   // attached: what a watcher cannot know
 
   const Prediction* used() const;
+  const CalibrationRow* used_row() const;  // in `calibration`, the mix's row included
+  // Whether `row` (a CalibrationRow or a Prediction) is of the mechanism used: an unknown
+  // mechanism's row never is.
+  template <typename Row>
+  bool is_used(const Row& row) const {
+    return row.mixed ? mixed : !mixed && mechanism_id && row.id == mechanism_id;
+  }
   bool uses(MechanismId id) const;
   bool uses_int3() const {
     return uses(MechanismId::Int3Ptrace) || uses(MechanismId::Int3PtraceFast);

@@ -139,7 +139,7 @@ void write_measured(std::ostream& out, const OverheadResult& r) {
        jumps ? "for the same work (events at the reference's probes)" : "");
   std::string sides = "= probecost " + human_ns(r.tracer_ns_per_hit) + " + the " +
                       (attached ? "process " : "command ") + human_ns(r.command_ns_per_hit);
-  const CalibrationRow* row = r.calibration.find(r.mechanism);
+  const CalibrationRow* row = r.used_row();
   if (row && row->tracer_cpu_ns_per_hit > 0) {
     sides += " (calibration: " + human_ns(row->tracer_cpu_ns_per_hit) + " + " +
              human_ns(row->cpu_ns_per_hit - row->tracer_cpu_ns_per_hit) + ")";
@@ -175,7 +175,7 @@ void write_predicted(std::ostream& out, const OverheadResult& r) {
     out << pad(p.mechanism, 34, true) << pad(human_ns(p.cpu_ns_per_hit), 12)
         << pad(human_ns(p.wall_ns_per_hit), 12) << pad(percent(p.cpu_percent), 12)
         << pad(percent(p.cpu_share_percent), 12) << pad(num(p.slowdown, 3), 10)
-        << (p.mechanism == r.mechanism ? "  <- used" : "") << "\n";
+        << (r.is_used(p) ? "  <- used" : "") << "\n";
   }
   for (const auto& row : c.rows) {
     if (!row.problem.empty())

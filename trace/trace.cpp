@@ -11,6 +11,7 @@
 #include "trace/run.hpp"
 #include "tracer/core/cannot_trace.hpp"
 #include "tracer/jump/module_code.hpp"
+#include "tracer/os/fault_plan.hpp"
 #include "tracer/os/syscalls.hpp"
 #include "tracer/symbols/cannot_probe.hpp"
 
@@ -171,7 +172,7 @@ std::vector<pid_t> TraceRun::leftovers() const {
 // Every way out: every process is left as it was (or, asked for, killed). The fork children
 // first: the root's detach must not wait behind them.
 void TraceRun::let_go() {
-  sys::at_stage("detach");
+  fault_plan::at_stage("detach");
   family_->set_following(false);  // a fork seen from now on is cleaned and let go
   for (std::size_t i = processes_.size(); i-- > 1;) {
     TracedProcess& p = *processes_[i]->proc;
@@ -345,7 +346,7 @@ TraceReport TraceRun::run_to_end() {
   t0_ = now_s();
   let_run(top);
   ran_ = true;
-  sys::at_stage("attached");
+  fault_plan::at_stage("attached");
   report_.start_s = now_s();
   std::optional<StatusLine> status;
   if (opts_.progress) status.emplace([this](double t) { return progress_text(t); });

@@ -1,5 +1,5 @@
 // Issue 16 §4: probecost SIGKILLed at every point of the hit path (PROBECOST_DIE_AT_HIT=K+N:
-// right before the N-th system call on the tracee after its K-th hit, tracer/os/syscalls.hpp),
+// right before the N-th system call on the tracee after its K-th hit, tracer/os/fault_plan.hpp),
 // with every step-over strategy: the target goes on as if untraced. Each of its calls checks
 // its result (a thread let go one byte past the int3 runs the tail of `mov %rdi,%rax` as
 // `mov %edi,%eax`: a wrong result), and its end line counts stray SIGTRAPs; afterwards

@@ -9,7 +9,7 @@
 #include "restore/restore.hpp"
 #include "tracer/core/family.hpp"
 #include "tracer/jump/jump_probes.hpp"
-#include "tracer/os/syscalls.hpp"
+#include "tracer/os/fault_plan.hpp"
 #include "tracer/symbols/symbols.hpp"
 
 using namespace probecost;
@@ -161,7 +161,7 @@ int trace_and_die(pid_t target, const std::string& plan) {
         caught = thread_in_trampoline(proc);
       }
       if (!caught) ::_exit(10);
-      sys::plan_death(plan.c_str());
+      fault_plan::plan_death(plan.c_str());
       proc.detach();
       code = 0;
     } catch (const std::exception&) {

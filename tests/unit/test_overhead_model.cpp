@@ -77,7 +77,7 @@ TEST(Calibration, EveryMechanismButTheBaselineInTheReportsOrder) {
   EXPECT_EQ(c.rows[0].mechanism, "marker");
   EXPECT_EQ(c.rows[3].mechanism, "uprobe");
   EXPECT_EQ(c.rows[3].problem, "made up");
-  const CalibrationRow* fast = c.find("int3-ptrace-fast");
+  const CalibrationRow* fast = c.find(MechanismId::Int3PtraceFast);
   ASSERT_NE(fast, nullptr);
   EXPECT_EQ(fast->cpu_ns_per_hit, 10000);
   EXPECT_EQ(fast->wall_ns_per_hit, 20000);
@@ -85,11 +85,10 @@ TEST(Calibration, EveryMechanismButTheBaselineInTheReportsOrder) {
   EXPECT_EQ(fast->step_over, "outline 'push %rbp' (1 byte)");
   EXPECT_EQ(fast->method, StepMethod::Outline);
   EXPECT_EQ(fast->id, MechanismId::Int3PtraceFast);
-  EXPECT_EQ(c.find(MechanismId::Int3PtraceFast), fast);
   EXPECT_EQ(c.machine, "Test CPU, Linux 9.9, 2 CPUs");
   EXPECT_EQ(c.placement, "same-cpu");
   EXPECT_EQ(c.age_s, 60);
-  EXPECT_EQ(c.find("baseline"), nullptr);
+  EXPECT_EQ(c.find(MechanismId::Baseline), nullptr);
 }
 
 TEST(Calibration, WhatIsNotACompareReportIsAUsageError) {

@@ -13,9 +13,9 @@
 #include "common/error.hpp"
 #include "tracer/core/process.hpp"
 #include "tracer/core/way_back.hpp"
+#include "tracer/os/fault_plan.hpp"
 #include "tracer/os/maps.hpp"
 #include "tracer/os/seccomp.hpp"
-#include "tracer/os/syscalls.hpp"
 
 namespace probecost {
 
@@ -111,10 +111,10 @@ class SigtrapUnblocked {
 };
 
 // The thread runs on registers of ours, with no way back (tracer/core/way_back.hpp), for the
-// guard's lifetime (PROBECOST_DIE_AT_HIT says so of a death then: tracer/os/syscalls.hpp).
+// guard's lifetime (PROBECOST_DIE_AT_HIT says so of a death then: tracer/os/fault_plan.hpp).
 struct RegistersLent {
-  RegistersLent() { sys::set_injecting(true); }
-  ~RegistersLent() { sys::set_injecting(false); }
+  RegistersLent() { fault_plan::set_injecting(true); }
+  ~RegistersLent() { fault_plan::set_injecting(false); }
   RegistersLent(const RegistersLent&) = delete;
   RegistersLent& operator=(const RegistersLent&) = delete;
 };
@@ -361,7 +361,8 @@ std::optional<long> TracedProcess::run_in_tracee(RuntimeAddr code, RuntimeAddr s
     check_seccomp(pid_, t.tid(), nr, args, syscall_at);
     user_regs_struct regs = syscall_regs(saved, nr, args);
     regs.rip = code.value();
-    sys::at_stage("inloop");  // inloop+2: the code's registers set, the thread not yet resumed
+    // inloop+2: the code's registers set, the thread not yet resumed.
+    fault_plan::at_stage("inloop");
     return inject_with_way_back(t, regs, saved, *frame, syscall_at);
   });
   return r ? *r : std::nullopt;
@@ -376,7 +377,7 @@ std::uint64_t TracedProcess::inject_call(Task& t, RuntimeAddr fn) {
     return Error("thread " + std::to_string(tid) + " went away during a call of " + fn.hex());
   };
   bool keep = t.held() && t.last_stop().signal_stop();
-  sys::at_stage("ifunc");
+  fault_plan::at_stage("ifunc");
   if (!keep) {
     if (auto r = call_with_way_back(t, fn, saved)) return *r;  // call_way_back.cpp
   }

@@ -36,7 +36,7 @@
 
 #include "common/error.hpp"
 #include "tracer/core/process.hpp"
-#include "tracer/os/syscalls.hpp"
+#include "tracer/os/fault_plan.hpp"
 
 namespace probecost {
 
@@ -77,7 +77,7 @@ void TracedProcess::run_out_of_our_areas() {
     if (auto rip = t.rip(); rip && in_any(areas, *rip)) running.push_back(t.ref());
   }
   if (running.empty()) return;
-  sys::at_stage("runout");
+  fault_plan::at_stage("runout");
   // Keeps the threads whose step says to go on; a stuck one's reason goes on the areas.
   auto step_all = [&](auto step) {
     std::vector<TaskRef> going;

@@ -10,8 +10,8 @@
 #include "tracer/core/fault_fixup.hpp"
 #include "tracer/int3/int3_area.hpp"
 #include "tracer/int3/trap_records.hpp"
+#include "tracer/os/fault_plan.hpp"
 #include "tracer/os/maps.hpp"
-#include "tracer/os/syscalls.hpp"
 
 namespace probecost {
 
@@ -245,7 +245,7 @@ void Session::on_hit(Task& t, StoppedThread& thread, BreakpointSite& site) {
   ++t.hits;
   ++stats_.hits;
   hit_happened_ = true;
-  sys::at_hit();
+  fault_plan::at_hit();
   bool had_copy = step_over_->copy_of(site).has_value();
   step_over_->ready(site);
   if (!had_copy) note_copy(site);

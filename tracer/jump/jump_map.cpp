@@ -15,7 +15,7 @@
 #include "common/error.hpp"
 #include "common/fd.hpp"
 #include "tracer/jump/jump_probes.hpp"
-#include "tracer/os/syscalls.hpp"
+#include "tracer/os/fault_plan.hpp"
 
 namespace probecost {
 
@@ -175,7 +175,7 @@ void fault_in(pid_t pid, RuntimeAddr at, std::uint64_t size) {
     remote.push_back({reinterpret_cast<void*>(at.value() + off), 1});
     if (remote.size() == kBatch || off + kPage >= size) {
       local.iov_len = remote.size();
-      sys::before_call();  // a system call on the tracee, as ProcMemory's are
+      fault_plan::before_call();  // a system call on the tracee, as ProcMemory's are
       ::process_vm_readv(pid, &local, 1, remote.data(), remote.size(), 0);
       remote.clear();
     }
@@ -324,7 +324,7 @@ JumpProbes::CallBuffer JumpProbes::map_call_buffer(const jump::CallBufferLayout&
   proc_.held().mark("call buffer: allocated (our mapping, populated)");
   fault_in(proc_.pid(), RuntimeAddr(static_cast<std::uint64_t>(at)), undo.size);
   proc_.held().mark("call buffer: mapped in the process");
-  sys::at_stage("warm");
+  fault_plan::at_stage("warm");
   std::string why;
   // Written through unless PROBECOST_COLD_RINGS=1. The loop is an injected call of 100-250 ms
   // here with a way back: a SIGKILL of probecost inside it lets the thread finish it and return

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "common/error.hpp"
+#include "tracer/os/fault_plan.hpp"
 #include "tracer/os/syscalls.hpp"
 
 namespace probecost {
@@ -41,7 +42,7 @@ void ProcMemory::reopen() {
 }
 
 void ProcMemory::read(RuntimeAddr at, std::span<std::uint8_t> out) {
-  sys::before_call();
+  fault_plan::before_call();
   ++sys::counters().memory;
   ssize_t n;
   do n = ::pread(fd_, out.data(), out.size(), static_cast<off_t>(at.value()));
@@ -54,7 +55,7 @@ void ProcMemory::read(RuntimeAddr at, std::span<std::uint8_t> out) {
 }
 
 void ProcMemory::write(RuntimeAddr at, std::span<const std::uint8_t> bytes) {
-  sys::before_call();
+  fault_plan::before_call();
   ++sys::counters().memory;
   ssize_t n;
   do n = ::pwrite(fd_, bytes.data(), bytes.size(), static_cast<off_t>(at.value()));

@@ -9,10 +9,10 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <ctime>
-#include <string>
 #include <vector>
+
+#include "tracer/os/fault_plan.hpp"
 
 namespace probecost::sys {
 
@@ -36,84 +36,7 @@ double log_time() {
   return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
 }
 
-// PROBECOST_DIE_AT_HIT (syscalls.hpp): the hit (or stage) to die at, and the calls after it.
-struct DeathPlan {
-  std::uint64_t hit = 0, calls = 0;
-  std::uint64_t hits_seen = 0, countdown = 0;
-  std::string stage;  // "attach" or "detach"; empty: a hit
-};
-
-DeathPlan parse_plan(const char* v) {
-  DeathPlan p;
-  if (!v) return p;
-  unsigned long long k = 0, n = 0;
-  char stage[8] = "";
-  if (std::sscanf(v, "%6[a-z]+%llu", stage, &n) == 2 && n > 0 &&
-      (std::strcmp(stage, "attach") == 0 || std::strcmp(stage, "detach") == 0 ||
-       std::strcmp(stage, "runout") == 0 || std::strcmp(stage, "warm") == 0 ||
-       std::strcmp(stage, "inloop") == 0 || std::strcmp(stage, "ifunc") == 0)) {
-    p.stage = stage;
-    p.calls = n;
-    if (p.stage == "attach") p.countdown = n;  // from the first call on
-  } else if (std::sscanf(v, "%llu+%llu", &k, &n) >= 1) {
-    p.hit = k;
-    p.calls = n;
-  }
-  return p;
-}
-
-DeathPlan& death_plan() {
-  static DeathPlan plan = parse_plan(std::getenv("PROBECOST_DIE_AT_HIT"));
-  return plan;
-}
-
-// A death inside an injected call (between the registers lent and given back) says so first:
-// the window the README names (issue 23 item 8), which tests count apart.
-bool& injecting_now() {
-  static bool on = false;
-  return on;
-}
-
 }  // namespace
-
-void before_call() {
-  DeathPlan& p = death_plan();
-  if (!p.countdown || --p.countdown != 0) return;
-  if (injecting_now()) {
-    const char line[] = "probecost: PROBECOST_DIE_AT_HIT: dying inside an injected call\n";
-    [[maybe_unused]] auto n = ::write(2, line, sizeof line - 1);
-  }
-  ::raise(SIGKILL);
-}
-
-void at_hit() {
-  DeathPlan& p = death_plan();
-  if (!p.hit || ++p.hits_seen != p.hit) return;
-  if (p.calls == 0) ::raise(SIGKILL);
-  p.countdown = p.calls;
-}
-
-void at_stage(const char* stage) {
-  DeathPlan& p = death_plan();
-  if (p.stage.empty()) return;
-  if ((p.stage == "attach" || p.stage == "ifunc") && std::strcmp(stage, "attached") == 0 &&
-      p.countdown) {
-    // The attach took fewer calls than asked: said, for the tests that walk it call by call.
-    std::fprintf(stderr, "probecost: PROBECOST_DIE_AT_HIT=%s+%llu: the attach is over\n",
-                 p.stage.c_str(), static_cast<unsigned long long>(p.calls));
-    p.countdown = 0;
-  } else if (p.stage != "attach" && p.stage == stage) {
-    p.countdown = p.calls;  // detach, runout
-  }
-}
-
-void plan_death(const char* plan) {
-  death_plan() = parse_plan(plan);
-}
-
-void set_injecting(bool on) {
-  injecting_now() = on;
-}
 
 Counters& counters() {
   static Counters c;
@@ -121,7 +44,7 @@ Counters& counters() {
 }
 
 long ptrace_call(enum __ptrace_request request, pid_t tid, void* addr, void* data) {
-  before_call();
+  fault_plan::before_call();
   ++counters().ptrace;
   long r = ::ptrace(request, tid, addr, data);
   if (std::FILE* f = log_file()) {
@@ -136,7 +59,7 @@ long ptrace_call(enum __ptrace_request request, pid_t tid, void* addr, void* dat
 
 pid_t wait_for(pid_t tid, int* status, int options, bool interruptible) {
   for (;;) {
-    before_call();
+    fault_plan::before_call();
     ++counters().wait;
     pid_t r = ::waitpid(tid, status, options);
     if (std::FILE* f = log_file(); f && r > 0)
@@ -147,7 +70,7 @@ pid_t wait_for(pid_t tid, int* status, int options, bool interruptible) {
 
 pid_t peek_any(siginfo_t* info, bool interruptible) {
   for (;;) {
-    before_call();
+    fault_plan::before_call();
     ++counters().wait;
     *info = siginfo_t{};
     int r = ::waitid(P_ALL, 0, info, __WALL | WEXITED | WSTOPPED | WNOWAIT);
@@ -163,7 +86,7 @@ pid_t peek_any(siginfo_t* info, bool interruptible) {
 }
 
 int tgkill(pid_t tgid, pid_t tid, int sig) {
-  before_call();
+  fault_plan::before_call();
   ++counters().other;
   if (std::FILE* f = log_file())
     std::fprintf(f, "%.6f tgkill %d %d sig %d\n", log_time(), tgid, tid, sig);
@@ -171,21 +94,21 @@ int tgkill(pid_t tgid, pid_t tid, int sig) {
 }
 
 int kill(pid_t pid, int sig) {
-  before_call();
+  fault_plan::before_call();
   ++counters().other;
   if (std::FILE* f = log_file()) std::fprintf(f, "%.6f kill %d sig %d\n", log_time(), pid, sig);
   return ::kill(pid, sig);
 }
 
 int tkill(pid_t tid, int sig) {
-  before_call();
+  fault_plan::before_call();
   ++counters().other;
   if (std::FILE* f = log_file()) std::fprintf(f, "%.6f tkill %d sig %d\n", log_time(), tid, sig);
   return static_cast<int>(::syscall(SYS_tkill, tid, sig));
 }
 
 ssize_t vm_read(pid_t tid, void* out, std::size_t size, std::uint64_t from, std::size_t pieces) {
-  before_call();
+  fault_plan::before_call();
   ++counters().memory;
   iovec local{out, size};
   std::vector<iovec> remote(pieces);

@@ -23,29 +23,6 @@ struct Counters {
 
 Counters& counters();
 
-// Fault injection for tests of a tracer death mid-hit (tests/fault/test_sigkill.cpp):
-// PROBECOST_DIE_AT_HIT=K+N in the environment makes probecost SIGKILL itself right before the
-// N-th system call it makes on a tracee after it has counted its K-th hit (N = 0: at once,
-// with the thread stopped at the hit). The hit path calls at_hit() once per hit counted.
-void at_hit();
-// PROBECOST_DIE_AT_HIT=attach+N: right before the N-th system call on a tracee from the start
-// (the seize's first); if the attach is over first (at_stage("attached"): every thread let
-// run), a line on stderr says so and nothing dies. detach+N: the N-th call from
-// at_stage("detach") (letting go of the processes); runout+N: from at_stage("runout") (the
-// detach's threads caught in a trampoline, brought out); warm+N: from at_stage("warm") (the
-// call buffer mapped in the process, about to be written through); inloop+N: from
-// at_stage("inloop") (run_in_tracee's code, the warm loop, about to be run by a thread: +2 dies
-// with the thread's registers set for it: tests/trace/test_record_warm_death.cpp); ifunc+N:
-// from at_stage("ifunc") (an IFUNC resolver about to be called in the tracee; the attach's
-// end is said as for attach+N). A death inside an injected call (set_injecting) is said on
-// stderr first.
-void at_stage(const char* stage);
-// The same plan, given by a test that traces from a process of its own (fork, no exec).
-void plan_death(const char* plan);
-void set_injecting(bool on);
-// Called before every system call on a tracee (these wrappers, ProcMemory).
-void before_call();
-
 long ptrace_call(enum __ptrace_request request, pid_t tid, void* addr = nullptr,
                  void* data = nullptr);
 // Wraps waitpid. Retries on EINTR (probecost's timer and stop signals have no SA_RESTART)
