@@ -272,6 +272,7 @@ std::unique_ptr<TracedProcess> TracedProcess::attach(pid_t pid, EventSource& eve
   if (proc->end_) throw exited(proc->end_->describe());
   // Before anything of ours borrows a thread: one a killed probecost left in its warm loop.
   proc->found_at_attach_ = finish_left_way_backs(*proc);
+  proc->held_.mark("a killed probecost's way backs");
   return proc;
 }
 
