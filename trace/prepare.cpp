@@ -7,6 +7,7 @@
 // symbols), else everything is read again; every check that needs the threads is made then.
 #include <sstream>
 
+#include "breakpoint/jump/jump_plan.hpp"
 #include "common/error.hpp"
 #include "trace/run.hpp"
 #include "tracer/jump/module_code.hpp"
@@ -47,6 +48,28 @@ std::optional<std::vector<ResolvedProbe>> resolve_running(const TraceOptions& op
   }
 }
 
+// The jump plans' decoding, done once before the stop on the code the plans will read (the
+// module's file) and thrown away: the decoder's tables are faulted in now. Inside the hold,
+// the first plan of a run took 0.37-0.41 ms for a 4-byte function and 0.55-0.73 ms for
+// malloc's 791 bytes, against 0.02-0.07 ms for the next ones: their first page faults
+// (~10 us each on this guest), not the decoding.
+void warm_decoder(pid_t pid, const Prepared& prepared, const std::vector<Mapping>& maps) {
+  if (!prepared.probes) return;
+  for (const auto& p : *prepared.probes) {
+    auto function = prepared.symbols->sized_function_containing(p.address);
+    if (!function) continue;
+    for (const auto& m : maps) {
+      std::string why;
+      if (!m.exec || !m.contains(function->address)) continue;
+      auto module = ModuleCode::of(pid, m, why);
+      auto bias = module ? module->bias(m) : std::nullopt;
+      std::vector<std::uint8_t> code(function->size);
+      if (bias && module->read(bias->unapply(function->address), code))
+        plan_jump(function->address, code, p.address, why);
+    }
+  }
+}
+
 }  // namespace
 
 std::map<pid_t, std::unique_ptr<Prepared>> prepare_all(const TraceOptions& opts) {
@@ -83,6 +106,7 @@ std::unique_ptr<Prepared> prepare(const TraceOptions& opts, pid_t pid) {
         // Said once the process is stopped, by the resolution that counts.
       }
     }
+    warm_decoder(pid, *out, maps);
   } catch (const Error&) {
     return nullptr;  // a PID that cannot be read: the attach says why
   }

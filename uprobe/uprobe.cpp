@@ -88,14 +88,14 @@ UprobeHandling uprobe_handling(std::span<const std::uint8_t> bytes, RuntimeAddr 
     h.single_stepped = true;
     return h;
   }
-  h.instruction = insn->text;
+  h.instruction = insn->text();
   std::uint64_t page_offset = at.value() & 0xfff;
   if (bad_prefix(bytes, insn->length)) {
     h.count_differs = "the kernel refuses a uprobe on an instruction with a LOCK or segment prefix";
   } else if (insn->rep) {
     h.count_differs = "the kernel's uprobe counts every iteration of a rep string instruction";
   }
-  if (insn->text.rfind("pushf", 0) == 0) {
+  if (insn->text().rfind("pushf", 0) == 0) {
     h.harms = "single-stepped out of line, pushf pushes the step's trap flag";
   } else if (vector_encoded(bytes, insn->length)) {
     h.harms = "stepped out of line, some VEX and EVEX instructions see zeroed vector registers";

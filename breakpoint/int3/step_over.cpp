@@ -217,7 +217,7 @@ void FastStepOver::step(StoppedThread& thread, BreakpointSite& site) {
 
 std::string FastStepOver::describe(const BreakpointSite& site) const {
   const Plan& p = plans_.at(site.address().value());
-  std::string how = std::string(kStepMethodNames.name(p.method)) + " '" + p.insn.text + "' (" +
+  std::string how = std::string(kStepMethodNames.name(p.method)) + " " + p.insn.quoted() + " (" +
                     std::to_string(p.insn.length) + " bytes)";
   switch (p.method) {
     case Method::Emulate:

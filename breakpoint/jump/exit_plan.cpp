@@ -15,7 +15,7 @@ using Flow = Instruction::Flow;
 using Insns = std::vector<Instruction>;
 
 std::string at(const Instruction& in) {
-  return "'" + in.text + "' at " + in.address.hex();
+  return in.quoted() + " at " + in.address.hex();
 }
 
 // Every direct branch of the function to a place inside it, by target: a target is where a

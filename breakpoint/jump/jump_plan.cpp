@@ -11,7 +11,7 @@ namespace {
 using Flow = Instruction::Flow;
 
 std::string at(const Instruction& in) {
-  return "'" + in.text + "' at " + in.address.hex();
+  return in.quoted() + " at " + in.address.hex();
 }
 
 // Why `in`, in the patched range, cannot run from the trampoline; empty if it can.

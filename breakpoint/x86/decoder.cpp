@@ -220,28 +220,53 @@ void note_flags(const ZydisDecodedInstruction& zi, Instruction& in) {
 
 }  // namespace
 
-std::optional<Instruction> decode(std::span<const std::uint8_t> bytes, RuntimeAddr at) {
+namespace {
+
+const ZydisDecoder& decoder64() {
   static const ZydisDecoder decoder = [] {
     ZydisDecoder d;
     ZydisDecoderInit(&d, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64);
     return d;
   }();
+  return decoder;
+}
+
+}  // namespace
+
+std::string Instruction::text() const {
   ZydisDecodedInstruction zi;
   ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
-  if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(&decoder, bytes.data(), bytes.size(), &zi, ops))) {
+  if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(&decoder64(), bytes.data(), length, &zi, ops)))
+    return {};
+  static const ZydisFormatter formatter = [] {
+    ZydisFormatter f;
+    ZydisFormatterInit(&f, ZYDIS_FORMATTER_STYLE_ATT);
+    return f;
+  }();
+  char out[96];
+  if (!ZYAN_SUCCESS(ZydisFormatterFormatInstruction(&formatter, &zi, ops, zi.operand_count_visible,
+                                                    out, sizeof out, address.value(), nullptr)))
+    return {};
+  return out;
+}
+
+std::string Instruction::quoted() const {
+  std::string out = "'";
+  out += text();
+  out += '\'';
+  return out;
+}
+
+std::optional<Instruction> decode(std::span<const std::uint8_t> bytes, RuntimeAddr at) {
+  ZydisDecodedInstruction zi;
+  ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
+  if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(&decoder64(), bytes.data(), bytes.size(), &zi, ops))) {
     return std::nullopt;
   }
   Instruction in;
   in.address = at;
   in.length = zi.length;
   std::copy_n(bytes.begin(), zi.length, in.bytes.begin());
-  char text[96];
-  ZydisFormatter formatter;
-  ZydisFormatterInit(&formatter, ZYDIS_FORMATTER_STYLE_ATT);
-  if (ZYAN_SUCCESS(ZydisFormatterFormatInstruction(&formatter, &zi, ops, zi.operand_count_visible,
-                                                   text, sizeof text, at.value(), nullptr))) {
-    in.text = text;
-  }
   for (int i = 0; i < zi.operand_count; ++i) {
     if (ops[i].type != ZYDIS_OPERAND_TYPE_MEMORY) continue;
     if (ops[i].mem.base == ZYDIS_REGISTER_RIP) in.rip_relative = true;

@@ -88,7 +88,7 @@ std::optional<RuntimeAddr> jump_target(const Instruction& in, user_regs_struct r
 }
 
 std::string why_not_emulable(const Instruction& in) {
-  if (in.kind == Instruction::Kind::Other) return "'" + in.text + "' is not one the emulator knows";
+  if (in.kind == Instruction::Kind::Other) return in.quoted() + " is not one the emulator knows";
   return {};
 }
 

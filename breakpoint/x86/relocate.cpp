@@ -14,14 +14,14 @@ std::string why_not_relocatable(const Instruction& in) {
     case Flow::IndirectCall:
       // The callee would return into the copy, and an unwinder (a C++ exception, a profiler)
       // would meet a return address it has no unwind information for.
-      return "'" + in.text + "': a call pushes its own address, which would point into the copy";
+      return in.quoted() + ": a call pushes its own address, which would point into the copy";
     case Flow::RelShortOnly:
-      return "'" + in.text + "' has a relative target with no 32-bit form (loop/jrcxz)";
+      return in.quoted() + " has a relative target with no 32-bit form (loop/jrcxz)";
     case Flow::Transaction:
-      return "'" + in.text + "': the abort address of xbegin is relative to RIP";
+      return in.quoted() + ": the abort address of xbegin is relative to RIP";
     default:
       if (in.rip_relative && in.disp_size != 4)
-        return "'" + in.text + "': RIP-relative operand without a 32-bit displacement";
+        return in.quoted() + ": RIP-relative operand without a 32-bit displacement";
       return {};
   }
 }
@@ -54,7 +54,7 @@ std::optional<RuntimeAddr> branch_target(const Instruction& in, std::span<const 
   for (std::size_t i = 0; i < block.size(); ++i) {
     if (block[i].address == in.target) return at + offsets[i];
   }
-  why = "'" + in.text + "' jumps into the middle of an instruction it is relocated with";
+  why = in.quoted() + " jumps into the middle of an instruction it is relocated with";
   return std::nullopt;
 }
 
@@ -70,7 +70,7 @@ bool copy_rebiased(const Instruction& in, x86::Assembler& out, std::string& why)
     std::memcpy(&disp, bytes.data() + in.disp_offset, 4);
     RuntimeAddr operand = in.next() + disp;
     if (!x86::within_rel32(new_next, operand)) {
-      why = "'" + in.text + "': its RIP-relative operand " + operand.hex() +
+      why = in.quoted() + ": its RIP-relative operand " + operand.hex() +
             " is out of reach of the copy at " + out.here().hex() + " (more than 2 GiB away)";
       return false;
     }
@@ -99,7 +99,7 @@ std::optional<RelocatedBlock> relocate_block(std::span<const Instruction> block,
     auto target = branch_target(in, block, offsets, at, why);
     if (!target) return std::nullopt;
     if (!out.branch32(static_cast<ZydisMnemonic>(in.mnemonic), *target)) {
-      why = "'" + in.text + "': branch target " + target->hex() + " out of reach of the copy at " +
+      why = in.quoted() + ": branch target " + target->hex() + " out of reach of the copy at " +
             out.here().hex();
       return std::nullopt;
     }

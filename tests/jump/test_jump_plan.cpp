@@ -174,7 +174,7 @@ std::vector<std::pair<std::string, RuntimeAddr>> disassemble(const Trampoline& t
   for (std::size_t off = 0; off < t.code.size();) {
     auto in = decode(std::span(t.code).subspan(off), t.address + static_cast<std::int64_t>(off));
     if (!in) break;
-    out.emplace_back(in->text, in->address);
+    out.emplace_back(in->text(), in->address);
     off += in->length;
   }
   return out;
@@ -232,7 +232,7 @@ TEST(Trampoline, FlagsAndFarCounterAreSavedUnderTheRedZone) {
   for (std::size_t off = 0; off < t->code.size() && text.size() < 14;) {
     auto in = decode(std::span(t->code).subspan(off), RuntimeAddr(0x402000 + off));
     ASSERT_TRUE(in);
-    text.push_back(in->text);
+    text.push_back(in->text());
     off += in->length;
   }
   const std::vector<std::string> expected = {

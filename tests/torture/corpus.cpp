@@ -123,7 +123,7 @@ void decode_all(Function& f, const std::vector<char>& image, const std::string& 
                                " does not decode");
     }
     f.boundaries.push_back(off);
-    f.texts.push_back(insn->text);
+    f.texts.push_back(insn->text());
     auto kernel = probecost::uprobe_handling(bytes, insn->address);
     f.uncounted.push_back(!kernel.harms.empty() ? "the kernel's uprobe harms: " + kernel.harms
                           : after_syscall ? "the kernel's uprobe after a probed syscall never fires"

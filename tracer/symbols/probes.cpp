@@ -118,7 +118,7 @@ void check_placement(RuntimeAddr at, const ProcessSymbols& symbols, TraceeMemory
     }
     if (in->next() > at) {
       throw CannotProbe("address " + at.hex() + where + " is inside the instruction at " +
-                        pos.hex() + " (" + symbols.describe(pos) + ": '" + in->text + "', " +
+                        pos.hex() + " (" + symbols.describe(pos) + ": " + in->quoted() + ", " +
                         std::to_string(in->length) + " bytes)");
     }
     pos = in->next();
