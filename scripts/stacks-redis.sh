@@ -18,7 +18,8 @@ tmp=$(mktemp -d)
 port=6399
 redis-server --port "$port" --save '' --appendonly no --daemonize no >"$tmp/redis.log" 2>&1 &
 srv=$!
-trap 'kill "${tr:-0}" 2>/dev/null; kill "$srv" 2>/dev/null; wait 2>/dev/null; rm -rf "$tmp"' EXIT
+# (Not `kill "${tr:-0}"`: kill 0 signals the whole process group, the caller's shell with it.)
+trap 'if [[ -n ${tr:-} ]]; then kill "$tr" 2>/dev/null; fi; kill "$srv" 2>/dev/null; wait 2>/dev/null; rm -rf "$tmp"' EXIT
 until redis-cli -p "$port" ping >/dev/null 2>&1; do
   kill -0 "$srv" 2>/dev/null || { cat "$tmp/redis.log" >&2; exit 1; }
 done
