@@ -20,6 +20,12 @@ struct SnapshotUnwinder::Walk {
   // Where libdw's walk starts: the snapshot's registers, or the frame the cached rules reached.
   FrameRegs start;
   std::uint64_t start_pc = 0;
+  // The snapshot's bytes are the tracee's (its ring): each is copied here before it is read,
+  // kKeep at a time as the walk reaches them, and read from here only (a word read twice
+  // reads the same), without copying the whole stack for the ~1 KiB most walks need.
+  std::vector<std::uint8_t> copy;
+  std::size_t copied = 0;
+  static constexpr std::size_t kKeep = 1024;
 };
 
 namespace {
@@ -33,8 +39,17 @@ bool read_word(void* arg, std::uint64_t addr, std::uint64_t* result) {
   auto* w = static_cast<SnapshotUnwinder::Walk*>(arg);
   const jump::StackSnapshot& s = *w->snapshot;
   if (addr >= s.sp && addr - s.sp + sizeof *result <= s.stack.size()) {
-    std::memcpy(result, s.stack.data() + (addr - s.sp), sizeof *result);
-    w->needed = std::max<std::uint64_t>(w->needed, addr - s.sp + sizeof *result);
+    const std::size_t end = addr - s.sp + sizeof *result;
+    if (end > w->copied) {
+      using Walk = SnapshotUnwinder::Walk;
+      std::size_t upto =
+          std::min(s.stack.size(), (end + Walk::kKeep - 1) / Walk::kKeep * Walk::kKeep);
+      if (w->copy.size() < upto) w->copy.resize(s.stack.size());
+      std::memcpy(w->copy.data() + w->copied, s.stack.data() + w->copied, upto - w->copied);
+      w->copied = upto;
+    }
+    std::memcpy(result, w->copy.data() + (addr - s.sp), sizeof *result);
+    w->needed = std::max<std::uint64_t>(w->needed, end);
     return true;
   }
   w->read_outside = true;
@@ -147,6 +162,8 @@ void SnapshotUnwinder::refresh() {
 // is not a simple one: libdw goes on from walk_->start and start_pc (that frame, counted).
 std::optional<int> SnapshotUnwinder::walk_cached(std::vector<std::uint64_t>& ips) {
   Walk& w = *walk_;
+  FrameRegs caller;
+  auto read = [&w](std::uint64_t addr, std::uint64_t* word) { return read_word(&w, addr, word); };
   for (bool initial = true;; initial = false) {
     const std::uint64_t pc = w.start_pc;
     if (pc == 0) return DWARF_CB_ABORT;  // as on_frame
@@ -162,18 +179,19 @@ std::optional<int> SnapshotUnwinder::walk_cached(std::vector<std::uint64_t>& ips
       return std::nullopt;
     }
     ++use_.cached;
-    FrameRegs caller;
-    if (!UnwindRules::apply(*rule, w.start, caller, read_word, &w)) return 0;
-    w.start = caller;
-    w.start_pc = caller.value[FrameRegs::kReturn];
+    if (!UnwindRules::apply(*rule, w.start, caller, read)) return 0;
+    std::swap(w.start, caller);
+    w.start_pc = w.start.value[FrameRegs::kReturn];
   }
 }
 
 SnapshotUnwinder::Stack SnapshotUnwinder::unwind(const jump::StackSnapshot& snapshot) {
   Stack out;
+  out.ips.reserve(std::min(max_depth_, 64u));
   walk_->snapshot = &snapshot;
   walk_->read_outside = false;
   walk_->needed = 0;
+  walk_->copied = 0;
   walk_->start = snapshot_regs(snapshot);
   walk_->start_pc = snapshot.rip;
   std::optional<int> r;

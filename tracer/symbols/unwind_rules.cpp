@@ -45,8 +45,12 @@ bool register_of(Dwarf_Frame* frame, unsigned regno, UnwindRule& rule) {
   std::size_t nops = 0;
   if (dwarf_frame_register(frame, static_cast<int>(regno), mem, &ops, &nops) != 0) return false;
   if (nops == 0) {
-    if (ops != mem && ops != nullptr) return false;
-    rule.kind[regno] = ops == mem ? UnwindRule::Undefined : UnwindRule::Same;
+    if (ops == mem) {  // undefined
+      rule.return_undefined |= regno == FrameRegs::kReturn;
+      return true;
+    }
+    if (ops != nullptr) return false;
+    rule.action[rule.actions++] = {static_cast<std::uint8_t>(regno), UnwindRule::Same, 0};
     return true;
   }
   if (ops[0].atom != DW_OP_call_frame_cfa) return false;
@@ -57,8 +61,9 @@ bool register_of(Dwarf_Frame* frame, unsigned regno, UnwindRule& rule) {
   if (value) ++at;
   auto small = static_cast<std::int64_t>(n);
   if (at != nops || small != static_cast<std::int32_t>(small)) return false;
-  rule.kind[regno] = value ? UnwindRule::Value : UnwindRule::Saved;
-  rule.offset[regno] = static_cast<std::int32_t>(small);
+  rule.action[rule.actions++] = {static_cast<std::uint8_t>(regno),
+                                 value ? UnwindRule::Value : UnwindRule::Saved,
+                                 static_cast<std::int32_t>(small)};
   return true;
 }
 
@@ -90,37 +95,6 @@ const UnwindRule* UnwindRules::find(Dwfl* dwfl, std::uint64_t pc) {
     it = rules_.emplace(pc, e).first;
   }
   return it->second.simple ? &it->second.rule : nullptr;
-}
-
-// handle_cfi's loop over the registers: the CFA is evaluated (for each register that needs it,
-// from the frame's registers: the same each time), a Saved register read at CFA+N, and what
-// fails leaves the register unset. Then its PC: the return address register's value, where a
-// zero, like an undefined one, ends the walk.
-bool UnwindRules::apply(const UnwindRule& rule, const FrameRegs& frame, FrameRegs& caller,
-                        Read read, void* arg) {
-  caller = FrameRegs{};
-  const bool have_cfa = frame.has(rule.cfa_reg);
-  const std::uint64_t cfa = frame.value[rule.cfa_reg] + rule.cfa_offset;
-  bool end = false;
-  for (unsigned r = 0; r < FrameRegs::kCount; ++r) {
-    auto at = cfa + static_cast<std::uint64_t>(static_cast<std::int64_t>(rule.offset[r]));
-    std::uint64_t word = 0;
-    switch (rule.kind[r]) {
-      case UnwindRule::Undefined:
-        end |= r == FrameRegs::kReturn;
-        break;
-      case UnwindRule::Same:
-        if (frame.has(r)) caller.put(r, frame.value[r]);
-        break;
-      case UnwindRule::Saved:
-        if (have_cfa && read(arg, at, &word)) caller.put(r, word);
-        break;
-      case UnwindRule::Value:
-        if (have_cfa) caller.put(r, at);
-        break;
-    }
-  }
-  return !end && caller.has(FrameRegs::kReturn) && caller.value[FrameRegs::kReturn] != 0;
 }
 
 }  // namespace probecost

@@ -34,12 +34,19 @@ struct FrameRegs {
   }
 };
 
+// A simple rule, as what it does to each register that is not left undefined (ascending).
 struct UnwindRule {
-  enum Kind : std::uint8_t { Undefined, Same, Saved, Value };  // Saved at CFA+N, Value CFA+N
+  enum Kind : std::uint8_t { Same, Saved, Value };  // Saved at CFA+N, Value CFA+N
+  struct Action {
+    std::uint8_t reg;
+    Kind kind;
+    std::int32_t offset;
+  };
   std::uint8_t cfa_reg = 0;
-  std::uint64_t cfa_offset = 0;  // added modulo 2^64, as libdw adds it
-  Kind kind[FrameRegs::kCount] = {};
-  std::int32_t offset[FrameRegs::kCount] = {};
+  std::uint8_t actions = 0;
+  bool return_undefined = false;  // an undefined return address: the outermost frame
+  std::uint64_t cfa_offset = 0;   // added modulo 2^64, as libdw adds it
+  Action action[FrameRegs::kCount] = {};
 };
 
 class UnwindRules {
@@ -51,12 +58,30 @@ class UnwindRules {
   void clear() { rules_.clear(); }
   std::size_t size() const { return rules_.size(); }
 
-  // Reads a word of the stack: false when it is not there.
-  using Read = bool (*)(void* arg, std::uint64_t addr, std::uint64_t* word);
   // Unwinds one frame by `rule`: `caller` gets the caller's registers; false when the return
-  // address is undefined or unknown (the walk's end, as libdw's PC_UNDEFINED).
-  static bool apply(const UnwindRule& rule, const FrameRegs& frame, FrameRegs& caller, Read read,
-                    void* arg);
+  // address is undefined, unknown or 0 (the walk's end, as libdw's PC_UNDEFINED). `read(addr,
+  // &word)` reads a word of the stack, false when it is not there. handle_cfi's loop: the CFA
+  // from the frame's registers (the same for each register that needs it), a Saved register
+  // read at CFA+N, and what fails leaves its register unset.
+  template <typename Read>
+  static bool apply(const UnwindRule& rule, const FrameRegs& frame, FrameRegs& caller,
+                    Read&& read) {
+    caller.known = 0;
+    const bool have_cfa = frame.has(rule.cfa_reg);
+    const std::uint64_t cfa = frame.value[rule.cfa_reg] + rule.cfa_offset;
+    for (unsigned i = 0; i < rule.actions; ++i) {
+      const UnwindRule::Action& a = rule.action[i];
+      const std::uint64_t at = cfa + static_cast<std::uint64_t>(std::int64_t{a.offset});
+      std::uint64_t word = 0;
+      if (a.kind == UnwindRule::Same) {
+        if (frame.has(a.reg)) caller.put(a.reg, frame.value[a.reg]);
+      } else if (have_cfa && (a.kind == UnwindRule::Value || read(at, &word))) {
+        caller.put(a.reg, a.kind == UnwindRule::Value ? at : word);
+      }
+    }
+    return !rule.return_undefined && caller.has(FrameRegs::kReturn) &&
+           caller.value[FrameRegs::kReturn] != 0;
+  }
 
  private:
   struct Entry {
