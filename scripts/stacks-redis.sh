@@ -1,7 +1,8 @@
 #!/bin/bash
 # Issue 26: redis-server under redis-benchmark, untraced and with `probecost trace -p` on
-# lookupKey, with and without --stacks: requests per second of each (the median of RUNS
-# benchmark runs), what trace says of its snapshots, and the folded stacks (flame graph input).
+# lookupKey, with and without --stacks: requests per second of each (RUNS rounds of one run of
+# each configuration), the loss of each traced run against its round's untraced one, what trace
+# says of its snapshots, and the folded stacks (flame graph input).
 #
 #   scripts/stacks-redis.sh [BUILD_DIR] [RUNS] [REQUESTS]   (default build-release, 3, 200000)
 # Needs redis-server and redis-benchmark (apt-get install redis-server redis-tools); uses port
@@ -18,22 +19,21 @@ tmp=$(mktemp -d)
 port=6399
 redis-server --port "$port" --save '' --appendonly no --daemonize no >"$tmp/redis.log" 2>&1 &
 srv=$!
-trap 'kill "${tr:-0}" 2>/dev/null; kill "$srv" 2>/dev/null; wait 2>/dev/null; rm -rf "$tmp"' EXIT
+# (Not `kill "${tr:-0}"`: kill 0 signals the whole process group, the caller's shell with it.)
+trap 'if [[ -n ${tr:-} ]]; then kill "$tr" 2>/dev/null; fi; kill "$srv" 2>/dev/null; wait 2>/dev/null; rm -rf "$tmp"' EXIT
 until redis-cli -p "$port" ping >/dev/null 2>&1; do
   kill -0 "$srv" 2>/dev/null || { cat "$tmp/redis.log" >&2; exit 1; }
 done
 redis-benchmark -p "$port" -t set -n 100000 -r 100000 -q >/dev/null  # keys for the GETs
 echo "load: $(cut -d' ' -f1-3 /proc/loadavg)"
 
-# Requests per second of GET, the median of RUNS runs.
+# Requests per second of GET, one run.
 rps() {
-  for ((r = 0; r < runs; ++r)); do
-    redis-benchmark -p "$port" -t get -n "$requests" -r 100000 -q | tr -d '\r' |
-      sed -n 's/.*GET: \([0-9.]*\) requests per second.*/\1/p' | tail -1
-  done | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'
+  redis-benchmark -p "$port" -t get -n "$requests" -r 100000 -q | tr -d '\r' |
+    sed -n 's/.*GET: \([0-9.]*\) requests per second.*/\1/p' | tail -1
 }
 
-# The benchmark while trace holds the server with `$@`; trace's report into $tmp/trace.out.
+# One run while trace holds the server with `$@`; trace's report into $tmp/trace.out.
 traced() {
   "$pc" trace -p "$srv" -b lookupKey "$@" >"$tmp/trace.out" 2>"$tmp/trace.err" &
   tr=$!
@@ -45,13 +45,34 @@ traced() {
   kill -INT "$tr"; wait "$tr" || true; tr=
 }
 
-untraced=$(rps); echo "untraced:                  $untraced GET/s"
-count=$(traced); echo "trace (counting):          $count GET/s"
+# The machine is shared and its load drifts over minutes: the configurations are run in
+# rounds (untraced, counting, --stacks 4 KiB, 8 KiB, one run each), and each traced run is
+# compared with its round's untraced one.
+names=(untraced counting "--stacks 4096" "--stacks 8192")
+for ((r = 0; r < runs; ++r)); do
+  u=$(rps)
+  c=$(traced)
+  s4=$(traced --stacks --stack-size 4096 --stack-depth 64 --folded "$tmp/folded.4096")
+  cp "$tmp/trace.out" "$tmp/trace.4096"
+  s8=$(traced --stacks --stack-size 8192 --stack-depth 64 --folded "$tmp/folded.8192")
+  cp "$tmp/trace.out" "$tmp/trace.8192"
+  echo "round $((r + 1)): $u $c $s4 $s8 GET/s (load $(cut -d' ' -f1 /proc/loadavg))"
+  echo "$u $c $s4 $s8" >>"$tmp/rounds"
+done
+echo "GET/s, median (min-max) of $runs rounds; loss: the median (min-max) of each round's"
+echo "traced run against its untraced one"
+for i in 1 2 3 4; do
+  awk -v i="$i" -v n="${names[$((i - 1))]}" '
+    { v[NR] = $i; l[NR] = 100 * (1 - $i / $1) }
+    function med(a, k,   j, t, x, y) { for (x = 1; x <= k; ++x) for (y = x + 1; y <= k; ++y)
+        if (a[y] < a[x]) { t = a[x]; a[x] = a[y]; a[y] = t }; return a[int((k + 1) / 2)] }
+    END { m = med(v, NR); lo = v[1]; hi = v[NR]; printf "%-16s %9.0f (%.0f-%.0f)", n, m, lo, hi
+          if (i > 1) { lm = med(l, NR); printf "   loss %5.1f %% (%.1f to %.1f)", lm, l[1], l[NR] }
+          printf "\n" }' "$tmp/rounds"
+done
 for size in 4096 8192; do
-  st=$(traced --stacks --stack-size "$size" --stack-depth 64 --folded "$tmp/folded.$size")
-  echo "trace --stacks --stack-size $size: $st GET/s"
-  awk -v u="$untraced" -v t="$st" 'BEGIN {printf "  loss against untraced: %.1f %%\n", 100 * (1 - t / u)}'
-  grep -E "^stacks of jump hits|^  (bytes|not copied)|^lookupKey " "$tmp/trace.out" | sed 's/^/  /' || true
+  echo "--stacks --stack-size $size, the last round's trace:"
+  grep -E "^stacks of jump hits|^  (bytes|not copied)|^lookupKey " "$tmp/trace.$size" | sed 's/^/  /' || true
 done
 echo "folded stacks (--stack-size 8192), the 5 most frequent:"
 sort -t' ' -k2 -n -r "$tmp/folded.8192" | head -5 | cut -c1-300

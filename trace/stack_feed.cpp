@@ -42,7 +42,7 @@ StackFeed::~StackFeed() {
 }
 
 // Every field of a record is the tracee's: decode_snapshot reads the header once and clamps
-// the copy to the slot; the bytes are copied out before the unwinder reads them.
+// the copy to the slot; SnapshotUnwinder copies each byte out before it reads it.
 void StackFeed::take_one(std::uint32_t cpu, const std::uint8_t* record) {
   const std::uint32_t rs = reader_.layout().record_size;
   jump::StackSnapshot s = jump::decode_snapshot({record, rs});
@@ -52,8 +52,6 @@ void StackFeed::take_one(std::uint32_t cpu, const std::uint8_t* record) {
     if (options_.each) options_.each(cpu, s, {});
     return;
   }
-  copy_.assign(s.stack.begin(), s.stack.end());
-  s.stack = copy_;
   std::lock_guard<std::mutex> hold(unwinder_lock_);
   auto st = unwinder_->unwind(s);
   if (st.truncated) ++counts_.truncated;

@@ -93,7 +93,6 @@ class StackFeed {
   std::mutex unwinder_lock_;  // held by the thread for each snapshot, by refresh() to swap
   std::unique_ptr<SnapshotUnwinder> unwinder_;
   std::atomic<bool> stop_{false};
-  std::vector<std::uint8_t> copy_;  // one snapshot's stack bytes, out of the tracee's reach
   std::mutex copies_lock_;
   std::vector<std::pair<jump::StackSnapshot, std::vector<std::uint8_t>>>
       copies_;  // add_stopped's, not unwound yet

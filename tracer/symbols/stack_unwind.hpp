@@ -7,16 +7,23 @@
 // last refreshed (dwfl caches each module's CFI). No ptrace, no read of the process's memory:
 // it runs in any thread, and after the process is gone.
 //
+// Each frame's unwind rule is looked up once per pc and kept (UnwindRules): a frame whose rule
+// is a simple one is unwound without libdw's walk; from the first frame whose rule is not,
+// libdw's walk goes on, from that frame's registers. The stacks are the same either way
+// (tests/symbols: the cached walk against libdw's alone, over many pcs).
+//
 // A frame whose return address lies beyond the copied bytes ends the walk: the stack is then
 // `truncated` (the copy was too short), never completed by a guess.
 #include <sys/types.h>
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "breakpoint/in_tracee/stack_record.hpp"
+#include "tracer/symbols/unwind_rules.hpp"
 
 struct Dwfl;
 
@@ -24,8 +31,9 @@ namespace probecost {
 
 class SnapshotUnwinder {
  public:
-  // Reads the modules of process `pid` from its /proc/PID/maps now.
-  SnapshotUnwinder(pid_t pid, unsigned max_depth);
+  // Reads the modules of process `pid` from its /proc/PID/maps now. `cached_rules` false:
+  // libdw's walk alone, every frame (what the cache is tested against).
+  SnapshotUnwinder(pid_t pid, unsigned max_depth, bool cached_rules = true);
   ~SnapshotUnwinder();
   SnapshotUnwinder(const SnapshotUnwinder&) = delete;
   SnapshotUnwinder& operator=(const SnapshotUnwinder&) = delete;
@@ -50,10 +58,24 @@ class SnapshotUnwinder {
 
   struct Walk;  // the snapshot being walked (stack_unwind.cpp)
 
+  // Frames unwound by a cached rule; walks that libdw finished (from the frame whose rule
+  // was not a simple one).
+  struct Use {
+    std::uint64_t cached = 0, libdw = 0;
+  };
+  const Use& use() const { return use_; }
+  // The cached rule at `pc` as the walk looks it up (a return address less 1), or nullptr
+  // when libdw's walk unwinds that frame.
+  const UnwindRule* rule_at(std::uint64_t pc) { return rules_.find(dwfl_, pc); }
+
  private:
   void report();
+  std::optional<int> walk_cached(std::vector<std::uint64_t>& ips);
   pid_t pid_;
   unsigned max_depth_;
+  bool cached_rules_;
+  UnwindRules rules_;
+  Use use_;
   Dwfl* dwfl_ = nullptr;
   std::unique_ptr<Walk> walk_;  // what the callbacks read: libdw keeps the pointer from attach
 };
