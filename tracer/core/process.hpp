@@ -370,11 +370,13 @@ class TracedProcess final : public RemoteProcess {
   void park_after_steps(TaskRef ref);
   void park_at_interrupt(TaskRef ref);  // the same from any stop
   // The frame of a way back (tracer/core/way_back.hpp) for `task`, about to lend it with `saved`
-  // its own; nothing when the process has no way back or there is no room for one.
-  std::optional<RuntimeAddr> way_back_frame(Task& task, const user_regs_struct& saved);
+  // its own, `below` bytes of a call's stack under it; nothing when the process has no way
+  // back or there is no room for one.
+  std::optional<way_back::Frame> way_back_frame(Task& task, const user_regs_struct& saved,
+                                                std::uint64_t below = 0);
   // From regs.rip, resumed (never stepped) to the exit of the call at `syscall_at`.
   long inject_with_way_back(Task& task, user_regs_struct regs, const user_regs_struct& saved,
-                            RuntimeAddr frame, RuntimeAddr syscall_at);
+                            const way_back::Frame& frame, RuntimeAddr syscall_at);
   // The thread's own registers back after injected code, from that interrupt stop (from the
   // last step's, `keep_step_stop`). False when it is gone.
   bool give_back_registers(Task& task, const user_regs_struct& saved, bool keep_step_stop);
@@ -390,6 +392,11 @@ class TracedProcess final : public RemoteProcess {
   void unhide_rseq_cpu(Task& parent);
   long inject_syscall(Task& task, long nr, const std::array<long, 6>& args);
   std::uint64_t inject_call(Task& task, RuntimeAddr fn);
+  // inject_call, the thread's FPU/SSE/AVX state put back after (call_way_back.cpp).
+  std::uint64_t call_keeping_fpu(Task& task, RuntimeAddr fn);
+  // True when signal `sig`, at a signal-delivery-stop of `task`, is a fault of the code we
+  // made it run (call_way_back.cpp).
+  static bool injected_code_faulted(Task& task, int sig);
   std::optional<std::uint64_t> call_with_way_back(Task& task, RuntimeAddr fn,
                                                   const user_regs_struct& saved);
 
