@@ -27,17 +27,18 @@ const Mapping* mapping_of(const std::vector<Mapping>& maps, RuntimeAddr at) {
 }
 
 // The end of the memory a stack at `rsp` may go on in: its mapping and those right above it
-// while readable. A stack, or an alternate signal stack, is not always one mapping: the
-// kernel splits a mapping where a part's flags differ (an madvise(MADV_DONTDUMP) on the
-// upper half of a sigaltstack, an mprotect, an mlock), and a handler whose locals took RSP
-// into the lower part had its frame, in the upper, unseen (a jump then went over the bytes
-// it returned into: SIGSEGV). Nothing when no mapping holds `rsp`.
+// while writable. A stack, or an alternate signal stack, is not always one mapping: the kernel
+// splits a mapping where a part's flags differ (an madvise(MADV_DONTDUMP) on the upper half of
+// a sigaltstack, an mprotect, an mlock), and a handler whose locals took RSP into the lower part
+// had its frame, in the upper, unseen (a jump then went over the bytes it returned into:
+// SIGSEGV). Not on into a read-only mapping (a library's first segment, often right above a
+// thread's stack): no stack goes on there. Nothing when no mapping holds `rsp`.
 std::optional<std::uint64_t> stack_end(const std::vector<Mapping>& maps, RuntimeAddr rsp) {
   auto m =
       std::find_if(maps.begin(), maps.end(), [&](const Mapping& x) { return x.contains(rsp); });
   if (m == maps.end()) return std::nullopt;
   RuntimeAddr end = m->end;
-  for (++m; m != maps.end() && m->start == end && m->read; ++m) end = m->end;
+  for (++m; m != maps.end() && m->start == end && m->read && m->write; ++m) end = m->end;
   return end.value();
 }
 
