@@ -20,15 +20,6 @@ constexpr std::uint64_t kFunctionStack = 256 + 16 + 2048;
 
 }  // namespace
 
-// A signal the function raised itself (si_code > 0: the kernel's, not a kill()): it will
-// raise it again at each resume, so the call is over (a return address in a guard page was
-// resumed forever, probecost deaf even to SIGTERM).
-bool TracedProcess::injected_code_faulted(Task& t, int sig) {
-  if (sig != SIGSEGV && sig != SIGBUS && sig != SIGILL && sig != SIGFPE) return false;
-  auto info = t.siginfo();
-  return info && info->si_code > 0;
-}
-
 // The function returns into the vDSO's `syscall; leave; ...; ret` with RBP (callee-saved, so
 // as we lent it) at the way back's frame, and its result in RAX, which that `syscall` takes for
 // a call number. Untraced, that is ENOSYS (there is no such call: it is an address), and
@@ -89,8 +80,8 @@ std::optional<std::uint64_t> TracedProcess::call_with_way_back(Task& t, RuntimeA
       } else if (info->op == PTRACE_SYSCALL_INFO_EXIT && result) {
         break;
       }
-    } else if (ws->signal_stop() && injected_code_faulted(t, ws->stop_signal())) {
-      if (fpu) way_back::set_fpu_state(tid, *fpu);
+    } else if (ws->signal_stop() && way_back::injected_code_faulted(tid, ws->stop_signal())) {
+      way_back::set_fpu_state(tid, fpu);
       if (!t.set_regs(saved)) throw gone();
       park_at_interrupt(t.ref());  // the fault's signal dropped: it was the function's
       throw Error("the function at " + fn.hex() + " called in thread " + std::to_string(tid) +
@@ -104,17 +95,10 @@ std::optional<std::uint64_t> TracedProcess::call_with_way_back(Task& t, RuntimeA
     }
     // Else the trap of a PTRACE_INTERRUPT sent before: on to the call.
   }
-  if (fpu) way_back::set_fpu_state(tid, *fpu);  // before the registers: the frame has it too
+  way_back::set_fpu_state(tid, fpu);  // before the registers: the frame has it too
   if (!t.set_regs(saved)) throw gone();
   park_at_interrupt(t.ref());
   return result;
-}
-
-std::uint64_t TracedProcess::call_keeping_fpu(Task& t, RuntimeAddr fn) {
-  auto fpu = way_back::fpu_state(t.tid());  // for the single-stepped call (way_back.hpp)
-  std::uint64_t r = inject_call(t, fn);
-  if (fpu) way_back::set_fpu_state(t.tid(), *fpu);
-  return r;
 }
 
 }  // namespace probecost

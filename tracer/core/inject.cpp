@@ -178,10 +178,9 @@ const user_regs_struct* TracedProcess::step_injected(Task& t) {
   if (!t.single_step()) return nullptr;
   auto ws = wait_for(t);
   if (!ws) return nullptr;
-  // A signal that arrives meanwhile is kept for the thread, and delivered after; a fault of
-  // the injected code is not the program's (inject_call ends the call).
+  // A signal arriving meanwhile is delivered after; one the injected code raised is not.
   if (ws->signal_stop() && ws->stop_signal() != SIGTRAP &&
-      !injected_code_faulted(t, ws->stop_signal())) {
+      !way_back::injected_code_faulted(t.tid(), ws->stop_signal())) {
     t.pending_signals.push_back(ws->stop_signal());
   }
   return t.regs();
@@ -407,6 +406,7 @@ std::uint64_t TracedProcess::inject_call(Task& t, RuntimeAddr fn) {
   regs.eflags &= ~(0x400ull | 0x100ull);  // DF clear at a call (ABI); TF is ours to set
   // As for an injected system call: the kernel must not restart one the thread was in.
   regs.orig_rax = static_cast<unsigned long long>(-1);
+  auto fpu = way_back::fpu_state(tid);  // put back before the registers (way_back.hpp)
   if (!t.set_regs(regs)) throw gone();
   RegistersLent lent;
   // A resolver is tens of instructions; a bound keeps a runaway one from holding us forever.
@@ -430,19 +430,21 @@ std::uint64_t TracedProcess::inject_call(Task& t, RuntimeAddr fn) {
     if (!now) throw gone();
     if (now->rip == ret.value() && now->rsp == sp + 8) break;  // returned
     if (int sig = t.last_stop().signal_stop() ? t.last_stop().stop_signal() : 0;
-        sig != SIGTRAP && sig != 0 && injected_code_faulted(t, sig)) {
+        way_back::injected_code_faulted(tid, sig)) {
+      way_back::set_fpu_state(tid, fpu);
       give_back_registers(t, saved, keep);
       throw Error("the function at " + fn.hex() + " raised signal " + std::to_string(sig));
     }
   }
   std::uint64_t result = t.regs()->rax;
+  way_back::set_fpu_state(tid, fpu);
   if (!give_back_registers(t, saved, keep)) throw gone();
   return result;
 }
 
 std::optional<std::uint64_t> TracedProcess::call_in_tracee(RuntimeAddr fn, Task* via) {
   // The function runs on the process's memory: no other thread runs meanwhile.
-  return with_others_stopped(via, [&](Task& t) { return call_keeping_fpu(t, fn); });
+  return with_others_stopped(via, [&](Task& t) { return inject_call(t, fn); });
 }
 
 }  // namespace probecost

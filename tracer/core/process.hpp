@@ -369,9 +369,7 @@ class TracedProcess final : public RemoteProcess {
   // interrupt stop, which holds no signal and no step flag should probecost die (inject.cpp).
   void park_after_steps(TaskRef ref);
   void park_at_interrupt(TaskRef ref);  // the same from any stop
-  // The frame of a way back (tracer/core/way_back.hpp) for `task`, about to lend it with `saved`
-  // its own, `below` bytes of a call's stack under it; nothing when the process has no way
-  // back or there is no room for one.
+  // A way back's frame (way_back.hpp) for `task`, `below` bytes of stack under it; or no room.
   std::optional<way_back::Frame> way_back_frame(Task& task, const user_regs_struct& saved,
                                                 std::uint64_t below = 0);
   // From regs.rip, resumed (never stepped) to the exit of the call at `syscall_at`.
@@ -392,11 +390,6 @@ class TracedProcess final : public RemoteProcess {
   void unhide_rseq_cpu(Task& parent);
   long inject_syscall(Task& task, long nr, const std::array<long, 6>& args);
   std::uint64_t inject_call(Task& task, RuntimeAddr fn);
-  // inject_call, the thread's FPU/SSE/AVX state put back after (call_way_back.cpp).
-  std::uint64_t call_keeping_fpu(Task& task, RuntimeAddr fn);
-  // True when signal `sig`, at a signal-delivery-stop of `task`, is a fault of the code we
-  // made it run (call_way_back.cpp).
-  static bool injected_code_faulted(Task& task, int sig);
   std::optional<std::uint64_t> call_with_way_back(Task& task, RuntimeAddr fn,
                                                   const user_regs_struct& saved);
 

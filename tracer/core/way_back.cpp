@@ -1,6 +1,7 @@
 #include "tracer/core/way_back.hpp"
 
 #include <elf.h>
+#include <signal.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -239,9 +240,16 @@ std::optional<std::vector<std::uint8_t>> fpu_state(pid_t tid) {
   return buf;
 }
 
-bool set_fpu_state(pid_t tid, std::vector<std::uint8_t> state) {
-  iovec iov{state.data(), state.size()};
+bool set_fpu_state(pid_t tid, std::optional<std::vector<std::uint8_t>> state) {
+  if (!state) return true;
+  iovec iov{state->data(), state->size()};
   return sys::ptrace_call(PTRACE_SETREGSET, tid, reinterpret_cast<void*>(NT_X86_XSTATE), &iov) == 0;
+}
+
+bool injected_code_faulted(pid_t tid, int sig) {
+  if (sig != SIGSEGV && sig != SIGBUS && sig != SIGILL && sig != SIGFPE) return false;
+  siginfo_t info{};
+  return sys::ptrace_call(PTRACE_GETSIGINFO, tid, nullptr, &info) == 0 && info.si_code > 0;
 }
 
 bool put_back(pid_t tid, const Frame& frame) {

@@ -78,7 +78,13 @@ bool put_back(pid_t tid, const Frame& frame);
 // a function clobber every vector register), and the thread may have been stopped with live
 // values in them, anywhere in its code (an xmm8 of a spinning loop came back changed).
 std::optional<std::vector<std::uint8_t>> fpu_state(pid_t tid);
-bool set_fpu_state(pid_t tid, std::vector<std::uint8_t> state);
+bool set_fpu_state(pid_t tid, std::optional<std::vector<std::uint8_t>> state);  // none: true
+
+// True when signal `sig`, at a signal-delivery-stop of thread `tid`, is one the code we made it
+// run raised itself (si_code > 0: the kernel's, not a kill()): it comes again at each resume,
+// so the call is over (a return address in a guard page was resumed forever, probecost deaf
+// even to SIGTERM).
+bool injected_code_faulted(pid_t tid, int sig);
 
 // put_back at the end of a scope, unless released (the thread was lent the frame).
 class PutBack {
