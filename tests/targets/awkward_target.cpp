@@ -16,6 +16,9 @@
 //   park_foreign  as park, but the handler's frame returns into an anonymous executable page
 //                 whose code jumps to awkward_park+2 (as a copy a previous probecost left
 //                 would): "release" then goes through it                  -> "parked"
+//   park_split    as park, but the handler runs on a 64 KiB sigaltstack split in two mappings
+//                 (MADV_DONTDUMP on its upper half), its locals taking RSP into the lower one,
+//                 below the mapping that holds its frame                  -> "parked"
 //   spin          a thread calls awkward_push (push %rbx, first) until "stop"  -> "spinning"
 //   signal_in_copy  SIGUSR2 to the spinning thread until one finds it outside the executable's
 //                 text (in a tracer's out-of-line copy); its handler then blocks on a pipe
@@ -33,6 +36,7 @@
 //                 raises SIGTRAP (its handler must run, not the default)
 //                                              -> "blocked=B own=O handled=H" (1 1 1: right)
 //   exit                                                                 -> "bye"
+#include <alloca.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <pthread.h>
@@ -141,11 +145,16 @@ bool inside_park(std::uint64_t rip) {
 // "release" and then makes the loop end (ecx = 1) when the handler returns into it.
 std::uint64_t g_foreign = 0;  // park_foreign's page: jmp *0(%rip) to awkward_park+2
 
+void* g_split_stack = nullptr;  // park_split's sigaltstack
+constexpr std::size_t kSplitStack = 64 * 1024, kSplitLocals = 40 * 1024;
+
 void on_park_signal(int, siginfo_t*, void* context) {
   auto* uc = static_cast<ucontext_t*>(context);
   char c = inside_park(static_cast<std::uint64_t>(uc->uc_mcontext.gregs[REG_RIP])) ? 'y' : 'n';
   if (c == 'y' && g_foreign) uc->uc_mcontext.gregs[REG_RIP] = static_cast<greg_t>(g_foreign);
   if (::write(g_parked[1], &c, 1) != 1 || c == 'n') return;
+  volatile char* locals = static_cast<char*>(alloca(g_split_stack ? kSplitLocals : 16));
+  for (std::size_t i = 0; g_split_stack && i < kSplitLocals; i += 256) locals[i] = 1;
   while (::read(g_release[0], &c, 1) < 0 && errno == EINTR) {
   }
   uc->uc_mcontext.gregs[REG_RCX] = 1;
@@ -158,9 +167,13 @@ std::string park() {
   if (::pipe(g_parked) != 0 || ::pipe(g_release) != 0) return "pipe failed";
   struct sigaction sa {};
   sa.sa_sigaction = on_park_signal;
-  sa.sa_flags = SA_SIGINFO;
+  sa.sa_flags = SA_SIGINFO | (g_split_stack ? SA_ONSTACK : 0);
   ::sigaction(SIGUSR1, &sa, nullptr);
-  g_parked_thread = std::thread([] { g_park_rc = awkward_park(0); });
+  g_parked_thread = std::thread([] {
+    stack_t alt{g_split_stack, 0, kSplitStack};
+    if (g_split_stack) ::sigaltstack(&alt, nullptr);
+    g_park_rc = awkward_park(0);
+  });
   // Signal it until a signal finds it inside the loop (the first ones may come before).
   for (char c = 'n'; c != 'y';) {
     pthread_kill(g_parked_thread.native_handle(), SIGUSR1);
@@ -179,6 +192,15 @@ std::string park_foreign() {
   std::memcpy(code + sizeof jmp, &target, sizeof target);
   if (::mprotect(page, 4096, PROT_READ | PROT_EXEC) != 0) return "mprotect failed";
   g_foreign = reinterpret_cast<std::uint64_t>(page);
+  return park();
+}
+
+std::string park_split() {
+  g_split_stack =
+      ::mmap(nullptr, kSplitStack, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (g_split_stack == MAP_FAILED) return "mmap failed";
+  auto* upper = static_cast<char*>(g_split_stack) + kSplitStack / 2;
+  if (::madvise(upper, kSplitStack / 2, MADV_DONTDUMP) != 0) return "madvise failed";
   return park();
 }
 
@@ -341,6 +363,7 @@ std::string run(const std::string& cmd, std::uint64_t n) {
   if (cmd == "park") return park();
   if (cmd == "release") return release();
   if (cmd == "park_foreign") return park_foreign();
+  if (cmd == "park_split") return park_split();
   if (cmd == "spin") return spin();
   if (cmd == "signal_in_copy") return signal_in_copy();
   if (cmd == "release_spin") return release_spin();

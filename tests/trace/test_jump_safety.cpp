@@ -149,6 +149,19 @@ TEST_P(Awkward, AHandlerThatReturnsIntoTheRangeKeepsTheJumpOutAndTheProgramRuns)
   EXPECT_EQ(p["hits"], 100);  // the parked call had passed the site before the probe was in
 }
 
+// The same with the handler on a sigaltstack of two mappings, its RSP in the lower and its
+// frame in the upper: the scan for a frame's mark (signal_frames.hpp) read RSP's mapping alone,
+// found none, walked nothing, and the jump went in: SIGSEGV at the handler's return.
+TEST_P(Awkward, AHandlerOnASplitAltstackStillKeepsTheJumpOut) {
+  Target target(GetParam(), 1);
+  ASSERT_EQ(target.ask("park_split"), "parked");
+  Result r = run_command({PROBECOST_BIN, "trace", "--via", "jump", "--duration", "10", "-p",
+                          std::to_string(target.pid), "-b", "awkward_park"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("is in a signal handler that returns to "), std::string::npos) << r.err;
+  EXPECT_EQ(target.ask("release"), "released rc=1");
+}
+
 TEST_P(Awkward, AProcessRefusingExecutableMappingsIsProbedWithInt3AndTold) {
   Target target(GetParam(), 1);
   ASSERT_EQ(target.ask("seal"), "sealed EPERM");

@@ -1,5 +1,6 @@
 // An injected function call (an IFUNC resolver) with a way back (way_back.hpp): should
 // probecost die while the thread runs it, the thread comes back to its own registers by itself.
+#include <signal.h>
 #include <sys/ptrace.h>
 #include <sys/user.h>
 
@@ -10,6 +11,14 @@
 #include "tracer/os/seccomp.hpp"
 
 namespace probecost {
+
+namespace {
+
+// Under the frame: the 256 bytes skipped, the ABI's alignment, and the function's own stack,
+// checked writable and put back after (glibc's resolvers use none but their return address).
+constexpr std::uint64_t kFunctionStack = 256 + 16 + 2048;
+
+}  // namespace
 
 // The function returns into the vDSO's `syscall; leave; ...; ret` with RBP (callee-saved, so
 // as we lent it) at the way back's frame, and its result in RAX, which that `syscall` takes for
@@ -25,11 +34,13 @@ std::optional<std::uint64_t> TracedProcess::call_with_way_back(Task& t, RuntimeA
                                                                const user_regs_struct& saved) {
   if (seccomp::ThreadFilters::of(t.tid()).mode() != seccomp::ThreadFilters::Mode::Disabled)
     return std::nullopt;
-  auto frame = way_back_frame(t, saved);
+  auto frame = way_back_frame(t, saved, kFunctionStack);
   if (!frame) return std::nullopt;
+  way_back::PutBack after(t.tid(), *frame);  // once the thread has its registers back
+  auto fpu = way_back::fpu_state(t.tid());
   RuntimeAddr gadget = gadgets_->syscall_leave_ret;
   // The function's stack below the frame, aligned as the ABI wants it at a call.
-  std::uint64_t sp = ((frame->value() - 256) & ~std::uint64_t{15}) - 8;
+  std::uint64_t sp = ((frame->rbp.value() - 256) & ~std::uint64_t{15}) - 8;
   std::uint64_t ret = gadget.value();
   std::array<std::uint8_t, 8> ret_bytes{};
   std::memcpy(ret_bytes.data(), &ret, sizeof ret);
@@ -37,7 +48,7 @@ std::optional<std::uint64_t> TracedProcess::call_with_way_back(Task& t, RuntimeA
   user_regs_struct regs = saved;
   regs.rsp = sp;
   regs.rip = fn.value();
-  regs.rbp = frame->value();
+  regs.rbp = frame->rbp.value();
   regs.rax = 0;
   regs.rdi = regs.rsi = regs.rdx = regs.rcx = regs.r8 = regs.r9 = 0;
   regs.eflags &= ~(0x400ull | 0x100ull);                // DF clear at a call (ABI), no step flag
@@ -69,6 +80,13 @@ std::optional<std::uint64_t> TracedProcess::call_with_way_back(Task& t, RuntimeA
       } else if (info->op == PTRACE_SYSCALL_INFO_EXIT && result) {
         break;
       }
+    } else if (ws->signal_stop() && way_back::injected_code_faulted(tid, ws->stop_signal())) {
+      way_back::set_fpu_state(tid, fpu);
+      if (!t.set_regs(saved)) throw gone();
+      park_at_interrupt(t.ref());  // the fault's signal dropped: it was the function's
+      throw Error("the function at " + fn.hex() + " called in thread " + std::to_string(tid) +
+                  " raised signal " + std::to_string(ws->stop_signal()) +
+                  "; the thread has its registers back");
     } else if (ws->signal_stop()) {
       t.pending_signals.push_back(ws->stop_signal());  // delivered after
     } else if (!ws->stopped() || ws->ptrace_event() == PTRACE_EVENT_EXIT) {
@@ -77,6 +95,7 @@ std::optional<std::uint64_t> TracedProcess::call_with_way_back(Task& t, RuntimeA
     }
     // Else the trap of a PTRACE_INTERRUPT sent before: on to the call.
   }
+  way_back::set_fpu_state(tid, fpu);  // before the registers: the frame has it too
   if (!t.set_regs(saved)) throw gone();
   park_at_interrupt(t.ref());
   return result;

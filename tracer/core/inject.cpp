@@ -178,8 +178,9 @@ const user_regs_struct* TracedProcess::step_injected(Task& t) {
   if (!t.single_step()) return nullptr;
   auto ws = wait_for(t);
   if (!ws) return nullptr;
-  // A signal that arrives meanwhile is kept for the thread, and delivered after.
-  if (ws->signal_stop() && ws->stop_signal() != SIGTRAP) {
+  // A signal arriving meanwhile is delivered after; one the injected code raised is not.
+  if (ws->signal_stop() && ws->stop_signal() != SIGTRAP &&
+      !way_back::injected_code_faulted(t.tid(), ws->stop_signal())) {
     t.pending_signals.push_back(ws->stop_signal());
   }
   return t.regs();
@@ -200,7 +201,9 @@ long TracedProcess::inject_syscall(Task& t, long nr, const std::array<long, 6>& 
   bool keep = t.held() && t.last_stop().signal_stop();
   if (!keep) {
     if (auto frame = way_back_frame(t, saved)) {
+      way_back::PutBack unless_lent(tid, *frame);
       check_seccomp(pid_, tid, nr, args, gadgets_->syscall_leave_ret);
+      unless_lent.release();
       regs.rip = gadgets_->syscall_leave_ret.value();
       return inject_with_way_back(t, regs, saved, *frame, gadgets_->syscall_leave_ret);
     }
@@ -289,25 +292,26 @@ void TracedProcess::park_at_interrupt(TaskRef ref) {
   }
 }
 
-std::optional<RuntimeAddr> TracedProcess::way_back_frame(Task& t, const user_regs_struct& saved) {
+std::optional<way_back::Frame> TracedProcess::way_back_frame(Task& t, const user_regs_struct& saved,
+                                                             std::uint64_t below) {
   if (!gadgets_tried_) {
     gadgets_ = way_back::find_gadgets(memory_, proc_tid());
     gadgets_tried_ = true;
   }
   if (!gadgets_ || !lent_mask_) return std::nullopt;
-  return way_back::write_frame(memory_, t.tid(), saved, *lent_mask_, *gadgets_);
+  return way_back::write_frame(t.tid(), saved, *lent_mask_, *gadgets_, below);
 }
 
 // Run by PTRACE_SYSCALL to the call's exit stop, never single-stepped: the step flag outlives
 // a dying tracer and would trap the way back's first instruction.
 long TracedProcess::inject_with_way_back(Task& t, user_regs_struct regs,
-                                         const user_regs_struct& saved, RuntimeAddr frame,
-                                         RuntimeAddr syscall_at) {
+                                         const user_regs_struct& saved,
+                                         const way_back::Frame& frame, RuntimeAddr syscall_at) {
   pid_t tid = t.tid();
   auto gone = [&] {
     return Error("thread " + std::to_string(tid) + " went away during an injected system call");
   };
-  regs.rbp = frame.value();
+  regs.rbp = frame.rbp.value();
   regs.eflags &= ~0x100ull;
   if (!t.set_regs(regs)) throw gone();
   // From here a death of probecost lets the thread make the call and come back by the frame.
@@ -339,6 +343,7 @@ long TracedProcess::inject_with_way_back(Task& t, user_regs_struct regs,
   // was interrupted in, as from any stop. Alive, we take it to an interrupt stop, for a resume
   // from a syscall-exit-stop would restart nothing (its read would return -ERESTARTSYS).
   if (!t.set_regs(saved)) throw gone();
+  way_back::put_back(tid, frame);  // the frame no longer needed
   park_at_interrupt(t.ref());
   return result;
 }
@@ -358,7 +363,9 @@ std::optional<long> TracedProcess::run_in_tracee(RuntimeAddr code, RuntimeAddr s
     user_regs_struct saved = *now;
     auto frame = way_back_frame(t, saved);
     if (!frame) return std::nullopt;
+    way_back::PutBack unless_lent(t.tid(), *frame);
     check_seccomp(pid_, t.tid(), nr, args, syscall_at);
+    unless_lent.release();
     user_regs_struct regs = syscall_regs(saved, nr, args);
     regs.rip = code.value();
     // inloop+2: the code's registers set, the thread not yet resumed.
@@ -378,9 +385,7 @@ std::uint64_t TracedProcess::inject_call(Task& t, RuntimeAddr fn) {
   };
   bool keep = t.held() && t.last_stop().signal_stop();
   fault_plan::at_stage("ifunc");
-  if (!keep) {
-    if (auto r = call_with_way_back(t, fn, saved)) return *r;  // call_way_back.cpp
-  }
+  if (auto r = keep ? std::nullopt : call_with_way_back(t, fn, saved)) return *r;
   // Else, single-stepped: a frame below the thread's stack pointer and its 128-byte red zone,
   // aligned as the ABI wants it at a call (rsp + 8 a multiple of 16 at the function's first
   // instruction), with a return address that we never let run: we stop the thread the moment it
@@ -390,7 +395,8 @@ std::uint64_t TracedProcess::inject_call(Task& t, RuntimeAddr fn) {
   std::array<std::uint8_t, 8> ret_bytes{};
   std::uint64_t ret_value = ret.value();
   std::memcpy(ret_bytes.data(), &ret_value, sizeof ret_value);
-  memory_.write(RuntimeAddr(sp), ret_bytes);
+  if (sys::vm_write(tid, ret_bytes.data(), ret_bytes.size(), sp) != 8)  // not a guard page's
+    throw Error("no room on thread " + std::to_string(tid) + "'s stack to call " + fn.hex());
   user_regs_struct regs = saved;
   regs.rsp = sp;
   regs.rip = fn.value();
@@ -399,6 +405,7 @@ std::uint64_t TracedProcess::inject_call(Task& t, RuntimeAddr fn) {
   regs.eflags &= ~(0x400ull | 0x100ull);  // DF clear at a call (ABI); TF is ours to set
   // As for an injected system call: the kernel must not restart one the thread was in.
   regs.orig_rax = static_cast<unsigned long long>(-1);
+  auto fpu = way_back::fpu_state(tid);  // put back before the registers (way_back.hpp)
   if (!t.set_regs(regs)) throw gone();
   RegistersLent lent;
   // A resolver is tens of instructions; a bound keeps a runaway one from holding us forever.
@@ -421,8 +428,15 @@ std::uint64_t TracedProcess::inject_call(Task& t, RuntimeAddr fn) {
     const user_regs_struct* now = step_injected(t);
     if (!now) throw gone();
     if (now->rip == ret.value() && now->rsp == sp + 8) break;  // returned
+    if (int sig = t.last_stop().signal_stop() ? t.last_stop().stop_signal() : 0;
+        way_back::injected_code_faulted(tid, sig)) {
+      way_back::set_fpu_state(tid, fpu);
+      give_back_registers(t, saved, keep);
+      throw Error("the function at " + fn.hex() + " raised signal " + std::to_string(sig));
+    }
   }
   std::uint64_t result = t.regs()->rax;
+  way_back::set_fpu_state(tid, fpu);
   if (!give_back_registers(t, saved, keep)) throw gone();
   return result;
 }

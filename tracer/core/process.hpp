@@ -369,12 +369,12 @@ class TracedProcess final : public RemoteProcess {
   // interrupt stop, which holds no signal and no step flag should probecost die (inject.cpp).
   void park_after_steps(TaskRef ref);
   void park_at_interrupt(TaskRef ref);  // the same from any stop
-  // The frame of a way back (tracer/core/way_back.hpp) for `task`, about to lend it with `saved`
-  // its own; nothing when the process has no way back or there is no room for one.
-  std::optional<RuntimeAddr> way_back_frame(Task& task, const user_regs_struct& saved);
+  // A way back's frame (way_back.hpp) for `task`, `below` bytes of stack under it; or no room.
+  std::optional<way_back::Frame> way_back_frame(Task& task, const user_regs_struct& saved,
+                                                std::uint64_t below = 0);
   // From regs.rip, resumed (never stepped) to the exit of the call at `syscall_at`.
   long inject_with_way_back(Task& task, user_regs_struct regs, const user_regs_struct& saved,
-                            RuntimeAddr frame, RuntimeAddr syscall_at);
+                            const way_back::Frame& frame, RuntimeAddr syscall_at);
   // The thread's own registers back after injected code, from that interrupt stop (from the
   // last step's, `keep_step_stop`). False when it is gone.
   bool give_back_registers(Task& task, const user_regs_struct& saved, bool keep_step_stop);

@@ -1,6 +1,7 @@
 #include "tracer/core/way_back.hpp"
 
 #include <elf.h>
+#include <signal.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -198,32 +199,62 @@ std::optional<Gadgets> find_gadgets(TraceeMemory& memory, pid_t pid) {
   return Gadgets{*leave_ret, *rt};
 }
 
-std::optional<RuntimeAddr> write_frame(TraceeMemory& memory, pid_t tid,
-                                       const user_regs_struct& saved, std::uint64_t mask,
-                                       const Gadgets& gadgets) {
+std::optional<Frame> write_frame(pid_t tid, const user_regs_struct& saved, std::uint64_t mask,
+                                 const Gadgets& gadgets, std::uint64_t below) {
   auto xstate = xstate_of(tid);
   if (!xstate) return std::nullopt;
   // RBP -> [saved RBP][pretcode = __restore_rt][ucontext][siginfo] ... [XSAVE area, 64-aligned]
   std::uint64_t fp_offset = (16 + kSigframeSize + 63) & ~std::uint64_t{63};
   std::uint64_t size = fp_offset + xstate->size();
   std::uint64_t frame = (saved.rsp - kGap - size) & ~std::uint64_t{63};
-  std::vector<std::uint8_t> bytes(size);
+  Frame f{RuntimeAddr(frame), RuntimeAddr(frame - below), std::vector<std::uint8_t>(below + size)};
+  if (sys::vm_read(tid, f.before.data(), f.before.size(), f.low.value(), 1) !=
+      static_cast<ssize_t>(f.before.size()))
+    return std::nullopt;                       // no room: not memory the thread can read
+  std::vector<std::uint8_t> bytes = f.before;  // the call's stack as it was, then the frame
+  std::uint8_t* at = bytes.data() + below;
   std::uint64_t words[2] = {saved.rbp, gadgets.restore_rt.value()};
-  std::memcpy(bytes.data(), words, sizeof words);
+  std::memcpy(at, words, sizeof words);
   Ucontext uc{};
   uc.uc_flags = kUcFpXstate | kUcSigcontextSs | kUcStrictRestoreSs;
   uc.ss_flags = 3;  // neither 0, SS_ONSTACK nor SS_DISABLE: the altstack is left alone
   uc.mcontext = context_of(saved);
   uc.mcontext.fpstate = frame + fp_offset;
   uc.sigmask = mask;
-  std::memcpy(bytes.data() + 16, &uc, sizeof uc);
-  std::memcpy(bytes.data() + fp_offset, xstate->data(), xstate->size());
-  try {
-    memory.write(RuntimeAddr(frame), bytes);
-  } catch (const Error&) {
-    return std::nullopt;  // no room on the thread's stack
+  std::memcpy(at + 16, &uc, sizeof uc);
+  std::memcpy(at + fp_offset, xstate->data(), xstate->size());
+  if (sys::vm_write(tid, bytes.data(), bytes.size(), f.low.value()) !=
+      static_cast<ssize_t>(bytes.size())) {
+    put_back(tid, f);     // a write stopped part way
+    return std::nullopt;  // no room: not memory the thread can write
   }
-  return RuntimeAddr(frame);
+  return f;
+}
+
+std::optional<std::vector<std::uint8_t>> fpu_state(pid_t tid) {
+  std::vector<std::uint8_t> buf(16384);
+  iovec iov{buf.data(), buf.size()};
+  if (sys::ptrace_call(PTRACE_GETREGSET, tid, reinterpret_cast<void*>(NT_X86_XSTATE), &iov) != 0)
+    return std::nullopt;
+  buf.resize(iov.iov_len);
+  return buf;
+}
+
+bool set_fpu_state(pid_t tid, std::optional<std::vector<std::uint8_t>> state) {
+  if (!state) return true;
+  iovec iov{state->data(), state->size()};
+  return sys::ptrace_call(PTRACE_SETREGSET, tid, reinterpret_cast<void*>(NT_X86_XSTATE), &iov) == 0;
+}
+
+bool injected_code_faulted(pid_t tid, int sig) {
+  if (sig != SIGSEGV && sig != SIGBUS && sig != SIGILL && sig != SIGFPE) return false;
+  siginfo_t info{};
+  return sys::ptrace_call(PTRACE_GETSIGINFO, tid, nullptr, &info) == 0 && info.si_code > 0;
+}
+
+bool put_back(pid_t tid, const Frame& frame) {
+  return sys::vm_write(tid, frame.before.data(), frame.before.size(), frame.low.value()) ==
+         static_cast<ssize_t>(frame.before.size());
 }
 
 }  // namespace probecost::way_back

@@ -29,6 +29,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 #include "common/address.hpp"
 
@@ -47,11 +48,59 @@ struct Gadgets {
 // one of them is not there (no vDSO, another libc).
 std::optional<Gadgets> find_gadgets(TraceeMemory& memory, pid_t pid);
 
-// Writes the frame for thread `tid` stopped with `saved` (its signal mask `mask`) and returns
-// the RBP to lend it; nothing when its FPU state cannot be read or the frame not written.
-std::optional<RuntimeAddr> write_frame(TraceeMemory& memory, pid_t tid,
-                                       const user_regs_struct& saved, std::uint64_t mask,
-                                       const Gadgets& gadgets);
+// A frame written below a thread's stack pointer, and what it overwrote: the bytes from `low`
+// (the lowest a call may use: a function's stack under the frame) to the frame's end. Below
+// RSP is not always free stack: a coroutine's or an alternate signal stack may be a small
+// buffer with the program's data under it (a frame 8 KB below RSP on an 8 KiB makecontext
+// stack overwrote 1128 bytes of the heap under it), or a thread's stack may end in a guard
+// page, which /proc/PID/mem writes anyway (FOLL_FORCE: the resolver then faulted on its
+// `ret` there, and we resumed it forever). So the bytes are read and the frame written with
+// process_vm_readv/writev, which fail where the thread could not write itself, and put back
+// (put_back) once the thread has its own registers again. A death of probecost mid-call
+// still leaves the frame's bytes there.
+struct Frame {
+  RuntimeAddr rbp;  // the RBP to lend the thread
+  RuntimeAddr low;
+  std::vector<std::uint8_t> before;
+};
+
+// Writes the frame for thread `tid` stopped with `saved` (its signal mask `mask`), `below`
+// bytes of the call's stack under it checked writable too; nothing when its FPU state cannot
+// be read or the thread could not write all of it.
+std::optional<Frame> write_frame(pid_t tid, const user_regs_struct& saved, std::uint64_t mask,
+                                 const Gadgets& gadgets, std::uint64_t below);
+// What `frame` overwrote, written back (the thread has its own registers again); false when
+// it could not be.
+bool put_back(pid_t tid, const Frame& frame);
+
+// The thread's FPU, SSE and AVX state (PTRACE_GETREGSET NT_X86_XSTATE), to put back with
+// set_fpu_state after a function we made it call: a resolver may use any of it (the ABI lets
+// a function clobber every vector register), and the thread may have been stopped with live
+// values in them, anywhere in its code (an xmm8 of a spinning loop came back changed).
+std::optional<std::vector<std::uint8_t>> fpu_state(pid_t tid);
+bool set_fpu_state(pid_t tid, std::optional<std::vector<std::uint8_t>> state);  // none: true
+
+// True when signal `sig`, at a signal-delivery-stop of thread `tid`, is one the code we made it
+// run raised itself (si_code > 0: the kernel's, not a kill()): it comes again at each resume,
+// so the call is over (a return address in a guard page was resumed forever, probecost deaf
+// even to SIGTERM).
+bool injected_code_faulted(pid_t tid, int sig);
+
+// put_back at the end of a scope, unless released (the thread was lent the frame).
+class PutBack {
+ public:
+  PutBack(pid_t tid, const Frame& frame) : tid_(tid), frame_(&frame) {}
+  ~PutBack() {
+    if (frame_) put_back(tid_, *frame_);
+  }
+  PutBack(const PutBack&) = delete;
+  PutBack& operator=(const PutBack&) = delete;
+  void release() { frame_ = nullptr; }
+
+ private:
+  pid_t tid_;
+  const Frame* frame_;
+};
 
 }  // namespace way_back
 }  // namespace probecost

@@ -2,6 +2,7 @@
 // patched range other than its first, beyond what plan_jump sees in the function itself.
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <utility>
 
 #include "breakpoint/x86/code_walk.hpp"
@@ -24,6 +25,22 @@ const Mapping* mapping_of(const std::vector<Mapping>& maps, RuntimeAddr at) {
     if (m.contains(at)) return &m;
   }
   return nullptr;
+}
+
+// The end of the memory a stack at `rsp` may go on in: its mapping and those right above it
+// while writable. A stack, or an alternate signal stack, is not always one mapping: the kernel
+// splits a mapping where a part's flags differ (an madvise(MADV_DONTDUMP) on the upper half of
+// a sigaltstack, an mprotect, an mlock), and a handler whose locals took RSP into the lower part
+// had its frame, in the upper, unseen (a jump then went over the bytes it returned into:
+// SIGSEGV). Not on into a read-only mapping (a library's first segment, often right above a
+// thread's stack): no stack goes on there. Nothing when no mapping holds `rsp`.
+std::optional<std::uint64_t> stack_end(const std::vector<Mapping>& maps, RuntimeAddr rsp) {
+  auto m =
+      std::find_if(maps.begin(), maps.end(), [&](const Mapping& x) { return x.contains(rsp); });
+  if (m == maps.end()) return std::nullopt;
+  RuntimeAddr end = m->end;
+  for (++m; m != maps.end() && m->start == end && m->read && m->write; ++m) end = m->end;
+  return end.value();
 }
 
 bool file_backed(const Mapping* m) {
@@ -168,8 +185,8 @@ std::vector<JumpProbes::ThreadPc> JumpProbes::thread_pcs() {
     if (!regs) continue;
     out.push_back({tid, RuntimeAddr(regs->rip), false, {}});
     // A stack whose used part holds no signal frame's mark needs no walk (signal_frames.hpp).
-    const Mapping* stack = mapping_of(maps, RuntimeAddr(regs->rsp));
-    if (stack && holds_no_signal_frame(tid, regs->rsp, stack->end.value())) continue;
+    auto end = stack_end(maps, RuntimeAddr(regs->rsp));
+    if (end && holds_no_signal_frame(tid, regs->rsp, *end)) continue;
     // Made when first needed: libunwind's address space alone took 1.4 ms of CPU here.
     if (!unwinder_) unwinder_ = std::make_unique<StackCollector>(kSignalWalkFrames);
     if (!std::exchange(flushed, true)) unwinder_->flush();  // code mapped since the last walk

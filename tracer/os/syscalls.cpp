@@ -117,4 +117,12 @@ ssize_t vm_read(pid_t tid, void* out, std::size_t size, std::uint64_t from, std:
   return ::process_vm_readv(tid, &local, 1, remote.data(), pieces, 0);
 }
 
+ssize_t vm_write(pid_t tid, const void* in, std::size_t size, std::uint64_t to) {
+  fault_plan::before_call();
+  ++counters().memory;
+  iovec local{const_cast<void*>(in), size};
+  iovec remote{reinterpret_cast<void*>(to), size};
+  return ::process_vm_writev(tid, &local, 1, &remote, 1, 0);
+}
+
 }  // namespace probecost::sys

@@ -41,5 +41,8 @@ int tkill(pid_t tid, int sig);
 // pieces (so that a read stopped by an unmapped piece still gives those before it): the bytes
 // read, or -1 with errno.
 ssize_t vm_read(pid_t tid, void* out, std::size_t size, std::uint64_t from, std::size_t pieces);
+// process_vm_writev of `size` bytes to `to`: unlike a write through /proc/PID/mem (FOLL_FORCE),
+// it fails where the thread itself could not write (a guard page, a read-only mapping).
+ssize_t vm_write(pid_t tid, const void* in, std::size_t size, std::uint64_t to);
 
 }  // namespace probecost::sys
