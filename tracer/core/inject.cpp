@@ -16,6 +16,7 @@
 #include "tracer/os/fault_plan.hpp"
 #include "tracer/os/maps.hpp"
 #include "tracer/os/seccomp.hpp"
+#include "tracer/os/syscalls.hpp"
 
 namespace probecost {
 
