@@ -12,6 +12,7 @@ build=${1:-build-release}
 runs=${2:-3}
 requests=${3:-200000}
 pc=$build/bin/probecost
+here=$(dirname "$0")
 [[ -x $pc ]] || { echo "usage: $0 [BUILD_DIR] [RUNS] [REQUESTS] (no $pc)" >&2; exit 2; }
 command -v redis-server >/dev/null && command -v redis-benchmark >/dev/null ||
   { echo "$0: no redis-server or redis-benchmark" >&2; exit 2; }
@@ -76,5 +77,11 @@ for size in 4096 8192; do
 done
 echo "folded stacks (--stack-size 8192), the 5 most frequent:"
 sort -t' ' -k2 -n -r "$tmp/folded.8192" | head -5 | cut -c1-300
-if command -v flamegraph.pl >/dev/null; then flamegraph.pl "$tmp/folded.8192" >redis-lookupKey.svg && echo "redis-lookupKey.svg written"; fi
+# The flame graph: flamegraph.pl where installed, else scripts/flamegraph.py (the same picture).
+if command -v flamegraph.pl >/dev/null; then
+  flamegraph.pl "$tmp/folded.8192" >redis-lookupKey.svg
+else
+  "$here/flamegraph.py" "$tmp/folded.8192" "redis-server lookupKey, probecost trace --stacks" \
+    >redis-lookupKey.svg
+fi && echo "redis-lookupKey.svg written"
 echo "load: $(cut -d' ' -f1-3 /proc/loadavg)"
