@@ -54,7 +54,7 @@ record_run() { # mode probe cmd...
   "$pc" record $extra -b "$probe" -o "$tmp/t.json" --summary-json "$tmp/s.json" -- "$@" \
     >/dev/null 2>"$tmp/err" || { echo "  $mode: probecost failed:"; tr '\r' '\n' <"$tmp/err" | tail -3; return; }
   end=$(date +%s.%N)
-  drain=$(sed -n 's/.*the drain copied \([0-9]*\) records ([^)]*) in \([0-9]*\) ms of its CPU (\([0-9.]*\) ns per record).*/\3 ns\/record (\1 records, \2 ms)/p' "$tmp/err")
+  drain=$(sed -n 's/.*the drain copied \([0-9]*\) records ([^)]*) in \([0-9.]*\) ms of its CPU (\([0-9.]*\) ns per record).*/\3 ns\/record (\1 records, \2 ms)/p' "$tmp/err")
   python3 - "$tmp/s.json" "$mode" "$start" "$end" "$drain" "$calls" <<'EOF'
 import json, sys
 s = json.load(open(sys.argv[1]))

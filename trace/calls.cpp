@@ -3,6 +3,7 @@
 #include <x86intrin.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "common/paths.hpp"
 #include "common/status_line.hpp"
@@ -260,7 +261,7 @@ void TraceRun::replay_calls() {
     auto records = static_cast<double>(drained_records_);
     notes_ << opts_.tool << ": the drain copied " << drained_records_ << " records ("
            << drained_bytes_ << " bytes, " << static_cast<double>(drained_bytes_) / records
-           << " per record) in " << static_cast<long>(drain_cpu_s_ * 1e3 + 0.5)
+           << " per record) in " << static_cast<double>(std::lround(drain_cpu_s_ * 1e4)) / 10
            << " ms of its CPU (" << drain_cpu_s_ * 1e9 / records << " ns per record), " << spool_io_
            << std::endl;
   }

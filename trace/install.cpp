@@ -161,8 +161,10 @@ void TraceRun::install_image(ProcessTrace& tr) {
     JumpOptions jo;
     jo.calls.args = opts_.calls->args;
     jo.calls.buffer_bytes = opts_.calls->buffer_bytes;  // 0: the default
-    // A sub-buffer left partly filled is copied after 100 ms (the drain is woken for the rest).
-    jo.calls.reader.flush_ticks = static_cast<std::uint64_t>(opts_.calls->tsc_hz / 10);
+    // A sub-buffer left partly filled is copied after the flush interval (the drain is woken
+    // for the rest).
+    jo.calls.reader.flush_ticks =
+        static_cast<std::uint64_t>(opts_.calls->tsc_hz * (CallDrain::kFlushNs * 1e-9));
     jo.calls.max_ids = static_cast<std::uint32_t>(std::max<std::size_t>(tr.probes.size(), 1));
     jo.stack_bytes = opts_.calls->stack_bytes;
     tr.jumps = std::make_unique<JumpProbes>(p, jo);

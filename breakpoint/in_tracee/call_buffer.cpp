@@ -168,6 +168,13 @@ std::uint64_t CallReader::readable_end(Cpu& c, std::uint64_t head, std::uint64_t
   }
   if (now - c.partial_since < options_.flush_ticks) return std::max(finished, c.cursor);
   c.partial_since = now;  // the next flush of this sub-buffer waits a whole interval again
+  // Whole pages only, when there is one to read: the piece then goes to the spool as one
+  // O_DIRECT write, and the next starts on a page too (spool_writer.hpp). A flush up to the
+  // head instead leaves a piece that begins and ends inside a page, two write(2)s into the
+  // page cache besides, each at every flush (the drain's CPU on a slow stream: docs/record.md).
+  // The records of the last page part filled wait for the next flush, or the sub-buffer's end.
+  std::uint64_t pages = head & ~(kPage - 1);
+  if (kPage % layout_.record_size == 0 && pages > c.cursor) return pages;
   return head;
 }
 

@@ -139,6 +139,41 @@ TEST(CallDecoder, RecordSizes) {
   EXPECT_EQ(call_record_size(6), 64u);
 }
 
+// A flush reads a part-filled sub-buffer's whole pages, a piece that starts and ends on a page
+// (one O_DIRECT write to the spool); the last page's part is read at the next flush when no
+// whole page has come meanwhile, and the sub-buffer's rest once it is finished. Every record
+// is read once, in order.
+TEST(CallReader, AFlushReadsWholePagesAndTheLastPartAtTheNext) {
+  CallBufferConfig cfg;
+  cfg.cpus = 1;
+  cfg.capacity = 16384;
+  cfg.subbuffers = 2;
+  Handwritten h(cfg);
+  CallReader reader(h.buffer.view(), h.buffer.layout(), 0, {.flush_ticks = 100, .commit_slack = 5});
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> pieces;  // (ring offset, bytes)
+  const std::uint8_t* ring = h.buffer.view().data() + h.buffer.layout().data_offset;
+  CallReader::Sink sink = [&](std::uint32_t, const std::uint8_t* data, std::size_t bytes) {
+    pieces.emplace_back(static_cast<std::uint64_t>(data - ring), bytes);
+  };
+  for (int i = 0; i < 300; ++i) h.write(0, 10 + i, 1);  // a sync and 300 records: 4,816 bytes
+  EXPECT_EQ(reader.poll(1000, false, sink), 0u);        // first seen part-filled
+  EXPECT_EQ(reader.poll(1100, false, sink), 4096u);     // a flush: its whole page
+  EXPECT_EQ(h.consumed(0), 4096u);
+  EXPECT_EQ(reader.poll(1150, false, sink), 0u);    // not a whole interval since
+  EXPECT_EQ(reader.poll(1200, false, sink), 720u);  // no whole page came: up to the head
+  EXPECT_EQ(h.consumed(0), 4816u);
+  for (int i = 0; i < 212; ++i) h.write(0, 400 + i, 1);      // to the sub-buffer's end, and one
+  EXPECT_EQ(reader.poll(1210, false, sink), 8192u - 4816u);  // finished: read at once
+  EXPECT_EQ(reader.poll(1220, false, sink), 0u);
+  EXPECT_EQ(reader.poll(1230, true, sink), 32u);  // the last: a sync and a record
+  ASSERT_EQ(pieces.size(), 4u);
+  EXPECT_EQ(pieces[0], std::make_pair(std::uint64_t{0}, std::uint64_t{4096}));
+  EXPECT_EQ(pieces[1], std::make_pair(std::uint64_t{4096}, std::uint64_t{720}));
+  EXPECT_EQ(pieces[2], std::make_pair(std::uint64_t{4816}, std::uint64_t{8192 - 4816}));
+  EXPECT_EQ(pieces[3], std::make_pair(std::uint64_t{8192}, std::uint64_t{32}));
+  EXPECT_EQ(reader.records_read(), 514u);  // with the 2 syncs
+}
+
 TEST(CallReader, AHeadNoWriterCouldHaveLeftIsAnError) {
   CallBufferConfig cfg;
   cfg.cpus = 1;

@@ -38,6 +38,8 @@ const char* role_name(PlanRole role) {
   return role == PlanRole::Entry ? "entry" : role == PlanRole::Exit ? "exit" : "call";
 }
 
+constexpr std::uint64_t kCallSubBuffer = 4 << 20;
+
 // Each CPU's ring: 16 MiB, which holds a burst of 500,000 records (python3 making a million
 // strings, at 64 per call of PyUnicode_New) between two drains, unless the CPUs are so many
 // that the whole buffer would pass kCallBufferTotal; 4 MiB at least.
@@ -89,6 +91,12 @@ bool JumpProbes::ensure_buffer(std::uint32_t stack_bytes, CallBuffer& buffer,
   config.cpus = rseq_->cpus;
   config.capacity =
       options_.calls.buffer_bytes ? options_.calls.buffer_bytes : default_call_buffer(rseq_->cpus);
+  // Sub-buffers of 4 MiB, 4 at least (LTTng-UST's default count): each one the drain writes is a
+  // wake of its thread and an O_DIRECT write, ~150-250 us of its CPU on a KVM guest, and a
+  // writer's FUTEX_WAKE when it sleeps. 16 of 1 MiB cost a stream of a few hundred thousand
+  // records a second 3.5-5 ns per record of the drain's CPU; 4 MiB ones 1.1-1.7 (docs/record.md).
+  config.subbuffers =
+      static_cast<std::uint32_t>(std::max<std::uint64_t>(4, config.capacity / kCallSubBuffer));
   config.args = options_.calls.args;
   config.max_ids = options_.calls.max_ids;
   config.stack_bytes = stack_bytes;
