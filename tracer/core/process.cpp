@@ -402,6 +402,7 @@ void TracedProcess::on_exec(Task& t) {
   if (int3_area_) int3_area_->forget();
   our_mappings_.forget_all();
   maps_seen_.clear();
+  maps_now_at_.reset();
   exec_ended_ = true;
   memory_.reopen();
   syscall_insn_tried_ = false;  // a new vDSO

@@ -178,7 +178,7 @@ std::string JumpProbes::why_installed(const JumpPlan& plan) {
 std::vector<JumpProbes::ThreadPc> JumpProbes::thread_pcs() {
   bool flushed = false;
   std::vector<ThreadPc> out;
-  auto maps = read_maps(proc_.proc_tid());
+  auto maps = proc_.maps();
   for (auto& [tid, t] : proc_.tasks()) {
     if (!t.stopped()) continue;  // in the kernel (vfork, exit): not in user code
     const user_regs_struct* regs = t.regs();
