@@ -113,6 +113,7 @@ std::vector<JumpProbes::Candidate> JumpProbes::call_candidates(
     const std::vector<CallRequest>& requests, const std::vector<RuntimeAddr>& others,
     const ProcessSymbols& symbols, std::vector<CallInstall>& out, Slots& slots) {
   auto maps = proc_.maps();
+  modules_.clear();  // a pass of its own: a module's file is looked at again
   Probes probes;
   for (auto a : others) probes.emplace_back(a, "an int3 probe");
   for (std::size_t i = 0; i < requests.size(); ++i) {
