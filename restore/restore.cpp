@@ -398,7 +398,7 @@ Reclaimed reclaim_left_areas(TracedProcess& proc) {
   // A release of their own, apart from this probecost's mappings (its detach's to release).
   OurMappings left;
   RestoreReport report;
-  reclaim(proc, left, read_maps(proc.proc_tid()), areas, false, report);
+  reclaim(proc, left, proc.maps(), areas, false, report);
   left.release(proc);
   out.unmapped_bytes = left.unmapped_bytes();
   for (const auto& n : left.notes()) out.notes.push_back(n);

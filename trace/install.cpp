@@ -135,7 +135,7 @@ void TraceRun::install_image(ProcessTrace& tr) {
   auto ready = tr.images.empty() ? prepared_.find(p.pid()) : prepared_.end();
   std::optional<std::vector<ResolvedProbe>> probes;
   if (ready != prepared_.end() && ready->second &&
-      ready->second->code_maps == code_maps(p.proc_tid())) {
+      ready->second->code_maps == code_maps(p.maps())) {
     // Read before the stop, and still true: the same files at the same places.
     tr.symbols = std::move(ready->second->symbols);
     probes = std::move(ready->second->probes);

@@ -15,9 +15,9 @@
 
 namespace probecost::trace_run {
 
-std::string code_maps(pid_t pid) {
+std::string code_maps(const std::vector<Mapping>& maps) {
   std::ostringstream out;
-  for (const auto& m : read_maps(pid)) {
+  for (const auto& m : maps) {
     if (m.exec && !m.path.empty()) {
       out << m.start.hex() << ' ' << m.end.hex() << ' ' << m.offset << ' ' << m.file_id << '\n';
     }
@@ -82,7 +82,7 @@ std::map<pid_t, std::unique_ptr<Prepared>> prepare_all(const TraceOptions& opts)
 std::unique_ptr<Prepared> prepare(const TraceOptions& opts, pid_t pid) {
   auto out = std::make_unique<Prepared>();
   try {
-    out->code_maps = code_maps(pid);
+    out->code_maps = code_maps(read_maps(pid));
     out->symbols = std::make_unique<ProcessSymbols>(pid);
     out->probes = resolve_running(opts, pid, *out->symbols);
     if (opts.via == Via::Int3 || (opts.stacks && !opts.stack_size)) return out;

@@ -122,8 +122,8 @@ struct Prepared {
 std::unique_ptr<Prepared> prepare(const TraceOptions& opts, pid_t pid);
 // Every -p process's (none for a launched command: it has not run yet).
 std::map<pid_t, std::unique_ptr<Prepared>> prepare_all(const TraceOptions& opts);
-// The executable file mappings of `pid` (what ProcessSymbols saw, if they are unchanged).
-std::string code_maps(pid_t pid);
+// The executable file mappings among `maps` (what ProcessSymbols saw, if they are unchanged).
+std::string code_maps(const std::vector<Mapping>& maps);
 // A probe of a library the process has not loaded, that could be loaded later: it waits.
 bool waits_for_library(const ProbeSpec& spec, const ProcessSymbols& symbols);
 

@@ -1,6 +1,7 @@
 // The parsers of outside input that the fuzzers (tests/fuzz) exercise, and the inputs on which
 // they once went wrong.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <iterator>
@@ -8,6 +9,7 @@
 #include "common/error.hpp"
 #include "compare/model.hpp"
 #include "tracer/os/maps.hpp"
+#include "tracer/os/proc_files.hpp"
 #include "tracer/symbols/probes.hpp"
 #include "tracer/symbols/symbols.hpp"
 
@@ -85,4 +87,18 @@ TEST(Parsers, ElfSymbolsOfAnImage) {
   bool has_main = false;
   for (const auto& s : symbols) has_main = has_main || s.name == "main";
   EXPECT_TRUE(has_main);
+}
+
+// /proc/PID/status, read with plain read(2): a key only at a line's start, the first line too.
+TEST(Parsers, StatusNumbers) {
+  std::string status = "Name:\tSeccomp: x\nTgid:\t4242\nSeccomp:\t2\nSeccomp_filters:\t1\n";
+  EXPECT_EQ(status_number(status, "Name:"), 0);  // no number after it
+  EXPECT_EQ(status_number(status, "Tgid:"), 4242);
+  EXPECT_EQ(status_number(status, "Seccomp:"), 2);
+  EXPECT_EQ(status_number(status, "Seccomp_filters:"), 1);
+  EXPECT_EQ(status_number(status, "Pid:"), -1);
+  EXPECT_EQ(status_number("", "Tgid:"), -1);
+  EXPECT_EQ(tgid_of(::getpid()), ::getpid());
+  EXPECT_EQ(stat_field(::getpid(), 3), "R");  // reading its own stat, it runs
+  EXPECT_TRUE(proc_text(::getpid(), "no-such-file").empty());
 }

@@ -12,7 +12,7 @@ void TracedProcess::note_code() {
   std::optional<std::vector<Mapping>> maps;
   auto note = [&](RuntimeAddr at) {
     if (code_.count(at)) return;
-    if (!maps) maps = read_maps(proc_tid());
+    if (!maps) maps = this->maps();
     if (auto id = code_identity(*maps, at)) code_.emplace(at, *id);
   };
   for (const auto& s : sites_) {
@@ -23,12 +23,33 @@ void TracedProcess::note_code() {
   }
 }
 
+// The maps change only by what runs in this memory: read while every task that shares it is in
+// a ptrace-stop (or exiting), they hold until one is resumed (Task::resumes), an injected
+// system call's thread too (its mmap). A thread inside vfork() is not stopped: its child, which
+// we may not trace (one made before the attach), runs in the memory meanwhile. A fork child
+// has a memory of its own. Unseen: a process that shares the memory (clone(CLONE_VM) without
+// CLONE_THREAD) made before the attach, which no task of ours names; its mmaps were as unseen
+// between two reads before.
+std::vector<Mapping> TracedProcess::maps() {
+  if (maps_now_at_ && *maps_now_at_ == Task::resumes()) return maps_now_;
+  std::uint64_t resumes = Task::resumes();
+  bool stopped = std::all_of(tasks_.begin(), tasks_.end(), [](const auto& kv) {
+    const Task& t = kv.second;
+    if (t.role() == Task::Role::ForkChild) return true;
+    return (t.stopped() || t.state() == Task::State::Exiting) && !t.in_vfork;
+  });
+  maps_now_ = read_maps(proc_tid());
+  maps_now_at_.reset();
+  if (stopped) maps_now_at_ = resumes;
+  return maps_now_;
+}
+
 const Mapping* TracedProcess::mapping_at(RuntimeAddr at) {
   for (int pass = 0; pass < 2; ++pass) {
     auto m = std::find_if(maps_seen_.begin(), maps_seen_.end(),
                           [&](const Mapping& m) { return m.contains(at); });
     if (m != maps_seen_.end()) return &*m;
-    if (pass == 0) maps_seen_ = read_maps(proc_tid());
+    if (pass == 0) maps_seen_ = maps();
   }
   return nullptr;
 }
@@ -37,7 +58,7 @@ std::vector<LeftAlone> TracedProcess::forget_moved_code() {
   std::vector<LeftAlone> out;
   maps_seen_.clear();  // read again when next needed: a library may have come or gone
   if (code_.empty()) return out;
-  maps_seen_ = read_maps(proc_tid());
+  maps_seen_ = this->maps();
   const auto& maps = maps_seen_;
   // Empty when the bytes may go back; the bytes read where something is still mapped.
   auto why = [&](RuntimeAddr at, std::span<const std::uint8_t> ours) -> std::string {

@@ -200,7 +200,7 @@ void OurMappings::release(TracedProcess& proc) {
   std::string why_all;
   std::vector<Mapping> maps;
   try {
-    if (thread_pcs(proc, pcs, why_all)) maps = read_maps(proc.proc_tid());
+    if (thread_pcs(proc, pcs, why_all)) maps = proc.maps();
   } catch (const Error& e) {
     why_all = e.what();
   }

@@ -73,6 +73,9 @@ double TracedProcess::cpu_seconds() const {
 }
 
 pid_t TracedProcess::proc_tid() {
+  // A leader in a ptrace-stop of ours cannot exit before we resume it (a SIGKILL ends every
+  // thread, and no answer helps then): its state need not be read (the hold asks ~15 times).
+  if (const Task* leader = task(pid_); leader && leader->stopped()) return pid_;
   if (task_state_letter(pid_) != 'Z') return pid_;
   for (const auto& [tid, t] : tasks_) {
     if (t.role() == Task::Role::Thread && task_state_letter(tid) != 'Z') return tid;
@@ -219,8 +222,12 @@ std::vector<pid_t> TracedProcess::stop_all(pid_t except, bool include_listening)
     if (awaited.empty()) return stopped;
     // Threads other than a leader always report (their exit, at worst). A leader that is a
     // zombie waits for them: look before blocking; the tick covers the race after the look.
-    bool only_leaders =
-        std::all_of(awaited.begin(), awaited.end(), [&](pid_t tid) { return tgid_of(tid) == tid; });
+    // A thread of ours is its group's leader when it has the process's ID (exec gives it).
+    auto leader = [&](pid_t tid) {
+      const Task* t = task(tid);
+      return t && t->role() == Task::Role::Thread ? tid == pid_ : tgid_of(tid) == tid;
+    };
+    bool only_leaders = std::all_of(awaited.begin(), awaited.end(), leader);
     if (only_leaders) {
       std::erase_if(awaited, [&](pid_t tid) { return !will_report(*task(tid)); });
       if (awaited.empty()) return stopped;
@@ -395,6 +402,7 @@ void TracedProcess::on_exec(Task& t) {
   if (int3_area_) int3_area_->forget();
   our_mappings_.forget_all();
   maps_seen_.clear();
+  maps_now_at_.reset();
   exec_ended_ = true;
   memory_.reopen();
   syscall_insn_tried_ = false;  // a new vDSO

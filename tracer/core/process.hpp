@@ -295,11 +295,12 @@ class TracedProcess final : public RemoteProcess {
   // SIGKILL and reap. Idempotent.
   void kill();
   // Records which code (file, offset: code_identity.hpp) each enabled int3 site and installed
-  // jump holds, for those not recorded yet: one read of /proc/PID/maps.
+  // jump holds, for those not recorded yet (from maps()).
   void note_code();
-  // The mapping that holds `at` now, nullptr if none: from /proc/PID/maps as read last, read
-  // again for an address it did not cover; forget_moved_code() reads it afresh, so a library
-  // dlclose'd and another dlopen'd at its address is never taken for the first.
+  // /proc/PID/maps, kept from the last read while every task in this memory has stayed stopped.
+  std::vector<Mapping> maps() override;
+  // The mapping that holds `at` now, nullptr if none: from the maps as read last, else maps();
+  // forget_moved_code() takes maps() afresh: a library dlopen'd where one was is not taken for it.
   const Mapping* mapping_at(RuntimeAddr at) override;
   // Forgets, without writing a byte, every site and jump whose code is no longer the one it
   // went into (its library dlclose'd, another mapped there) or whose bytes are no longer ours.
@@ -423,13 +424,12 @@ class TracedProcess final : public RemoteProcess {
   std::optional<way_back::Gadgets> gadgets_;  // inject.cpp
   bool gadgets_tried_ = false;
   std::optional<std::uint64_t> lent_mask_;  // of the thread lent now, as it was
-  bool int3_area_tried_ = false;
-  bool semaphore_table_tried_ = false;
+  bool int3_area_tried_ = false, semaphore_table_tried_ = false;
   std::vector<pid_t> leftovers_;
-  std::map<RuntimeAddr, CodeIdentity> code_;  // note_code()
-  std::vector<Mapping> maps_seen_;            // mapping_at()
-  std::vector<std::string> left_alone_;
-  std::vector<std::string> found_at_attach_;
+  std::map<RuntimeAddr, CodeIdentity> code_;   // note_code()
+  std::vector<Mapping> maps_seen_, maps_now_;  // mapping_at(), maps()
+  std::optional<std::uint64_t> maps_now_at_;   // Task::resumes() when maps_now_ was read stopped
+  std::vector<std::string> left_alone_, found_at_attach_;
   PhaseClock held_;
 };
 

@@ -18,7 +18,7 @@ std::optional<RuntimeAddr> TracedProcess::map_scratch(RuntimeAddr near, Task* vi
   // Within +-2 GiB of `near` (less a margin), so that a relocated RIP-relative operand and a
   // 5-byte jmp back both reach. MAP_FIXED_NOREPLACE: never clobber an existing mapping.
   constexpr std::uint64_t kReach = (1ull << 31) - (1ull << 20);
-  auto hint = free_range_near(read_maps(proc_tid()), near, kPageSize, kReach);
+  auto hint = free_range_near(maps(), near, kPageSize, kReach);
   long flags = MAP_PRIVATE | MAP_ANONYMOUS | (hint ? MAP_FIXED_NOREPLACE : 0);
   auto addr = syscall_in_tracee(SYS_mmap,
                                 {static_cast<long>(hint ? hint->value() : 0),

@@ -44,6 +44,7 @@ void Task::note_stop(WaitStatus ws) {
 }
 
 void Task::leave_stop(State next) {
+  ++resumes_;  // before the resume itself: nothing read from now on is taken for a stopped one's
   invalidate_registers();
   state_ = next;
   held_ = false;  // a resumed thread's stop is no longer reportable

@@ -62,6 +62,9 @@ class Task {
   bool runs_with_us() const { return role_ == Role::Thread || role_ == Role::MemorySharer; }
   State state() const { return state_; }
   bool stopped() const { return state_ == State::Stopped; }
+  // How many times any task has been resumed (or parked in PTRACE_LISTEN) so far: what was read
+  // of a process while all its tasks were stopped holds while this has not changed.
+  static std::uint64_t resumes() { return resumes_; }
 
   // The thread reported a stop: registers read before it are stale from now on.
   void note_stop(WaitStatus ws);
@@ -156,6 +159,7 @@ class Task {
   // Resumed (or parked in PTRACE_LISTEN): registers are stale, the stop is no longer held.
   void leave_stop(State next);
 
+  inline static std::uint64_t resumes_ = 0;
   static std::uint64_t next_serial() {
     static std::uint64_t n = 0;
     return ++n;

@@ -28,7 +28,7 @@ constexpr std::uint32_t kCopies = 256;    // 8 KiB of 32-byte copies
 std::optional<RuntimeAddr> map_in(RemoteProcess& proc, RuntimeAddr near, std::uint64_t size,
                                   long prot, std::string& why) {
   constexpr std::uint64_t kReach = (1ull << 31) - (1ull << 24);
-  auto hint = free_range_near(read_maps(proc.proc_tid()), near, size, kReach);
+  auto hint = free_range_near(proc.maps(), near, size, kReach);
   long flags = MAP_PRIVATE | MAP_ANONYMOUS | (hint ? MAP_FIXED_NOREPLACE : 0);
   std::optional<long> r;
   try {

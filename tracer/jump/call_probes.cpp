@@ -120,7 +120,8 @@ bool JumpProbes::ensure_buffer(std::uint32_t stack_bytes, CallBuffer& buffer,
 std::vector<JumpProbes::Candidate> JumpProbes::call_candidates(
     const std::vector<CallRequest>& requests, const std::vector<RuntimeAddr>& others,
     const ProcessSymbols& symbols, std::vector<CallInstall>& out, Slots& slots) {
-  auto maps = read_maps(proc_.proc_tid());
+  auto maps = proc_.maps();
+  modules_.clear();  // a pass of its own: a module's file is looked at again
   Probes probes;
   for (auto a : others) probes.emplace_back(a, "an int3 probe");
   for (std::size_t i = 0; i < requests.size(); ++i) {

@@ -71,6 +71,17 @@ void JumpProbes::undo_our_bytes(RuntimeAddr at, std::span<std::uint8_t> bytes) {
   }
 }
 
+std::shared_ptr<const ModuleCode> JumpProbes::module_of(const Mapping& m, std::string& why) {
+  if (modules_at_ != Task::resumes()) modules_.clear();
+  modules_at_ = Task::resumes();
+  std::string id = m.start.hex() + "-" + m.end.hex() + " " + std::to_string(m.offset) + " " +
+                   m.file_id + " " + m.path;
+  if (auto it = modules_.find(id); it != modules_.end()) return it->second;
+  auto module = ModuleCode::of(proc_.proc_tid(), m, why);
+  if (module) modules_.emplace(id, module);
+  return module;
+}
+
 // The function's code from its module's file; from memory, less our bytes, for code with no
 // file (or whose file cannot be read: then why_module() refuses the site anyway).
 std::vector<std::uint8_t> JumpProbes::original_code(const Symbol& function,
@@ -79,7 +90,7 @@ std::vector<std::uint8_t> JumpProbes::original_code(const Symbol& function,
   const Mapping* m = mapping_of(maps, function.address);
   std::string no;
   if (file_backed(m)) {
-    if (auto module = ModuleCode::of(proc_.proc_tid(), *m, no)) {
+    if (auto module = module_of(*m, no)) {
       auto bias = module->bias(*m);
       if (bias && module->read(bias->unapply(function.address), code)) return code;
     }
@@ -131,7 +142,7 @@ std::string JumpProbes::why_module(const JumpPlan& plan, const ProcessSymbols& s
   const Mapping* m = mapping_of(maps, plan.site);
   if (!file_backed(m)) return {};  // anonymous code: no module to index
   std::string no;
-  auto module = ModuleCode::of(proc_.proc_tid(), *m, no);
+  auto module = module_of(*m, no);
   if (!module) {
     return "the module's file cannot be read (" + no +
            "), so branches into the bytes to patch cannot be ruled out";
@@ -178,7 +189,7 @@ std::string JumpProbes::why_installed(const JumpPlan& plan) {
 std::vector<JumpProbes::ThreadPc> JumpProbes::thread_pcs() {
   bool flushed = false;
   std::vector<ThreadPc> out;
-  auto maps = read_maps(proc_.proc_tid());
+  auto maps = proc_.maps();
   for (auto& [tid, t] : proc_.tasks()) {
     if (!t.stopped()) continue;  // in the kernel (vfork, exit): not in user code
     const user_regs_struct* regs = t.regs();

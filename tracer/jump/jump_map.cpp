@@ -60,7 +60,7 @@ bool refused(long r) {
 std::vector<jump::ParsedArea> read_jump_areas(TracedProcess& proc,
                                               std::vector<std::string>& notes) {
   std::vector<jump::ParsedArea> out;
-  for (const Mapping& m : read_maps(proc.proc_tid())) {
+  for (const Mapping& m : proc.maps()) {
     // The header's mapping: the start of the memfd, read-write (the code is mapped apart).
     if (m.path.rfind(std::string("/memfd:") + jump::kAreaName, 0) != 0 || m.offset != 0 || !m.write)
       continue;
@@ -246,7 +246,7 @@ JumpProbes::Area JumpProbes::map_area(RuntimeAddr near) {
   // In the tracee: within +-2 GiB of the site (less the area and a margin), so that the jump
   // and the trampolines' RIP-relative operands reach.
   std::uint64_t reach = (1ull << 31) - undo.size - (1ull << 20);
-  auto hint = free_range_near(read_maps(proc_.proc_tid()), near, undo.size, reach);
+  auto hint = free_range_near(proc_.maps(), near, undo.size, reach);
   if (!hint)
     throw Error("no free address range within reach of " + near.hex() + " for a jump area");
   long at = tracee_syscall(SYS_mmap,

@@ -87,7 +87,8 @@ std::vector<JumpProbes::Candidate> JumpProbes::candidates(
   Probes probes;
   for (const auto& r : requests) probes.emplace_back(r.site, r.label);
   for (auto a : others) probes.emplace_back(a, "an int3 probe");
-  auto maps = read_maps(proc_.proc_tid());
+  auto maps = proc_.maps();
+  modules_.clear();  // a pass of its own: a module's file is looked at again
   std::vector<Candidate> out;
   for (std::size_t i = 0; i < requests.size(); ++i) {
     if (!first_at.try_emplace(requests[i].site.value(), i).second) continue;

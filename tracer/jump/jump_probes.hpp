@@ -34,6 +34,8 @@
 
 namespace probecost {
 
+class ModuleCode;
+
 // Call probes (`probecost record`): entry and exit records in the process's call buffer.
 inline constexpr std::uint64_t kCallBufferTotal = 256 << 20;
 struct CallOptions {
@@ -220,6 +222,10 @@ class JumpProbes {
   static std::string why_other_probe(
       const JumpPlan& plan, const std::vector<std::pair<RuntimeAddr, std::string>>& probes);
   std::string why_installed(const JumpPlan& plan);
+  // ModuleCode::of for mapping `m`, kept by the mapping's identity for one planning pass
+  // (candidates) while no task is resumed: a plan and its checks read the same module, and
+  // each of() reads /proc/PID/exe and opens /proc/PID/map_files.
+  std::shared_ptr<const ModuleCode> module_of(const Mapping& m, std::string& why);
   std::vector<ThreadPc> thread_pcs();
   std::vector<RuntimeAddr> exits_of(RuntimeAddr pc, const std::vector<Mapping>& maps);
   static std::string why_thread(const JumpPlan& plan, const std::vector<ThreadPc>& pcs);
@@ -308,6 +314,8 @@ class JumpProbes {
   std::unique_ptr<StackCollector> unwinder_;  // for signal frames, made at the first need
   std::uint64_t unbounded_threads_ = 0;
   std::map<pid_t, std::uint64_t> stack_tps_;  // the thread pointer each entered thread has
+  std::map<std::string, std::shared_ptr<const ModuleCode>> modules_;  // module_of()
+  std::uint64_t modules_at_ = 0;  // Task::resumes() when modules_ was begun
 };
 
 }  // namespace probecost

@@ -68,7 +68,7 @@ jump::ThreadTable JumpProbes::thread_table() {
 
 void JumpProbes::enter_stacks_of_threads() {
   if (!stack_reader_) return;
-  auto maps = read_maps(proc_.proc_tid());
+  auto maps = proc_.maps();
   for (auto& [tid, task] : proc_.tasks()) {
     const user_regs_struct* r = task.regs();
     if (!r) continue;
@@ -83,7 +83,7 @@ void JumpProbes::enter_new_thread(pid_t tid, std::uint64_t tp, std::uint64_t sp)
   // bytes): up to the end of that page.
   constexpr std::uint64_t kPage = 4096;
   std::uint64_t top = (sp + 16 + kPage - 1) & ~(kPage - 1);
-  enter_stack(tid, tp, sp - 1, top, read_maps(proc_.proc_tid()));
+  enter_stack(tid, tp, sp - 1, top, proc_.maps());
 }
 
 void JumpProbes::enter_stack(pid_t tid, std::uint64_t tp, std::uint64_t sp, std::uint64_t top,

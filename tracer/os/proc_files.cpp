@@ -1,20 +1,49 @@
 #include "tracer/os/proc_files.hpp"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cstdlib>
-#include <fstream>
-#include <iterator>
 #include <sstream>
+#include <string_view>
 #include <vector>
 
 namespace probecost {
 
+std::string proc_text(pid_t pid, const char* file) {
+  std::string path = "/proc/" + std::to_string(pid) + "/" + file;
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return {};
+  std::string text;
+  char buf[4096];
+  for (;;) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    text.append(buf, static_cast<std::size_t>(n));
+  }
+  ::close(fd);
+  return text;
+}
+
+long status_number(const std::string& status, const char* key) {
+  std::string_view k(key);
+  for (std::size_t at = 0; at < status.size();) {
+    std::size_t end = std::min(status.find('\n', at), status.size());
+    if (status.compare(at, k.size(), k) == 0)
+      return std::strtol(status.c_str() + at + k.size(), nullptr, 10);
+    at = end + 1;
+  }
+  return -1;
+}
+
 std::string stat_field(pid_t pid, int n) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string stat = proc_text(pid, "stat");
   auto close = stat.rfind(')');  // comm may contain spaces and parentheses
   if (close == std::string::npos) return {};
   std::istringstream rest(stat.substr(close + 2));
@@ -39,11 +68,8 @@ double children_cpu_seconds() {
 }
 
 pid_t tgid_of(pid_t tid) {
-  std::ifstream in("/proc/" + std::to_string(tid) + "/status");
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind("Tgid:", 0) == 0) return static_cast<pid_t>(std::stoi(line.substr(5)));
-  }
-  return 0;
+  long tgid = status_number(proc_text(tid, "status"), "Tgid:");
+  return tgid > 0 ? static_cast<pid_t>(tgid) : 0;
 }
 
 std::vector<pid_t> task_ids(pid_t pid) {

@@ -7,6 +7,11 @@
 
 namespace probecost {
 
+// The whole text of /proc/PID/`file` (status, stat, ...), read with plain read(2) (an ifstream
+// costs as much again as the kernel's work for a file this small); empty if it is gone.
+std::string proc_text(pid_t pid, const char* file);
+// The number after `key` ("Tgid:") at the start of a line of a /proc status text; -1 if none.
+long status_number(const std::string& status, const char* key);
 // Field `n` (1-based, as in proc(5)) of /proc/PID/stat; empty if the process is gone.
 std::string stat_field(pid_t pid, int n);
 // The CPU time a process has used so far, user + system, in seconds, to the nanosecond (its

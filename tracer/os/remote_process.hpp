@@ -26,6 +26,8 @@ class RemoteProcess {
   // A thread whose /proc entry shows the process's memory (the leader, or a live thread).
   virtual pid_t proc_tid() = 0;
   virtual ProcMemory& memory() = 0;
+  // /proc/PID/maps now (read again only when something may have changed it).
+  virtual std::vector<Mapping> maps() = 0;
   // The mapping at `at`, as the maps were last read; nullptr for none.
   virtual const Mapping* mapping_at(RuntimeAddr at) = 0;
 

@@ -5,9 +5,9 @@
 
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 
 #include "common/error.hpp"
+#include "tracer/os/proc_files.hpp"
 #include "tracer/os/syscalls.hpp"
 
 namespace probecost::seccomp {
@@ -19,13 +19,9 @@ std::int32_t rank(std::uint32_t value) {
   return static_cast<std::int32_t>(value & SECCOMP_RET_ACTION_FULL);
 }
 
-// Seccomp: and Seccomp_filters: of /proc/TID/status (mode -1: the thread is gone).
+// Seccomp: of /proc/TID/status (-1: the thread is gone).
 int status_mode(pid_t tid) {
-  std::ifstream in("/proc/" + std::to_string(tid) + "/status");
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind("Seccomp:", 0) == 0) return std::stoi(line.substr(8));
-  }
-  return -1;
+  return static_cast<int>(status_number(proc_text(tid, "status"), "Seccomp:"));
 }
 
 // Filter `index` of `tid` (0: the newest), or nothing at the end of the stack. Error with the
