@@ -2,6 +2,8 @@
 // output unchanged, original bytes back after detach, clear errors.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 
 #include <array>
@@ -198,6 +200,64 @@ TEST_P(TracerTest, AnIfuncResolverCalledInTheTraceeAgreesWithTheRelocatedSlot) {
     EXPECT_EQ(RuntimeAddr(*called), by_slot.address) << name;
   }
   Symbol site = symbols.resolve(kSite);
+  proc->sites().add(site.address, site.name).enable();
+  SingleStepOver step;
+  Session session(*proc, step);
+  EXPECT_EQ(run_session(*family, session), RunEnd::ProcessEnded);
+  EXPECT_EQ(proc->sites().find(site.address)->hits, 600u);
+  ASSERT_TRUE(proc->end());
+  EXPECT_TRUE(proc->end()->exited() && proc->end()->exit_code() == 0) << proc->end()->describe();
+  EXPECT_EQ(out.contents(), "calls=600 signals=0\n");
+}
+
+// A batch of injected system calls (syscalls_in_tracee: one thread lent once, with a way back)
+// gives each call's own result, in order, in one thread; nothing else may be injected while it
+// is open; afterwards the thread has its registers back, the bytes under the way back's frame
+// are as they were, and the program runs on to its exact count.
+TEST_P(TracerTest, ABatchOfInjectedCallsGivesEachResultAndLeavesTheThreadAsItWas) {
+  MemFile out;
+  LaunchSpec spec;
+  spec.argv = target_argv(GetParam(), 300, 2);
+  spec.stdout_fd = out.fd;
+  auto family = Family::launch(spec);
+  TracedProcess* proc = &family->root();
+  proc->run_to_entry();
+  Task* lent_task = proc->any_stopped_thread();
+  ASSERT_NE(lent_task, nullptr);
+  user_regs_struct before = *lent_task->regs();
+  std::vector<std::uint8_t> stack_before(8192);
+  proc->memory().read(RuntimeAddr(before.rsp - stack_before.size()), stack_before);
+  std::vector<long> results;
+  pid_t lent_tid = 0;
+  bool ran = proc->syscalls_in_tracee([&](Task& lent, const TracedProcess::SyscallRunner& run) {
+    lent_tid = lent.tid();
+    results.push_back(run(SYS_getpid, {}));
+    results.push_back(run(SYS_gettid, {}));
+    long page = run(SYS_mmap, {0, 4096, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0});
+    results.push_back(page);
+    results.push_back(run(SYS_munmap, {page, 4096, 0, 0, 0, 0}));
+    results.push_back(run(SYS_close, {-1, 0, 0, 0, 0, 0}));
+    EXPECT_THROW(proc->call_in_tracee(RuntimeAddr(before.rip)), Error);  // not inside a batch
+  });
+  ASSERT_TRUE(ran);
+  ASSERT_EQ(results.size(), 5u);
+  EXPECT_EQ(results[0], proc->pid());
+  EXPECT_EQ(results[1], lent_tid);
+  EXPECT_GT(results[2], 0);
+  EXPECT_EQ(results[3], 0);
+  EXPECT_EQ(results[4], -EBADF);
+  Task* after = proc->task(lent_tid);
+  ASSERT_NE(after, nullptr);
+  const user_regs_struct* now = after->regs();
+  ASSERT_NE(now, nullptr);
+  EXPECT_EQ(now->rip, before.rip);
+  EXPECT_EQ(now->rsp, before.rsp);
+  EXPECT_EQ(now->rbp, before.rbp);
+  EXPECT_EQ(now->rax, before.rax);
+  std::vector<std::uint8_t> stack_after(stack_before.size());
+  proc->memory().read(RuntimeAddr(before.rsp - stack_after.size()), stack_after);
+  EXPECT_EQ(stack_after, stack_before);
+  Symbol site = ProcessSymbols(proc->pid()).resolve(kSite);
   proc->sites().add(site.address, site.name).enable();
   SingleStepOver step;
   Session session(*proc, step);

@@ -190,7 +190,9 @@ TEST(UsdtSemaphore, RestoreLowersWhatAKilledProbecostAndGuardianRaised) {
       Trace trace({"-p", std::to_string(target.pid), "-b", kTick, "--via", via});
       ASSERT_TRUE(trace.ready) << trace.stderr_text;
       EXPECT_EQ(target.ask("sema"), "sema=" + std::to_string(others + 1));
-      pid_t guardian = guardian_of(target.pid);
+      // The guardian names itself once it runs (a grandchild, not waited for: guardian.cpp).
+      pid_t guardian = 0;
+      EXPECT_TRUE(eventually([&] { return (guardian = guardian_of(target.pid)) > 0; }));
       ASSERT_GT(guardian, 0);
       ASSERT_EQ(::kill(guardian, SIGKILL), 0);
       EXPECT_EQ(trace.finish(SIGKILL), -1);

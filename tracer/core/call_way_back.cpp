@@ -60,41 +60,25 @@ std::optional<std::uint64_t> TracedProcess::call_with_way_back(Task& t, RuntimeA
   if (!t.set_regs(regs)) throw gone();
   // From here a death of probecost lets the thread finish the call and come back by the frame.
   std::optional<std::uint64_t> result;
-  for (;;) {
-    if (!t.resume_to_syscall_exit()) throw gone();
-    auto ws = wait_for(t);
-    if (!ws) throw gone();
-    if (ws->syscall_stop()) {
-      auto info = t.syscall_info();
-      if (!info) throw gone();
-      if (info->instruction_pointer != (gadget + 2).value()) continue;  // the function's own
-      if (info->op == PTRACE_SYSCALL_INFO_ENTRY) {
-        // The registers' orig_rax, not info->entry.nr: the kernel gives that as an int,
-        // sign-extended (an address 0x7f..d3b85120 came as 0xffffffffd3b85120).
-        const user_regs_struct* now = t.regs();
-        if (!now) throw gone();
-        result = now->orig_rax;
-        user_regs_struct skip = *now;
-        skip.orig_rax = static_cast<unsigned long long>(-1);
-        if (!t.set_regs(skip)) throw gone();
-      } else if (info->op == PTRACE_SYSCALL_INFO_EXIT && result) {
-        break;
-      }
-    } else if (ws->signal_stop() && way_back::injected_code_faulted(tid, ws->stop_signal())) {
-      way_back::set_fpu_state(tid, fpu);
-      if (!t.set_regs(saved)) throw gone();
-      park_at_interrupt(t.ref());  // the fault's signal dropped: it was the function's
-      throw Error("the function at " + fn.hex() + " called in thread " + std::to_string(tid) +
-                  " raised signal " + std::to_string(ws->stop_signal()) +
-                  "; the thread has its registers back");
-    } else if (ws->signal_stop()) {
-      t.pending_signals.push_back(ws->stop_signal());  // delivered after
-    } else if (!ws->stopped() || ws->ptrace_event() == PTRACE_EVENT_EXIT) {
-      events_.defer(t, *ws);  // an exit: the event loop's
-      throw gone();
-    }
-    // Else the trap of a PTRACE_INTERRUPT sent before: on to the call.
+  auto at_entry = [&](Task& lent) {
+    // The registers' orig_rax, not the syscall_info's nr: the kernel gives that as an int,
+    // sign-extended (an address 0x7f..d3b85120 came as 0xffffffffd3b85120).
+    const user_regs_struct* now = lent.regs();
+    if (!now) throw gone();
+    result = now->orig_rax;
+    user_regs_struct skip = *now;
+    skip.orig_rax = static_cast<unsigned long long>(-1);
+    if (!lent.set_regs(skip)) throw gone();
+  };
+  std::string what = "a call of " + fn.hex();
+  if (int fault = run_to_exit_at(t, gadget, what.c_str(), at_entry)) {
+    way_back::set_fpu_state(tid, fpu);
+    if (!t.set_regs(saved)) throw gone();
+    park_at_interrupt(t.ref());  // the fault's signal dropped: it was the function's
+    throw Error("the function at " + fn.hex() + " called in thread " + std::to_string(tid) +
+                " raised signal " + std::to_string(fault) + "; the thread has its registers back");
   }
+  if (!result) throw gone();          // its exit came without its entry: not our call
   way_back::set_fpu_state(tid, fpu);  // before the registers: the frame has it too
   if (!t.set_regs(saved)) throw gone();
   park_at_interrupt(t.ref());

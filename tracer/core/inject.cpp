@@ -11,6 +11,7 @@
 
 #include "breakpoint/int3/outline.hpp"
 #include "common/error.hpp"
+#include "tracer/core/injected_syscall.hpp"
 #include "tracer/core/process.hpp"
 #include "tracer/core/way_back.hpp"
 #include "tracer/os/fault_plan.hpp"
@@ -21,34 +22,6 @@
 namespace probecost {
 
 namespace {
-
-// The thread's seccomp filter applies to every system call we make it run (issue 16 §3):
-// seccomp::Refused, and nothing run, unless the filter lets call `nr` from the syscall
-// instruction at `at` run. Not even a call the filter would only fail: its errno would say
-// nothing of why.
-void check_seccomp(pid_t pid, pid_t tid, long nr, const std::array<long, 6>& args, RuntimeAddr at) {
-  auto o = seccomp::ThreadFilters::of(tid).outcome(seccomp::x86_64_call(nr, args, at.value()));
-  if (o.kind == seccomp::ThreadFilters::Outcome::Kind::Runs) return;
-  bool exec = (nr == SYS_mmap || nr == SYS_mprotect) && (args[2] & PROT_EXEC);
-  throw seccomp::Refused("process " + std::to_string(pid) + " (thread " + std::to_string(tid) +
-                         "): " + o.why + ", so probecost does not make it run one" +
-                         (exec ? ": the process refuses executable mappings" : ""));
-}
-
-// The system call of a `syscall` instruction at the thread's PC, as its registers give it.
-// `saved` with system call `nr`'s number and arguments. orig_rax = -1: the kernel must not
-// take the thread for one interrupted in a system call and "restart" it when we resume.
-user_regs_struct syscall_regs(user_regs_struct regs, long nr, const std::array<long, 6>& args) {
-  regs.rax = static_cast<unsigned long long>(nr);
-  regs.rdi = args[0];
-  regs.rsi = args[1];
-  regs.rdx = args[2];
-  regs.r10 = args[3];
-  regs.r8 = args[4];
-  regs.r9 = args[5];
-  regs.orig_rax = static_cast<unsigned long long>(-1);
-  return regs;
-}
 
 std::optional<std::pair<long, std::array<long, 6>>> syscall_at_pc(TraceeMemory& memory,
                                                                   const user_regs_struct& r) {
@@ -227,18 +200,19 @@ long TracedProcess::inject_syscall(Task& t, long nr, const std::array<long, 6>& 
   return result;
 }
 
-template <typename Inject>
-auto TracedProcess::with_others_stopped(Task* via, Inject inject)
-    -> std::optional<decltype(inject(std::declval<Task&>()))> {
+bool TracedProcess::with_others_stopped(Task* via, const std::function<void(Task&)>& inject) {
+  // A thread lent to a batch runs on registers of ours: nothing else is injected meanwhile.
+  if (lending_.second) throw Error("an injected call inside a batch of injected system calls");
   Task* t = via ? via : any_stopped_thread();
-  if (!t) return std::nullopt;
+  if (!t) return false;
   TaskRef ref = t->ref();
   OthersStopped others(*this, ref.tid);
   t = task(ref);  // another thread's exec may have ended it meanwhile
-  if (!t || !leave_syscall_event(*t) || !leave_rseq_sequence(*t)) return std::nullopt;
+  if (!t || !leave_syscall_event(*t) || !leave_rseq_sequence(*t)) return false;
   lent_mask_ = t->blocked_signals();  // before SIGTRAP is unblocked: the way back's mask
   SigtrapUnblocked unblocked(*t);
-  return inject(*t);
+  inject(*t);
+  return true;
 }
 
 // Issue 23 item 2: a SIGKILL of probecost after an injected call left the thread at the
@@ -303,67 +277,26 @@ std::optional<way_back::Frame> TracedProcess::way_back_frame(Task& t, const user
   return way_back::write_frame(t.tid(), saved, *lent_mask_, *gadgets_, below);
 }
 
-// Run by PTRACE_SYSCALL to the call's exit stop, never single-stepped: the step flag outlives
-// a dying tracer and would trap the way back's first instruction.
-long TracedProcess::inject_with_way_back(Task& t, user_regs_struct regs,
-                                         const user_regs_struct& saved,
-                                         const way_back::Frame& frame, RuntimeAddr syscall_at) {
-  pid_t tid = t.tid();
-  auto gone = [&] {
-    return Error("thread " + std::to_string(tid) + " went away during an injected system call");
-  };
-  regs.rbp = frame.rbp.value();
-  regs.eflags &= ~0x100ull;
-  if (!t.set_regs(regs)) throw gone();
-  // From here a death of probecost lets the thread make the call and come back by the frame.
-  for (;;) {
-    if (!t.resume_to_syscall_exit()) throw gone();
-    auto ws = wait_for(t);
-    if (!ws) throw gone();
-    if (ws->syscall_stop()) {
-      auto info = t.syscall_info();
-      if (!info) throw gone();
-      if (info->op == PTRACE_SYSCALL_INFO_EXIT &&
-          info->instruction_pointer == (syscall_at + 2).value())
-        break;
-    } else if (ws->signal_stop()) {
-      t.pending_signals.push_back(ws->stop_signal());  // delivered after
-    } else if (!ws->stopped() || ws->ptrace_event() == PTRACE_EVENT_EXIT) {
-      events_.defer(t, *ws);  // an exit: the event loop's
-      throw gone();
-    }
-    // Else the trap of a PTRACE_INTERRUPT sent before (a stop-the-world that found the thread
-    // stopped already): on to the call, as the single-steps go on past it. Thrown, it lost
-    // the report of a busy-churn cycle ("thread went away during an injected system call").
-  }
-  const user_regs_struct* now = t.regs();
-  if (!now) throw gone();
-  long result = static_cast<long>(now->rax);
-  // Its own registers at once. A death from here lets it go from this syscall-exit-stop with
-  // them, and TIF_SIGPENDING set by the dying tracer's wake-up: the kernel restarts the call it
-  // was interrupted in, as from any stop. Alive, we take it to an interrupt stop, for a resume
-  // from a syscall-exit-stop would restart nothing (its read would return -ERESTARTSYS).
-  if (!t.set_regs(saved)) throw gone();
-  way_back::put_back(tid, frame);  // the frame no longer needed
-  park_at_interrupt(t.ref());
-  return result;
-}
-
 std::optional<long> TracedProcess::syscall_in_tracee(long nr, const std::array<long, 6>& args,
                                                      Task* via) {
+  if (lending_.second && (!via || via->tid() == lending_.first))
+    return (*lending_.second)(nr, args);  // in_one_lending's thread
   // The `syscall` borrows two bytes at the thread's PC, which another thread could execute
   // meanwhile (the instruction after a one-byte site, say): everyone else waits.
-  return with_others_stopped(via, [&](Task& t) { return inject_syscall(t, nr, args); });
+  std::optional<long> r;
+  with_others_stopped(via, [&](Task& t) { r = inject_syscall(t, nr, args); });
+  return r;
 }
 
 std::optional<long> TracedProcess::run_in_tracee(RuntimeAddr code, RuntimeAddr syscall_at, long nr,
                                                  const std::array<long, 6>& args) {
-  auto r = with_others_stopped(nullptr, [&](Task& t) -> std::optional<long> {
+  std::optional<long> r;
+  with_others_stopped(nullptr, [&](Task& t) {
     const user_regs_struct* now = t.regs();
-    if (!now || (t.held() && t.last_stop().signal_stop())) return std::nullopt;
+    if (!now || (t.held() && t.last_stop().signal_stop())) return;
     user_regs_struct saved = *now;
     auto frame = way_back_frame(t, saved);
-    if (!frame) return std::nullopt;
+    if (!frame) return;
     way_back::PutBack unless_lent(t.tid(), *frame);
     check_seccomp(pid_, t.tid(), nr, args, syscall_at);
     unless_lent.release();
@@ -371,9 +304,9 @@ std::optional<long> TracedProcess::run_in_tracee(RuntimeAddr code, RuntimeAddr s
     regs.rip = code.value();
     // inloop+2: the code's registers set, the thread not yet resumed.
     fault_plan::at_stage("inloop");
-    return inject_with_way_back(t, regs, saved, *frame, syscall_at);
+    r = inject_with_way_back(t, regs, saved, *frame, syscall_at);
   });
-  return r ? *r : std::nullopt;
+  return r;
 }
 
 std::uint64_t TracedProcess::inject_call(Task& t, RuntimeAddr fn) {
@@ -444,7 +377,9 @@ std::uint64_t TracedProcess::inject_call(Task& t, RuntimeAddr fn) {
 
 std::optional<std::uint64_t> TracedProcess::call_in_tracee(RuntimeAddr fn, Task* via) {
   // The function runs on the process's memory: no other thread runs meanwhile.
-  return with_others_stopped(via, [&](Task& t) { return inject_call(t, fn); });
+  std::optional<std::uint64_t> r;
+  with_others_stopped(via, [&](Task& t) { r = inject_call(t, fn); });
+  return r;
 }
 
 }  // namespace probecost

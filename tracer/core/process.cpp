@@ -412,6 +412,9 @@ void TracedProcess::on_exec(Task& t) {
 // ---- scratch pages -------------------------------------------------------------------------
 
 Task* TracedProcess::any_stopped_thread() {
+  // Best one not held at one of our int3 hits: such a thread keeps its stop (its SIGTRAP is
+  // the kernel's to deliver), so calls injected in it are single-stepped, with no way back.
+  Task* held = nullptr;
   for (auto& [tid, t] : tasks_) {
     // A task with a deferred event must stay in the stop it reported (injecting a system call
     // would turn a group-stop into a SIGTRAP stop, for one).
@@ -419,9 +422,11 @@ Task* TracedProcess::any_stopped_thread() {
     // exit event (it runs no user code again).
     int event = t.last_stop().ptrace_event();
     if (event == PTRACE_EVENT_VFORK || event == PTRACE_EVENT_EXIT) continue;
-    if (t.stopped() && !t.deferred && t.role() == Task::Role::Thread) return &t;
+    if (!t.stopped() || t.deferred || t.role() != Task::Role::Thread) continue;
+    if (!(t.held() && t.last_stop().signal_stop())) return &t;
+    if (!held) held = &t;
   }
-  return nullptr;
+  return held;
 }
 
 }  // namespace probecost

@@ -8,10 +8,8 @@
 // must later swallow, and it tells a group-stop (a shell's SIGSTOP) from a signal, so the
 // process can stay stopped under PTRACE_LISTEN as it would untraced.
 //
-// A process never waits by itself: every wait goes through its EventSource (the Family it
-// belongs to), which owns the one wait for any task (waitid(P_ALL, __WALL | WNOWAIT) to peek,
-// then waitpid of that task). Events of other tasks that arrive meanwhile are kept on their
-// Task for the event loop.
+// A process never waits by itself: every wait goes through its EventSource (the Family, the one
+// owner of waits: family.hpp); events of other tasks that come meanwhile wait on their Task.
 #include <sys/ptrace.h>
 #include <sys/resource.h>
 #include <sys/types.h>
@@ -227,14 +225,17 @@ class TracedProcess final : public RemoteProcess {
   void release_sharer(Task& task);
   void hand_over_sharer(pid_t tid);
 
-  // Runs system call `nr` in a stopped thread of the tracee (`via`, or any), every other
-  // thread stopped meanwhile, and returns its raw result (-errno on failure). Nothing when no
-  // thread can run it now.
+  // Runs system call `nr` in a stopped thread of the tracee (`via`, or any), every other thread
+  // stopped meanwhile: its raw result (-errno on failure); nothing when none can run it now.
   std::optional<long> syscall_in_tracee(long nr, const std::array<long, 6>& args,
                                         Task* via = nullptr);
-  // Calls the function at `fn` with no arguments in a stopped thread of the tracee (`via`, or
-  // any), every other thread stopped meanwhile, and returns RAX; the thread's registers are
-  // as before afterwards. For IFUNC resolvers. Nothing when no thread can run it now.
+  // The same for a batch: `calls` makes each through its argument, all in one thread lent once
+  // (one stop of the others, one way back, one park: syscall_batch.cpp). False: none ran.
+  using SyscallRunner = std::function<long(long nr, const std::array<long, 6>& args)>;
+  bool syscalls_in_tracee(const std::function<void(Task& lent, const SyscallRunner&)>& calls,
+                          Task* via = nullptr);
+  // Calls the function at `fn` (no arguments) as syscall_in_tracee runs a call: RAX, the
+  // thread's registers as before afterwards. For IFUNC resolvers.
   std::optional<std::uint64_t> call_in_tracee(RuntimeAddr fn, Task* via = nullptr);
   // Runs our `code` in a stopped thread, every other thread stopped, resumed rather than
   // single-stepped: it starts with the registers of system call `nr` (`args`) and must end in
@@ -254,6 +255,7 @@ class TracedProcess final : public RemoteProcess {
   std::optional<CallThread> call_thread() override;
   std::optional<long> remote_syscall(long nr, const std::array<long, 6>& args,
                                      pid_t via = 0) override;
+  bool in_one_lending(const std::function<void()>& body) override;
 
   // Maps one executable scratch page in the tracee, as close to `near` as possible (an mmap
   // injected into `via`, or any stopped thread), its first slot a header of ours. Detach unmaps
@@ -320,10 +322,8 @@ class TracedProcess final : public RemoteProcess {
   // bytes we wrote at `site` (an int3, or a jump's): a fork's copy may come before them.
   bool copy_holds(TraceeMemory& child, RuntimeAddr site);
   // Runs `inject` on `via` (or any stopped thread) with every other thread stopped meanwhile;
-  // nothing when there is no such thread, or it ended while the others stopped.
-  template <typename Inject>
-  auto with_others_stopped(Task* via, Inject inject)
-      -> std::optional<decltype(inject(std::declval<Task&>()))>;
+  // false when there is no such thread, or it ended while the others stopped.
+  bool with_others_stopped(Task* via, const std::function<void(Task&)>& inject);
 
   TracedProcess(pid_t pid, bool launched, EventSource& events);
   void seize_all_threads();
@@ -364,20 +364,22 @@ class TracedProcess final : public RemoteProcess {
   RunOutStep resume_for_run(TaskRef ref);
   RunOutStep stop_after_run(TaskRef ref);
   void settle_new_tasks();
-  // One single-step of injected code; the registers after it, nullptr when it is gone.
-  const user_regs_struct* step_injected(Task& task);
-  // After injected code ran in `ref` by single-steps: from the last step's stop to an
-  // interrupt stop, which holds no signal and no step flag should probecost die (inject.cpp).
+  const user_regs_struct* step_injected(Task& task);  // one step; nullptr: gone
+  // After single-stepped injected code: to an interrupt stop, no signal or step flag held.
   void park_after_steps(TaskRef ref);
   void park_at_interrupt(TaskRef ref);  // the same from any stop
   // A way back's frame (way_back.hpp) for `task`, `below` bytes of stack under it; or no room.
   std::optional<way_back::Frame> way_back_frame(Task& task, const user_regs_struct& saved,
                                                 std::uint64_t below = 0);
   // From regs.rip, resumed (never stepped) to the exit of the call at `syscall_at`.
+  class LentThread;  // a batch's (syscall_batch.cpp)
+  // Resumes `task` to the syscall-exit-stop at `syscall_at` (`at_entry` at its entry stop): 0,
+  // or the fault signal the injected code raised. Throws when the thread is gone.
+  int run_to_exit_at(Task& task, RuntimeAddr syscall_at, const char* what,
+                     const std::function<void(Task&)>& at_entry = nullptr);
   long inject_with_way_back(Task& task, user_regs_struct regs, const user_regs_struct& saved,
                             const way_back::Frame& frame, RuntimeAddr syscall_at);
-  // The thread's own registers back after injected code, from that interrupt stop (from the
-  // last step's, `keep_step_stop`). False when it is gone.
+  // Its registers back from that stop (the last step's: `keep_step_stop`). False: gone.
   bool give_back_registers(Task& task, const user_regs_struct& saved, bool keep_step_stop);
   // A thread in a clone/fork/exec event stop is inside that system call, whose result the
   // kernel stores in RAX only at its exit: taken to the syscall-exit-stop first. False when
@@ -386,8 +388,7 @@ class TracedProcess final : public RemoteProcess {
   // A thread inside a restartable sequence of the program's is sent to its abort handler first,
   // as the kernel would at its resume (rseq_leave.cpp). False when it is gone.
   bool leave_rseq_sequence(Task& task);
-  // A vfork()ing thread's rseq cpu_id -1 while its child runs on it (rseq_leave.cpp).
-  void hide_rseq_cpu(Task& parent);
+  void hide_rseq_cpu(Task& parent);  // its rseq cpu_id -1 while a vfork child runs on it
   void unhide_rseq_cpu(Task& parent);
   long inject_syscall(Task& task, long nr, const std::array<long, 6>& args);
   std::uint64_t inject_call(Task& task, RuntimeAddr fn);
@@ -412,18 +413,17 @@ class TracedProcess final : public RemoteProcess {
   std::optional<WaitStatus> end_;
   std::optional<double> end_cpu_seconds_;
   double children_cpu_at_launch_ = 0;
-  bool detached_ = false;
+  bool detached_ = false, exec_ended_ = false;
   bool letting_go_ = false;  // in detach(): a group-stop is as good a stop as any (detach.cpp)
-  bool exec_ended_ = false;
   std::vector<RuntimeAddr> scratch_pages_;
   std::unique_ptr<Guardian> guardian_;
   Semaphores semaphores_;
   std::unique_ptr<Int3Area> int3_area_;
-  std::optional<RuntimeAddr> syscall_insn_;  // the vDSO's, where injections run (inject.cpp)
-  bool syscall_insn_tried_ = false;
+  std::optional<RuntimeAddr> syscall_insn_;   // the vDSO's, where injections run (inject.cpp)
   std::optional<way_back::Gadgets> gadgets_;  // inject.cpp
-  bool gadgets_tried_ = false;
-  std::optional<std::uint64_t> lent_mask_;  // of the thread lent now, as it was
+  bool syscall_insn_tried_ = false, gadgets_tried_ = false;
+  std::optional<std::uint64_t> lent_mask_;                      // of the thread lent now, as it was
+  std::pair<pid_t, const SyscallRunner*> lending_{0, nullptr};  // in_one_lending's
   bool int3_area_tried_ = false, semaphore_table_tried_ = false;
   std::vector<pid_t> leftovers_;
   std::map<RuntimeAddr, CodeIdentity> code_;   // note_code()

@@ -81,6 +81,15 @@ std::vector<pid_t> threads_blocking_sigtrap(RemoteProcess& proc) {
 }  // namespace
 
 std::unique_ptr<Int3Area> Int3Area::map(RemoteProcess& proc, RuntimeAddr near) {
+  // The area's mmap and the handler's two rt_sigaction calls in one lending of a thread; the
+  // threads' masks read after it (SIGTRAP is unblocked in the lent one meanwhile).
+  std::unique_ptr<Int3Area> area;
+  if (!proc.in_one_lending([&] { area = map_lent(proc, near); }) || !area) return nullptr;
+  if (area->installed_) area->note_blocking();
+  return area;
+}
+
+std::unique_ptr<Int3Area> Int3Area::map_lent(RemoteProcess& proc, RuntimeAddr near) {
   std::string why_exec, why;
   trap::Layout layout = trap::Layout::of(kRecords, true, kCopies);
   auto at = map_in(proc, near, layout.size, PROT_READ | PROT_EXEC, why_exec);
@@ -166,6 +175,9 @@ void Int3Area::set_handler() {
   program_handler_ = program->handler;
   how_ = "an in-process SIGTRAP handler at " + writer_->handler().hex() +
          " takes a hit if probecost dies";
+}
+
+void Int3Area::note_blocking() {
   auto blocking = threads_blocking_sigtrap(proc_);
   blocking_ = blocking;
   caveat_ = !blocking.empty();

@@ -71,8 +71,10 @@ class Int3Area {
  private:
   Int3Area(RemoteProcess& proc, std::unique_ptr<trap::AreaWriter> writer)
       : proc_(proc), writer_(std::move(writer)) {}
+  static std::unique_ptr<Int3Area> map_lent(RemoteProcess& proc, RuntimeAddr near);
   void install_handler();
   void set_handler();
+  void note_blocking();  // the threads that block SIGTRAP: what the handler cannot cover
   std::optional<std::string> why_no_handler();
   std::optional<Instruction> decode_at(RuntimeAddr site);
 

@@ -83,6 +83,18 @@ long JumpProbes::tracee_syscall(long nr, const std::array<long, 6>& args, const 
   return *r;
 }
 
+void JumpProbes::lent_once(const char* what, const std::function<void()>& body) {
+  Task* t = proc_.any_stopped_thread();
+  if (!t || !t->regs()) {
+    // Every thread is held in a group-stop (SIGSTOP): running a system call in one would take
+    // it out of the stop. The area waits until the process runs again; int3 needs none.
+    throw Error(std::string("the process is stopped (SIGSTOP), so no thread can map ") + what);
+  }
+  if (!proc_.in_one_lending(body))
+    throw Error(std::string(what) + " in process " + std::to_string(proc_.pid()) +
+                ": no thread of it is stopped where a system call can be made to run");
+}
+
 namespace {
 
 // What map_area has made so far, undone unless it completes: a refused jump leaves no mapping
@@ -112,16 +124,13 @@ Error failed(const std::string& what, pid_t pid, long r) {
 }
 
 // A memfd the tracee makes (its fd in undo.tracee_fd), `undo.size` bytes, mapped here too
-// (undo.view). It is made by the tracee itself (its name on the tracee's stack, below the red
-// zone), so that its fd is the tracee's to map; pidfd_getfd(2) gives us a duplicate.
+// (undo.view). It is made by the tracee itself (its name on the stack of the thread that makes
+// it, below the red zone), so that its fd is the tracee's to map; pidfd_getfd(2) gives us a
+// duplicate. Inside a lending (JumpProbes::lent_once), where call_thread names the lent thread.
 void shared_memfd(TracedProcess& proc, Undo& undo, const std::string& name, const char* what) {
-  Task* t = proc.any_stopped_thread();
-  if (!t || !t->regs()) {
-    // Every thread is held in a group-stop (SIGSTOP): running a system call in one would take
-    // it out of the stop. The area waits until the process runs again; int3 needs none.
-    throw Error(std::string("the process is stopped (SIGSTOP), so no thread can map ") + what);
-  }
-  RuntimeAddr name_at((t->regs()->rsp - 512) & ~std::uint64_t{15});
+  auto t = proc.call_thread();
+  if (!t) throw Error(std::string("no thread of the process can map ") + what + " now");
+  RuntimeAddr name_at((t->rsp - 512) & ~std::uint64_t{15});
   std::vector<std::uint8_t> saved(name.size() + 1), bytes(name.begin(), name.end());
   bytes.push_back(0);
   proc.memory().read(name_at, saved);
@@ -235,6 +244,12 @@ bool warm_in_tracee(TracedProcess& proc, RuntimeAddr at, std::uint64_t size, std
 }  // namespace
 
 JumpProbes::Area JumpProbes::map_area(RuntimeAddr near) {
+  Area a;
+  lent_once("the jump's trampoline area", [&] { a = map_area_in(near); });
+  return a;
+}
+
+JumpProbes::Area JumpProbes::map_area_in(RuntimeAddr near) {
   Undo undo{[this](long nr, const std::array<long, 6>& a, const char* w) {
     return tracee_syscall(nr, a, w);
   }};
@@ -303,23 +318,26 @@ JumpProbes::CallBuffer JumpProbes::map_call_buffer(const jump::CallBufferLayout&
   // So we allocate and zero the pages (in our mapping), and map them into the tracee's page
   // tables afterwards by reading a byte of each (fault_in), with its registers its own.
   proc_.held().mark("calls: before the call buffer");
-  shared_memfd(proc_, undo, jump::kCallBufferName, "the call buffer");
-  // Anywhere: the trampolines load its address whole. Data only, read-write.
-  long at = tracee_syscall(
-      SYS_mmap,
-      {0, static_cast<long>(undo.size), PROT_READ | PROT_WRITE, MAP_SHARED, undo.tracee_fd, 0},
-      "mmap of the call buffer");
-  if (at < 0 && at > -4096) throw failed("mmap of the call buffer", proc_.pid(), at);
-  undo.tracee_at = at;
-  // Its header at once, and the process's fd closed, before the pages are made (20-40 ms) and
-  // written through (the warm loop, ~250 ms): from here a SIGKILL of probecost leaves a mapping
-  // that `probecost restore` can tell is ours and unmap, and no fd. Formatted after the loop
-  // and closed after it, as they were, a death there left 32 MiB that restore could not claim,
-  // pinned besides by an fd in the process (4 of 12 SIGKILLs 0.4-0.9 s into `record -p`).
-  jump::format_call_buffer({static_cast<std::uint8_t*>(undo.view), undo.size},
-                           static_cast<std::uint64_t>(at), layout);
-  tracee_syscall(SYS_close, {undo.tracee_fd, 0, 0, 0, 0, 0}, "close of the call buffer's fd");
-  undo.tracee_fd = -1;
+  long at = 0;
+  lent_once("the call buffer", [&] {
+    shared_memfd(proc_, undo, jump::kCallBufferName, "the call buffer");
+    // Anywhere: the trampolines load its address whole. Data only, read-write.
+    at = tracee_syscall(
+        SYS_mmap,
+        {0, static_cast<long>(undo.size), PROT_READ | PROT_WRITE, MAP_SHARED, undo.tracee_fd, 0},
+        "mmap of the call buffer");
+    if (at < 0 && at > -4096) throw failed("mmap of the call buffer", proc_.pid(), at);
+    undo.tracee_at = at;
+    // Its header at once, and the process's fd closed, before the pages are made (20-40 ms) and
+    // written through (the warm loop, ~250 ms): from here a SIGKILL of probecost leaves a mapping
+    // that `probecost restore` can tell is ours and unmap, and no fd. Formatted after the loop
+    // and closed after it, as they were, a death there left 32 MiB that restore could not claim,
+    // pinned besides by an fd in the process (4 of 12 SIGKILLs 0.4-0.9 s into `record -p`).
+    jump::format_call_buffer({static_cast<std::uint8_t*>(undo.view), undo.size},
+                             static_cast<std::uint64_t>(at), layout);
+    tracee_syscall(SYS_close, {undo.tracee_fd, 0, 0, 0, 0, 0}, "close of the call buffer's fd");
+    undo.tracee_fd = -1;
+  });
   populate(static_cast<std::uint8_t*>(undo.view), undo.size);
   proc_.held().mark("call buffer: allocated (our mapping, populated)");
   fault_in(proc_.pid(), RuntimeAddr(static_cast<std::uint64_t>(at)), undo.size);

@@ -285,9 +285,13 @@ class JumpProbes {
 
   // jump_map.cpp: the area's memfd and mappings, in the tracee and here.
   Area map_area(RuntimeAddr near);
+  Area map_area_in(RuntimeAddr near);  // map_area's, in one lending
   CallBuffer map_call_buffer(const jump::CallBufferLayout& layout);
   void unmap_area(Area& area);
   long tracee_syscall(long nr, const std::array<long, 6>& args, const char* what);
+  // `body` with one thread lent to every tracee_syscall it makes: the memfd_create, mmaps and
+  // close of an area pay one stop of the others, one way back and one park.
+  void lent_once(const char* what, const std::function<void()>& body);
 
   TracedProcess& proc_;
   JumpOptions options_;

@@ -8,6 +8,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <vector>
 
@@ -48,6 +49,11 @@ class RemoteProcess {
   // meanwhile; its raw result (-errno on failure), nothing when no thread can run it now.
   virtual std::optional<long> remote_syscall(long nr, const std::array<long, 6>& args,
                                              pid_t via = 0) = 0;
+  // Runs `body` with one thread lent to every remote_syscall it makes (and named by
+  // call_thread): one stop of the others, one way back and one park for them all. False when no
+  // thread can run system calls now (body did not run). Nothing in `body` may read the lent
+  // thread's signal mask: SIGTRAP is unblocked in it meanwhile.
+  virtual bool in_one_lending(const std::function<void()>& body) = 0;
 };
 
 }  // namespace probecost
