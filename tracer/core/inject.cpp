@@ -41,8 +41,8 @@ std::optional<std::pair<long, std::array<long, 6>>> syscall_at_pc(TraceeMemory& 
 // so that none of the program's code is ever written to make one. (Borrowing two bytes at the
 // thread's PC, as before, left a `syscall` in the middle of the program's code when probecost
 // was killed while one ran.) Any 0f 05 will do: only it runs, from its first byte.
-std::optional<RuntimeAddr> vdso_syscall(TraceeMemory& memory, pid_t pid) {
-  for (const Mapping& m : read_maps(pid)) {
+std::optional<RuntimeAddr> vdso_syscall(TraceeMemory& memory, const std::vector<Mapping>& maps) {
+  for (const Mapping& m : maps) {
     if (m.path != "[vdso]" || !m.exec) continue;
     std::vector<std::uint8_t> code(static_cast<std::size_t>(m.end - m.start));
     try {
@@ -167,7 +167,7 @@ long TracedProcess::inject_syscall(Task& t, long nr, const std::array<long, 6>& 
   user_regs_struct saved = *current;
   user_regs_struct regs = syscall_regs(saved, nr, args);
   if (!syscall_insn_tried_) {
-    syscall_insn_ = vdso_syscall(memory_, proc_tid());
+    syscall_insn_ = vdso_syscall(memory_, maps());
     syscall_insn_tried_ = true;
   }
   RuntimeAddr pc(saved.rip);
@@ -270,7 +270,7 @@ void TracedProcess::park_at_interrupt(TaskRef ref) {
 std::optional<way_back::Frame> TracedProcess::way_back_frame(Task& t, const user_regs_struct& saved,
                                                              std::uint64_t below) {
   if (!gadgets_tried_) {
-    gadgets_ = way_back::find_gadgets(memory_, proc_tid());
+    gadgets_ = way_back::find_gadgets(memory_, proc_tid(), maps());
     gadgets_tried_ = true;
   }
   if (!gadgets_ || !lent_mask_) return std::nullopt;

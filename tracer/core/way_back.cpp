@@ -177,9 +177,8 @@ Sigcontext context_of(const user_regs_struct& r) {
 
 }  // namespace
 
-std::optional<Gadgets> find_gadgets(TraceeMemory& memory, pid_t pid) {
+std::optional<Gadgets> find_gadgets(TraceeMemory& memory, pid_t pid, std::vector<Mapping> maps) {
   std::optional<RuntimeAddr> leave_ret, rt;
-  std::vector<Mapping> maps = read_maps(pid);
   // libc first: a program's own copy of the bytes would do too, but it is rarely there.
   std::stable_partition(maps.begin(), maps.end(), [](const Mapping& m) { return is_libc(m); });
   try {

@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "common/address.hpp"
+#include "tracer/os/maps.hpp"
 
 namespace probecost {
 
@@ -44,9 +45,9 @@ struct Gadgets {
   RuntimeAddr syscall_leave_ret;  // vDSO: 0f 05, c9, xor r32,r32 ..., c3
   RuntimeAddr restore_rt;         // libc: 48 c7 c0 0f 00 00 00 0f 05
 };
-// Found in process `pid`'s vDSO and its executable file mappings (libc's first); nothing when
-// one of them is not there (no vDSO, another libc).
-std::optional<Gadgets> find_gadgets(TraceeMemory& memory, pid_t pid);
+// Found in process `pid`'s vDSO and its executable file mappings (`maps`, libc's first);
+// nothing when one of them is not there (no vDSO, another libc).
+std::optional<Gadgets> find_gadgets(TraceeMemory& memory, pid_t pid, std::vector<Mapping> maps);
 
 // A frame written below a thread's stack pointer, and what it overwrote: the bytes from `low`
 // (the lowest a call may use: a function's stack under the frame) to the frame's end. Below
