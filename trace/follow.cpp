@@ -8,10 +8,10 @@
 namespace probecost::trace_run {
 
 void TraceRun::start_session(ProcessTrace& tr) {
-  if (opts_.stacks && !tr.rec.collector) {
-    tr.rec.collector.emplace(opts_.stack_depth);
-    tr.rec.stack_depth = opts_.stack_depth;
-    if (opts_.stack_size) tr.rec.snapshot_bytes = opts_.stack_size;
+  if (opts_.stacks && !tr.book.collector) {
+    tr.book.collector.emplace(opts_.stack_depth);
+    tr.book.stack_depth = opts_.stack_depth;
+    if (opts_.stack_size) tr.book.snapshot_bytes = opts_.stack_size;
   }
   tr.session = std::make_unique<Session>(*tr.proc, *tr.step_over);
   ProcessTrace* t = &tr;
@@ -24,24 +24,24 @@ void TraceRun::start_session(ProcessTrace& tr) {
   });
   tr.session->set_hit_observer([this, t](pid_t tid, StoppedThread& thread, BreakpointSite& site) {
     if (t->feed) t->feed->on_int3(tid, site.address(), thread.regs(), t->proc->memory());
-    if (++t->rec.thread_hits[tid] == 1) {
-      t->rec.thread_names[tid] = thread_name(t->proc->pid(), tid);
+    if (++t->book.thread_hits[tid] == 1) {
+      t->book.thread_names[tid] = thread_name(t->proc->pid(), tid);
       // A process that shares this one's memory (a vfork child before its exec, a
       // clone(CLONE_VM) child) hits the same int3: its hits are its own process's.
       pid_t tgid = tgid_of(tid);
-      if (tgid && tgid != t->proc->pid()) t->rec.sharer_of[tid] = tgid;
+      if (tgid && tgid != t->proc->pid()) t->book.sharer_of[tid] = tgid;
     }
-    ++t->rec.threads_by_site[site.address().value()][tid];
+    ++t->book.threads_by_site[site.address().value()][tid];
     if (opts_.usdt_args) {
-      auto spec = t->rec.usdt_specs.find(site.address().value());
-      if (spec != t->rec.usdt_specs.end()) {
-        ++t->rec.usdt_args[spec->first]
-                          [usdt_args_text(spec->second, thread.regs(), t->proc->memory())];
+      auto spec = t->book.usdt_specs.find(site.address().value());
+      if (spec != t->book.usdt_specs.end()) {
+        ++t->book.usdt_args[spec->first]
+                           [usdt_args_text(spec->second, thread.regs(), t->proc->memory())];
       }
     }
-    if (t->rec.collector) {
+    if (t->book.collector) {
       if (!t->symbols) t->symbols = std::make_unique<ProcessSymbols>(t->proc->proc_tid());
-      t->rec.record_stack(*t->symbols, t->proc->pid(), tid, thread, site);
+      t->book.record_stack(*t->symbols, t->proc->pid(), tid, thread, site);
     }
   });
   hook_link_map(tr);

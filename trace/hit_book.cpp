@@ -1,3 +1,4 @@
+// HitBook (trace/run.hpp): the hits, threads and stacks of one traced image, kept past its threads.
 #include <algorithm>
 #include <fstream>
 
@@ -18,13 +19,13 @@ std::string thread_name(pid_t pid, pid_t tid) {
   return name;
 }
 
-void Recorder::add_stack(ProcessSymbols& symbols, std::uint64_t site,
-                         const std::vector<std::uint64_t>& ips, std::uint64_t n) {
+void HitBook::add_stack(ProcessSymbols& symbols, std::uint64_t site,
+                        const std::vector<std::uint64_t>& ips, std::uint64_t n) {
   name_frames(symbols, ips);
   stacks[site][ips] += n;
 }
 
-std::string Recorder::frame_name(const std::vector<std::uint64_t>& ips, std::size_t i) const {
+std::string HitBook::frame_name(const std::vector<std::uint64_t>& ips, std::size_t i) const {
   std::uint64_t ip = i == 0 ? ips[i] : ips[i] - 1;
   auto it = frame_names.find(ip);
   if (it != frame_names.end()) return it->second;
@@ -33,7 +34,7 @@ std::string Recorder::frame_name(const std::vector<std::uint64_t>& ips, std::siz
   return b;
 }
 
-void Recorder::name_frames(ProcessSymbols& symbols, const std::vector<std::uint64_t>& ips) {
+void HitBook::name_frames(ProcessSymbols& symbols, const std::vector<std::uint64_t>& ips) {
   for (std::size_t i = 0; i < ips.size(); ++i) {
     // Return addresses point after the call: look up ip-1 for the caller's line (frame 0 is
     // the site itself).
@@ -52,7 +53,7 @@ void Recorder::name_frames(ProcessSymbols& symbols, const std::vector<std::uint6
   }
 }
 
-std::vector<StackCount> Recorder::top_stacks(std::uint64_t site) const {
+std::vector<StackCount> HitBook::top_stacks(std::uint64_t site) const {
   std::vector<StackCount> out;
   auto it = stacks.find(site);
   if (it == stacks.end()) return out;

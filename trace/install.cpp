@@ -120,7 +120,7 @@ void TraceRun::place_probes(ProcessTrace& tr, std::size_t from) {
     if (tr.probes[i].semaphore)
       tr.proc->raise_semaphore(*tr.probes[i].semaphore, tr.probes[i].address);
     if (opts_.usdt_args && tr.probes[i].usdt)
-      tr.rec.usdt_specs[tr.probes[i].address.value()] = parse_usdt_args(tr.probes[i].usdt_args);
+      tr.book.usdt_specs[tr.probes[i].address.value()] = parse_usdt_args(tr.probes[i].usdt_args);
   }
   tr.proc->held().mark("int3 probes");
   tr.proc->note_code();

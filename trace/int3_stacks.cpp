@@ -49,8 +49,8 @@ bool check_both_ways() {
 }  // namespace
 
 // The hit's stack from a copy, or nothing where the copy cannot give it whole.
-std::vector<std::uint64_t> Recorder::snapshot_stack(pid_t pid, pid_t tid, const user_regs_struct& r,
-                                                    std::uint64_t site) {
+std::vector<std::uint64_t> HitBook::snapshot_stack(pid_t pid, pid_t tid, const user_regs_struct& r,
+                                                   std::uint64_t site) {
   if (!unwinder) {
     try {
       unwinder = std::make_unique<SnapshotUnwinder>(pid, stack_depth);
@@ -87,8 +87,8 @@ std::vector<std::uint64_t> Recorder::snapshot_stack(pid_t pid, pid_t tid, const 
   return {};
 }
 
-void Recorder::record_stack(ProcessSymbols& symbols, pid_t pid, pid_t tid, StoppedThread& thread,
-                            BreakpointSite& site) {
+void HitBook::record_stack(ProcessSymbols& symbols, pid_t pid, pid_t tid, StoppedThread& thread,
+                           BreakpointSite& site) {
   double t0 = now_s();
   // Unwind from the site itself, not from one past the int3: the unwind tables describe the
   // site's first instruction as not yet executed.

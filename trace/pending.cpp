@@ -139,7 +139,7 @@ void TraceRun::retire(ProcessTrace& tr, const std::vector<LeftAlone>& gone) {
              << "; it goes in again if the library comes back" << std::endl;
     }
     report_.probes.push_back(row);
-    tr.rec.threads_by_site.erase(tr.probes[i].address.value());
+    tr.book.threads_by_site.erase(tr.probes[i].address.value());
     tr.proc->sites().remove(tr.probes[i].address);  // forgotten: removing writes nothing
     if (tr.probes[i].semaphore) tr.proc->forget_semaphore(*tr.probes[i].semaphore);
     // Its spec, or each of the specs merged into it ("SPEC1, SPEC2": merge_same_address).

@@ -19,9 +19,9 @@ void TraceRun::close_image(ProcessTrace& tr) {
     report_.probes.push_back(probe_row(tr, i, image));
   }
   report_.jump_hits += jump_hits(tr);  // int3 hits come from the sessions' counts
-  for (auto& [tid, n] : tr.rec.thread_hits) report_.thread_hits[tid] += n;
-  for (auto& [tid, name] : tr.rec.thread_names) report_.thread_names.emplace(tid, name);
-  tr.rec.forget_image();
+  for (auto& [tid, n] : tr.book.thread_hits) report_.thread_hits[tid] += n;
+  for (auto& [tid, name] : tr.book.thread_names) report_.thread_names.emplace(tid, name);
+  tr.book.forget_image();
   tr.probes.clear();
   tr.installs.clear();
   if (tr.jumps) tr.jumps.reset();
@@ -41,16 +41,17 @@ ProbeReport TraceRun::probe_row(ProcessTrace& tr, std::size_t i, const std::stri
     pr.events_read = tr.jumps->records_read(*j);
     pr.events_lost = tr.jumps->records_lost(*j);
     pr.step_over = "jump over " + std::to_string(tr.jumps->patched_length(*j)) + " bytes";
-    pr.stacks = tr.rec.top_stacks(tr.probes[i].address.value());
+    pr.stacks = tr.book.top_stacks(tr.probes[i].address.value());
   } else {
     pr.via = Via::Int3;
     BreakpointSite* site = tr.proc->sites().find(tr.probes[i].address);
     pr.hits = site ? site->hits : 0;
     pr.step_over = site ? tr.step_over->describe(*site) : "";
     if (site) pr.method = tr.step_over->method(*site);
-    pr.threads = tr.rec.threads_by_site[tr.probes[i].address.value()];
-    pr.stacks = tr.rec.top_stacks(tr.probes[i].address.value());
-    if (auto a = tr.rec.usdt_args.find(tr.probes[i].address.value()); a != tr.rec.usdt_args.end()) {
+    pr.threads = tr.book.threads_by_site[tr.probes[i].address.value()];
+    pr.stacks = tr.book.top_stacks(tr.probes[i].address.value());
+    if (auto a = tr.book.usdt_args.find(tr.probes[i].address.value());
+        a != tr.book.usdt_args.end()) {
       pr.usdt_args.assign(a->second.begin(), a->second.end());
       std::stable_sort(pr.usdt_args.begin(), pr.usdt_args.end(),
                        [](const auto& x, const auto& y) { return x.second > y.second; });
@@ -90,8 +91,8 @@ void TraceRun::merge_loads() {
 void TraceRun::split_sharers(ProcessTrace& tr, ProbeReport& pr) {
   std::map<pid_t, ProbeReport> theirs;
   for (auto it = pr.threads.begin(); it != pr.threads.end();) {
-    auto sharer = tr.rec.sharer_of.find(it->first);
-    if (sharer == tr.rec.sharer_of.end()) {
+    auto sharer = tr.book.sharer_of.find(it->first);
+    if (sharer == tr.book.sharer_of.end()) {
       ++it;
       continue;
     }
@@ -167,8 +168,8 @@ void TraceRun::report_figures(std::uint64_t syscalls) {
   double stack_s = 0;
   std::uint64_t ptrace = 0, checked = 0, differed = 0;
   for (auto& tr : processes_) {
-    stack_s += tr->rec.stack_seconds;
-    ptrace += tr->rec.ptrace_unwinds, checked += tr->rec.checked, differed += tr->rec.differed;
+    stack_s += tr->book.stack_seconds;
+    ptrace += tr->book.ptrace_unwinds, checked += tr->book.checked, differed += tr->book.differed;
   }
   report_.stack_ns_per_hit = per(stack_s * 1e9, report_.int3_hits);
   if (opts_.announce && report_.stacks && report_.int3_hits)

@@ -1,7 +1,7 @@
 #pragma once
 // Inside `probecost trace`: the run over every traced process (TraceRun, which makes the
 // TraceReport), what it keeps per process (ProcessTrace, which makes its ProcessReport and
-// ProbeReports) and per hit (Recorder). Private to trace/.
+// ProbeReports) and per hit (HitBook). Private to trace/.
 #include <sys/types.h>
 
 #include <atomic>
@@ -37,7 +37,7 @@ namespace probecost::trace_run {
 std::string thread_name(pid_t pid, pid_t tid);
 
 // Hit bookkeeping that outlives the threads (a thread's state goes when it exits).
-struct Recorder {
+struct HitBook {
   std::map<std::uint64_t, std::map<pid_t, std::uint64_t>> threads_by_site;
   std::map<pid_t, std::uint64_t> thread_hits;
   std::map<pid_t, std::string> thread_names;
@@ -99,7 +99,7 @@ struct ProcessTrace {
   std::unique_ptr<Session> session;
   std::unique_ptr<CallFeed> feed;         // `probecost record`: its image's call events
   std::unique_ptr<StackFeed> stack_feed;  // `trace --stacks`: its jump probes' snapshots
-  Recorder rec;
+  HitBook book;
   std::vector<std::string> images;
   double cpu0 = 0, cpu_last = 0;  // its CPU time when we took it, and when last looked at
   // Probes whose module is not loaded (yet): they go in when the dynamic linker, watched at its

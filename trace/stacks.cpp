@@ -55,7 +55,7 @@ void TraceRun::finish_stack_feed(ProcessTrace& tr) {
   ProcessSymbols* symbols = tr.symbols.get();
   tr.stack_feed->finish(
       [&](std::uint64_t site, const std::vector<std::uint64_t>& ips, std::uint64_t n) {
-        if (symbols) tr.rec.add_stack(*symbols, site, ips, n);
+        if (symbols) tr.book.add_stack(*symbols, site, ips, n);
       });
   if (EntryStacks* entries = tr.feed ? tr.feed->stacks() : nullptr) name_entry_stacks(tr, *entries);
   const SnapshotCounts& c = tr.stack_feed->counts();
@@ -81,12 +81,12 @@ void TraceRun::name_entry_stacks(ProcessTrace& tr, EntryStacks& entries) {
   entries.flush();
   std::vector<std::vector<std::string>> names;
   for (const auto& d : entries.distinct()) {
-    if (tr.symbols) tr.rec.name_frames(*tr.symbols, d.ips);
+    if (tr.symbols) tr.book.name_frames(*tr.symbols, d.ips);
     std::vector<std::string> frames;
     if (d.truncated)
       frames.push_back("[cut short: --stack-size " + std::to_string(opts_.calls->stack_bytes) +
                        "]");
-    for (std::size_t i = d.ips.size(); i-- > 0;) frames.push_back(tr.rec.frame_name(d.ips, i));
+    for (std::size_t i = d.ips.size(); i-- > 0;) frames.push_back(tr.book.frame_name(d.ips, i));
     names.push_back(std::move(frames));
   }
   entries.set_names(std::move(names));

@@ -90,7 +90,7 @@ long TraceRun::stack_us_per_hit() const {
   double s = 0;
   std::uint64_t hits = 0;
   for (const auto& tr : processes_) {
-    s += tr->rec.stack_seconds;
+    s += tr->book.stack_seconds;
     hits += tr->session ? tr->session->stats().hits : 0;
   }
   return hits ? static_cast<long>(s * 1e6 / static_cast<double>(hits) + 0.5) : 0;
@@ -278,9 +278,9 @@ void TraceRun::announce_stacks(ProcessTrace& tr) {
     return;
   }
   pid_t tid = tr.proc->proc_tid();
-  tr.rec.collector->capture(tid);
+  tr.book.collector->capture(tid);
   double t0 = now_s();
-  std::size_t frames = tr.rec.collector->capture(tid).size();
+  std::size_t frames = tr.book.collector->capture(tid).size();
   double unwind_s = now_s() - t0;
   notes_ << opts_.tool << ": --stacks: every hit stops the thread while probecost unwinds up to "
          << opts_.stack_depth << " frames, so every probe is an int3 (a jump never stops the "
