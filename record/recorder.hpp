@@ -19,16 +19,13 @@
 #include <vector>
 
 #include "common/names.hpp"
+#include "record/format.hpp"
 #include "record/markers.hpp"
 #include "record/output.hpp"
 #include "record/pairing.hpp"
 #include "record/summary.hpp"
 
 namespace probecost::record {
-
-enum class Format { chrome, ctf };
-inline constexpr auto kFormatNames =
-    name_table<Format>({{Format::chrome, "chrome"}, {Format::ctf, "ctf"}});
 
 // --format's value ("" when not given) wins. Without it, by the path, as the file system has it
 // now: an existing directory, or a name ending in '/', is a CTF trace; anything else (a name

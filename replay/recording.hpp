@@ -16,6 +16,8 @@
 #include <string>
 #include <string_view>
 
+#include "record/format.hpp"
+
 namespace probecost::replay {
 
 inline constexpr int kMaxArgs = 6;
@@ -37,7 +39,7 @@ struct Call {
   std::string_view why;                        // unmatched: the reason record gave
 };
 
-enum class Format : std::uint8_t { chrome, ctf };
+using record::Format;  // record/format.hpp: the formats record writes
 
 class Sink {
  public:
