@@ -1,164 +1,94 @@
 #include "tracer/int3/guardian.hpp"
 
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
-#include <sys/prctl.h>
+#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <array>
-#include <cstdio>
-#include <initializer_list>
+#include <cerrno>
+#include <filesystem>
 #include <string>
-#include <vector>
 
-#include "breakpoint/in_tracee/semaphore_table.hpp"
 #include "common/error.hpp"
-#include "tracer/int3/trap_records.hpp"
-#include "tracer/os/maps.hpp"
+#include "tracer/int3/guard_loop.hpp"
 
 namespace probecost {
 
 namespace {
 
-struct Message {
-  std::uint64_t address;
-  std::uint8_t original;
-  std::uint8_t kind;  // 'W' watch, 'D' done, 'S' a semaphore raised, 'R' no longer
-  std::uint8_t pad[6];
-  trap::FileIdentity code;
-  std::uint64_t record;  // 'S': the state byte of the raise's record in the table (0: none)
-};
-static_assert(sizeof(Message) == 48);  // < PIPE_BUF: every write is atomic
-
-bool read_message(int fd, Message& m) {
-  std::size_t got = 0;
-  while (got < sizeof m) {
-    ssize_t n = ::read(fd, reinterpret_cast<char*>(&m) + got, sizeof m - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    got += static_cast<std::size_t>(n);
-  }
-  return true;
-}
-
-// The process's mappings now, from its /proc/PID/maps opened at the start (a seq_file: read
-// again from offset 0, it describes the address space as it is).
-std::vector<Mapping> mappings_now(int maps) {
-  std::string text;
-  char buf[4096];
-  for (off_t at = 0;;) {
-    ssize_t n = ::pread(maps, buf, sizeof buf, at);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    text.append(buf, static_cast<std::size_t>(n));
-    at += n;
-  }
-  return parse_maps(text);
-}
-
-// Whether the code at the site is still the code our int3 went into.
-bool same_code(const std::vector<Mapping>& maps, const Message& s) {
-  if (s.code == trap::FileIdentity{}) return true;  // anonymous: nothing to tell it by
-  RuntimeAddr at(s.address);
-  for (const Mapping& m : maps) {
-    if (m.contains(at)) return file_identity(m, at) == s.code;
-  }
-  return false;  // unmapped
-}
-
-// The record of a raise in the process's table, marked lowered if it still says raised (the
-// byte is the process's to write too: only that one value is replaced).
-void mark_lowered(int mem, const Message& s) {
-  std::uint8_t state = 0;
-  auto off = static_cast<off_t>(s.record);
-  if (s.record && ::pread(mem, &state, 1, off) == 1 && state == sema::kRaised) {
-    state = sema::kLowered;
-    [[maybe_unused]] ssize_t n = ::pwrite(mem, &state, 1, off);
-  }
-}
-
-// Each semaphore still in the data it was raised in, and not zero, one lower.
-int lower_semaphores(int mem, const std::vector<Mapping>& maps, const std::vector<Message>& sems) {
-  int lowered = 0;
-  for (const Message& s : sems) {
-    std::uint16_t v = 0;
-    auto off = static_cast<off_t>(s.address);
-    if (!same_code(maps, s) || ::pread(mem, &v, 2, off) != 2 || v == 0) continue;
-    mark_lowered(mem, s);  // first: a death between the two never lowers it twice
-    --v;
-    if (::pwrite(mem, &v, 2, off) == 2) ++lowered;
-  }
-  return lowered;
-}
-
-// The guardian's whole life: collect the sites, and if the pipe ends without 'D', put back
-// every byte that still holds our int3 in the code it was written into.
-[[noreturn]] void guard(pid_t pid, int in, int mem, int maps_fd) {
-  std::vector<Message> sites, semaphores;
-  Message m;
-  while (read_message(in, m)) {
-    if (m.kind == 'D') ::_exit(0);
-    if (m.kind == 'S') {
-      semaphores.push_back(m);
-    } else if (m.kind == 'R') {
-      std::erase_if(semaphores, [&](const Message& s) { return s.address == m.address; });
-    } else {
-      sites.push_back(m);
+// probecost-guard: beside the running program (the build tree's bin/, where the tests run too),
+// else where it is installed (PROBECOST_GUARD_FROM_BIN, from the bin directory); "" if neither.
+const std::string& guard_program() {
+  static const std::string path = [] {
+    char self[PATH_MAX];
+    ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0) return std::string();
+    std::string dir(self, static_cast<std::size_t>(n));
+    dir.erase(dir.rfind('/') + 1);
+    for (std::string at : {dir + "probecost-guard", dir + PROBECOST_GUARD_FROM_BIN}) {
+      at = std::filesystem::path(at).lexically_normal().string();
+      if (::access(at.c_str(), X_OK) == 0) return at;
     }
-  }
-  std::vector<Mapping> maps = mappings_now(maps_fd);
-  int lowered = lower_semaphores(mem, maps, semaphores);
-  int restored = 0, gone = 0, other = 0;
-  for (const Message& s : sites) {
-    std::uint8_t byte = 0;
-    auto off = static_cast<off_t>(s.address);
-    // 0 bytes read: the address space is gone (the process died first).
-    if (::pread(mem, &byte, 1, off) != 1) {
-      ++gone;
-    } else if (byte != 0xCC || !same_code(maps, s)) {
-      ++other;
-    } else if (::pwrite(mem, &s.original, 1, off) == 1) {
-      ++restored;
-    }
-  }
-  char note[200];
-  int len =
-      std::snprintf(note, sizeof note,
-                    gone ? "probecost guardian: probecost ended without restoring process %d, "
-                           "and the process is gone\n"
-                         : "probecost guardian: probecost ended without restoring process %d; "
-                           "put back %d int3 byte(s), left %d that are no longer ours; lowered "
-                           "%d USDT semaphore(s)\n",
-                    pid, restored, other, lowered);
-  if (len > 0) [[maybe_unused]]
-    ssize_t w = ::write(2, note, static_cast<std::size_t>(len));
-  ::_exit(0);
+    return std::string();
+  }();
+  return path;
 }
 
-// Every descriptor from 3 up but `keep`, whatever the limit: close_range(2) (Linux 5.9) between
-// the kept ones, a range per call (a close(2) per number up to 1024 was 1,500 system calls on
-// the other CPU while the attach held the program, and left a descriptor above 1024 open).
-void close_all_but(std::initializer_list<int> keep) {
-  std::array<int, 8> kept{};  // no allocation in a forked child
-  std::size_t n = std::min(keep.size(), kept.size());
-  std::copy_n(keep.begin(), n, kept.begin());
-  std::sort(kept.begin(), kept.begin() + static_cast<std::ptrdiff_t>(n));
-  unsigned from = 3;
-  auto close_up_to = [&](unsigned last) {
-    if (from > last) return;
-    if (::close_range(from, last, 0) != 0) {
-      for (unsigned fd = from; fd <= last && fd < 1024; ++fd) ::close(static_cast<int>(fd));
-    }
-  };
-  for (std::size_t i = 0; i < n; ++i) {
-    int k = kept[i];
-    if (k < 3 || static_cast<unsigned>(k) < from) continue;
-    close_up_to(static_cast<unsigned>(k) - 1);
-    from = static_cast<unsigned>(k) + 1;
+// probecost-guard started by posix_spawn (a vfork and an exec: none of our pages is ever shared
+// with it) with `fds` (the pipe's read end, mem, maps) inherited; its pid, -1 if not started.
+pid_t spawn_guard(pid_t pid, std::array<int, 3> fds) {
+  const std::string& program = guard_program();
+  if (program.empty()) return -1;
+  posix_spawn_file_actions_t actions;
+  posix_spawnattr_t attr;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawnattr_init(&attr);
+  // dup2 of a descriptor onto itself clears its FD_CLOEXEC (glibc 2.29): these three go across
+  // the exec, our other O_CLOEXEC ones (the pipe's write end first) do not.
+  for (int fd : fds) posix_spawn_file_actions_adddup2(&actions, fd, fd);
+  sigset_t all;
+  sigfillset(&all);
+  posix_spawnattr_setsigmask(&attr, &all);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
+  std::array<std::string, 4> text = {std::to_string(pid), std::to_string(fds[0]),
+                                     std::to_string(fds[1]), std::to_string(fds[2])};
+  std::array<char*, 7> argv = {const_cast<char*>(program.c_str()),
+                               const_cast<char*>(guard::kProtocol),
+                               text[0].data(),
+                               text[1].data(),
+                               text[2].data(),
+                               text[3].data(),
+                               nullptr};
+  pid_t child = -1;
+  if (::posix_spawn(&child, program.c_str(), &actions, &attr, argv.data(), environ) != 0)
+    child = -1;
+  posix_spawnattr_destroy(&attr);
+  posix_spawn_file_actions_destroy(&actions);
+  return child;
+}
+
+// The way left when probecost-guard is not found: a double fork of probecost itself. Every page
+// of ours is then shared copy-on-write with the middle process, and our first write to each
+// afterwards a page fault (some 50 while the attach holds the program, ~10 us each on a KVM
+// guest). The middle process exits at once, so the guardian is re-parented to init.
+pid_t fork_guard(pid_t pid, int in, int out, int mem, int maps) {
+  pid_t middle = ::fork();
+  if (middle != 0) return middle;
+  if (::fork() != 0) ::_exit(0);
+  ::close(out);
+  guard::become_guardian(pid, in, mem, maps, false);
+}
+
+// Reaps the middle process; whether it exited 0 (the guardian runs).
+bool reaped(pid_t middle) {
+  int status = 0;
+  while (::waitpid(middle, &status, 0) < 0) {
+    if (errno != EINTR) return false;
   }
-  close_up_to(~0u);
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
 
 }  // namespace
@@ -172,28 +102,18 @@ std::unique_ptr<Guardian> Guardian::start(pid_t pid, int mem_fd) {
     ::close(maps);
     throw Error::from_errno("pipe2 for the guardian");
   }
-  pid_t middle = ::fork();
-  if (middle < 0) {
-    ::close(maps);
-    throw Error::from_errno("fork of the guardian");
-  }
-  if (middle == 0) {
-    // The middle process exits at once, so the guardian is re-parented to init and our
-    // waitpid(-1, __WALL) never reports it.
-    if (::fork() != 0) ::_exit(0);
-    ::setsid();
-    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGTSTP, SIGPIPE, SIGALRM})
-      ::signal(sig, SIG_IGN);
-    ::prctl(PR_SET_NAME, "probecost-guard");
-    ::close(p[1]);
-    close_all_but({p[0], mem_fd, maps});
-    guard(pid, p[0], mem_fd, maps);
+  pid_t spawned = spawn_guard(pid, {p[0], mem_fd, maps});
+  if (spawned < 0 || !reaped(spawned)) {
+    pid_t middle = fork_guard(pid, p[0], p[1], mem_fd, maps);
+    if (middle < 0) {
+      Error e = Error::from_errno("fork of the guardian");
+      for (int fd : {maps, p[0], p[1]}) ::close(fd);
+      throw e;
+    }
+    reaped(middle);
   }
   ::close(p[0]);
   ::close(maps);
-  int status;
-  while (::waitpid(middle, &status, 0) < 0 && errno == EINTR) {
-  }
   return std::unique_ptr<Guardian>(new Guardian(p[1]));
 }
 
@@ -202,22 +122,22 @@ Guardian::~Guardian() {
 }
 
 void Guardian::watch(RuntimeAddr at, std::uint8_t original, const trap::FileIdentity& code) {
-  Message m = {at.value(), original, 'W', {}, code, 0};
+  guard::Message m = {at.value(), original, 'W', {}, code, 0};
   [[maybe_unused]] ssize_t n = ::write(fd_, &m, sizeof m);
 }
 
 void Guardian::watch_semaphore(RuntimeAddr at, const trap::FileIdentity& data, RuntimeAddr record) {
-  Message m = {at.value(), 0, 'S', {}, data, record.value()};
+  guard::Message m = {at.value(), 0, 'S', {}, data, record.value()};
   [[maybe_unused]] ssize_t n = ::write(fd_, &m, sizeof m);
 }
 
 void Guardian::unwatch_semaphore(RuntimeAddr at) {
-  Message m = {at.value(), 0, 'R', {}, {}, 0};
+  guard::Message m = {at.value(), 0, 'R', {}, {}, 0};
   [[maybe_unused]] ssize_t n = ::write(fd_, &m, sizeof m);
 }
 
 void Guardian::done() {
-  Message m = {0, 0, 'D', {}, {}, 0};
+  guard::Message m = {0, 0, 'D', {}, {}, 0};
   [[maybe_unused]] ssize_t n = ::write(fd_, &m, sizeof m);
 }
 

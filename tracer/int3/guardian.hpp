@@ -33,8 +33,9 @@ namespace probecost {
 
 class Guardian {
  public:
-  // Starts the guardian of process `pid`, handing it `mem_fd` (our /proc/PID/mem). It is not
-  // our child (a double fork), so our waitpid(-1) never sees it, and it ignores the terminal's
+  // Starts the guardian of process `pid`, handing it `mem_fd` (our /proc/PID/mem): the program
+  // probecost-guard, spawned (guard_main.cpp), else a double fork of ours. It is not our child
+  // (re-parented to init), so our waitpid(-1) never sees it, and it ignores the terminal's
   // signals (Ctrl-C reaches probecost's whole process group).
   static std::unique_ptr<Guardian> start(pid_t pid, int mem_fd);
   ~Guardian();

@@ -1,7 +1,5 @@
 #include "tracer/int3/trap_records.hpp"
 
-#include <sys/sysmacros.h>
-
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
@@ -57,14 +55,6 @@ std::vector<trap::ParsedArea> read_trap_areas(TraceeMemory& memory,
     }
   }
   return out;
-}
-
-trap::FileIdentity file_identity(const Mapping& m, RuntimeAddr at) {
-  unsigned major = 0, minor = 0;
-  unsigned long long inode = 0;
-  std::sscanf(m.file_id.c_str(), "%x:%x:%llu", &major, &minor, &inode);
-  if (inode == 0) return {};
-  return {makedev(major, minor), inode, m.offset + static_cast<std::uint64_t>(at - m.start)};
 }
 
 std::string whose_int3(TraceeMemory& memory, const std::vector<Mapping>& maps, RuntimeAddr at,
