@@ -10,8 +10,13 @@
 // signal number is real-time: queued, delivered in order; the standard ones are printed in
 // the order of their numbers (the kernel's own when several are pending). The handler
 // acknowledges each signal on a pipe, which paces the sender: no sleep anywhere.
+// A burst starts when the worker asks for it, with the signals blocked until it has called
+// probecost_burst_point(): a tracer that probes that function, waits there for the burst's
+// last signal (SIGRTMIN+3, the highest number: delivered last) and unblocks them has the whole
+// burst reach the worker while it holds it.
 #include <pthread.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -23,6 +28,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <new>
 #include <thread>
 
 #include "inferior/sanitizer_options.hpp"
@@ -40,6 +46,13 @@ Record g_records[kMaxRecords];
 std::atomic<int> g_count{0};
 std::atomic<bool> g_stop{false};
 int g_ack[2];
+int g_go[2];  // the worker's go to the sender, for a burst
+// Shared with the sender: a burst asked for, the worker's tid (for its tgkill()s).
+struct Shared {
+  std::atomic<int> want_burst{0};
+  std::atomic<pid_t> worker{0};
+};
+Shared* g_shared;
 
 void on_signal(int sig, siginfo_t* info, void*) {
   int n = g_count.load(std::memory_order_relaxed);
@@ -60,8 +73,8 @@ void wait_acks(int n) {
   }
 }
 
-std::array<int, 7> handled() {
-  return {SIGCHLD, SIGUSR1, SIGUSR2, SIGALRM, SIGRTMIN, SIGRTMIN + 1, SIGRTMIN + 2};
+std::array<int, 8> handled() {
+  return {SIGCHLD, SIGUSR1, SIGUSR2, SIGALRM, SIGRTMIN, SIGRTMIN + 1, SIGRTMIN + 2, SIGRTMIN + 3};
 }
 
 sigset_t our_signals() {
@@ -77,27 +90,66 @@ extern "C" __attribute__((noipa)) void probecost_test_site(std::uint64_t i) {
   asm volatile("" ::"r"(i));
 }
 
+extern "C" __attribute__((noipa)) void probecost_burst_point() {
+  asm volatile("");
+}
+
 namespace {
 
-// The sender: sigqueue() values paced, then in a burst, then kill()s in a burst.
+void send(pid_t to, int sig, int value) {
+  int r = value < 0 ? kill(to, sig) : sigqueue(to, sig, sigval{.sival_int = value});
+  if (r != 0) _exit(5);
+}
+
+// `n` signals sent at once once the worker asked, then the burst's last one, SIGRTMIN+3.
+template <typename Send>
+void burst(pid_t to, int n, int round, Send send_all) {
+  g_shared->want_burst.store(1);
+  char c;
+  if (read(g_go[0], &c, 1) != 1) _exit(4);
+  send_all();
+  send(to, SIGRTMIN + 3, round * 1000 + 999);
+  wait_acks(n + 1);
+}
+
+// The sender: sigqueue() values paced, then bursts of sigqueue()s, kill()s, tgkill()s (SI_TKILL)
+// and standard signals.
 [[noreturn]] void sender(pid_t to, int round) {
+  int v = round * 1000;
   for (int i = 0; i < kBurst; ++i) {
-    if (sigqueue(to, SIGRTMIN, sigval{.sival_int = round * 1000 + i}) != 0) _exit(5);
+    send(to, SIGRTMIN, v + i);
     wait_acks(1);
   }
-  for (int i = 0; i < kBurst; ++i) {
-    if (sigqueue(to, SIGRTMIN, sigval{.sival_int = round * 1000 + 100 + i}) != 0) _exit(5);
-  }
-  wait_acks(kBurst);
-  for (int i = 0; i < kBurst; ++i) {
-    if (kill(to, SIGRTMIN + 2) != 0) _exit(5);
-  }
-  wait_acks(kBurst);
-  if (sigqueue(to, SIGUSR1, sigval{.sival_int = round * 1000 + 200}) != 0) _exit(5);
-  if (kill(to, SIGUSR2) != 0) _exit(5);
-  if (sigqueue(to, SIGALRM, sigval{.sival_int = round * 1000 + 201}) != 0) _exit(5);
-  wait_acks(3);
+  burst(to, kBurst, round, [&] {
+    for (int i = 0; i < kBurst; ++i) send(to, SIGRTMIN, v + 100 + i);
+  });
+  burst(to, kBurst, round, [&] {
+    for (int i = 0; i < kBurst; ++i) send(to, SIGRTMIN + 2, -1);
+  });
+  burst(to, kBurst, round, [&] {
+    for (int i = 0; i < kBurst; ++i) syscall(SYS_tgkill, to, g_shared->worker.load(), SIGRTMIN + 1);
+  });
+  burst(to, 3, round, [&] {
+    send(to, SIGUSR1, v + 200);
+    send(to, SIGUSR2, -1);
+    send(to, SIGALRM, v + 201);
+  });
   _exit(7);
+}
+
+void work() {
+  for (std::uint64_t i = 0; !g_stop.load(std::memory_order_relaxed); ++i) {
+    probecost_test_site(i);
+    if (g_shared->want_burst.load() && g_shared->want_burst.exchange(0)) {
+      // Blocked until after the burst point: none of the burst comes before it.
+      sigset_t ours = our_signals();
+      pthread_sigmask(SIG_BLOCK, &ours, nullptr);
+      char c = 'g';
+      if (write(g_go[1], &c, 1) != 1) _exit(3);
+      probecost_burst_point();
+      pthread_sigmask(SIG_UNBLOCK, &ours, nullptr);
+    }
+  }
 }
 
 // One round; kids gets its children's pids (the sender first), to name the senders by role.
@@ -153,7 +205,10 @@ const char* who(int pid, const pid_t* kids, int rounds) {
 
 int main(int argc, char** argv) {
   int rounds = argc > 1 ? std::atoi(argv[1]) : 1;
-  if (rounds < 1 || rounds > 50 || pipe(g_ack) != 0) return 2;
+  if (rounds < 1 || rounds > 50 || pipe(g_ack) != 0 || pipe(g_go) != 0) return 2;
+  void* shared = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (shared == MAP_FAILED) return 2;
+  g_shared = new (shared) Shared;
   struct sigaction sa = {};
   sa.sa_sigaction = on_signal;
   sa.sa_flags = SA_SIGINFO | SA_RESTART;
@@ -164,9 +219,10 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &ours, nullptr);
   std::atomic<pid_t> worker_tid{0};
   std::thread worker([&] {
-    worker_tid = static_cast<pid_t>(syscall(SYS_gettid));
+    g_shared->worker = static_cast<pid_t>(syscall(SYS_gettid));
+    worker_tid = g_shared->worker.load();
     pthread_sigmask(SIG_UNBLOCK, &ours, nullptr);
-    for (std::uint64_t i = 0; !g_stop.load(std::memory_order_relaxed); ++i) probecost_test_site(i);
+    work();
   });
   while (worker_tid.load() == 0) std::this_thread::yield();
   pid_t kids[50 * (kChildren + 1)];

@@ -91,17 +91,19 @@ bool Task::set_regs(const user_regs_struct& regs) {
 
 bool Task::resume_with_signals(__ptrace_request request) {
   long sig = 0;
+  if (!pending_signals.empty()) pending_signals.forget_unseen();
   if (!pending_signals.empty() && last_stop_.signal_stop()) {
-    sig = pending_signals.front();
-    pending_signals.pop_front();
+    if (auto head = pending_signals.take_head()) {
+      // A resume's signal other than the stop's own is given a siginfo the kernel makes up
+      // (SI_USER from the tracer, ptrace_signal()) unless PTRACE_SETSIGINFO said otherwise.
+      if (head->info) set_siginfo(*head->info);
+      sig = head->signo;
+    }
   }
   leave_stop(State::Running);
   if (!ptrace_if_alive(request, nullptr, reinterpret_cast<void*>(sig))) return false;
   // The rest go back to the kernel's queue: each is reported as a stop again, and delivered.
-  while (!pending_signals.empty()) {
-    sys::tkill(tid_, pending_signals.front());
-    pending_signals.pop_front();
-  }
+  if (!pending_signals.empty()) pending_signals.send_back(request != PTRACE_DETACH);
   return true;
 }
 
