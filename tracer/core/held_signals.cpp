@@ -111,12 +111,12 @@ void HeldSignals::forget_unseen() {
   });
 }
 
-std::optional<HeldSignal> HeldSignals::take_head() {
+std::optional<HeldSignal> HeldSignals::take_head(int only) {
   std::uint64_t in_kernel = 0;
   for (auto it = held_.begin(); it != held_.end(); ++it) {
     if (it->in_kernel) {
       in_kernel |= bit(it->signo);
-    } else if (!(in_kernel & bit(it->signo))) {
+    } else if (!(in_kernel & bit(it->signo)) && (only == 0 || it->signo == only)) {
       HeldSignal s = *it;
       held_.erase(it);
       return s;

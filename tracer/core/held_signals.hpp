@@ -51,8 +51,9 @@ class HeldSignals {
   // /proc/TID/status then only.
   void forget_unseen();
   // The signal to deliver from the current signal-delivery-stop, taken out: the first not in
-  // the kernel's queue, unless an earlier one of its number is (order kept per number).
-  std::optional<HeldSignal> take_head();
+  // the kernel's queue, unless an earlier one of its number is (order kept per number); of
+  // number `only` when not 0.
+  std::optional<HeldSignal> take_head(int only = 0);
   // After the resume: the others back to the kernel's queue, as the header says. `traced`:
   // we will see their stops again (a detach sends everything, with what siginfo it can).
   void send_back(bool traced);
