@@ -92,17 +92,24 @@ bool Task::set_regs(const user_regs_struct& regs) {
 
 bool Task::resume_with_signals(__ptrace_request request) {
   long sig = 0;
+  if (!pending_signals.empty()) pending_signals.forget_unseen();
   if (!pending_signals.empty() && last_stop_.signal_stop()) {
-    sig = pending_signals.front();
-    pending_signals.pop_front();
+    // A stop only peeked at (held) keeps its signal in the kernel: a tracer that dies before
+    // the resume lets the thread go with it, and with the siginfo last set. Another signal's
+    // siginfo would turn our hit's SIGTRAP into one the kernel calls SI_USER (si_signo differs,
+    // ptrace_signal()), and the trap handler would pass it on to the program. So from a held
+    // stop only a signal of its own number is delivered; the others go back to the queue.
+    if (auto head = pending_signals.take_head(held_ ? last_stop_.stop_signal() : 0)) {
+      // A resume's signal other than the stop's own is given a siginfo the kernel makes up
+      // (SI_USER from the tracer, ptrace_signal()) unless PTRACE_SETSIGINFO said otherwise.
+      if (head->info) set_siginfo(*head->info);
+      sig = head->signo;
+    }
   }
   leave_stop(State::Running);
   if (!ptrace_if_alive(request, nullptr, reinterpret_cast<void*>(sig))) return false;
   // The rest go back to the kernel's queue: each is reported as a stop again, and delivered.
-  while (!pending_signals.empty()) {
-    sys::tkill(tid_, pending_signals.front());
-    pending_signals.pop_front();
-  }
+  if (!pending_signals.empty()) pending_signals.send_back(request != PTRACE_DETACH);
   return true;
 }
 

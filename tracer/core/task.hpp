@@ -11,11 +11,11 @@
 #include <sys/user.h>
 
 #include <cstdint>
-#include <deque>
 #include <optional>
 #include <string>
 
 #include "common/address.hpp"
+#include "tracer/core/held_signals.hpp"
 #include "tracer/os/wait_status.hpp"
 
 namespace probecost {
@@ -49,7 +49,8 @@ class Task {
     Unknown,       // a new task whose first stop came before its parent's fork/clone event
   };
 
-  Task(pid_t tid, Role role) : tid_(tid), role_(role), serial_(next_serial()) {}
+  Task(pid_t tid, Role role)
+      : pending_signals(tid), tid_(tid), role_(role), serial_(next_serial()) {}
 
   pid_t tid() const { return tid_; }
   // To find this Task again after a wait, if it still exists (TracedProcess::task(TaskRef)).
@@ -86,11 +87,11 @@ class Task {
   const user_regs_struct* regs();  // PTRACE_GETREGS once per stop; nullptr when gone
   bool set_regs(const user_regs_struct& regs);
 
-  // Resumes with PTRACE_CONT, delivering the first pending signal when the thread is in a
-  // signal-delivery-stop (the only stop in which the kernel injects the resume's signal; in
-  // any other stop it may silently drop it, see ptrace(2) "Signal injection"). Other pending
-  // signals are sent again with tgkill, so none is lost: each comes back as a stop of its own.
-  // While handlers_watched, PTRACE_SYSCALL instead.
+  // Resumes with PTRACE_CONT, delivering the first pending signal with its own siginfo when
+  // the thread is in a signal-delivery-stop (the only stop in which the kernel injects the
+  // resume's signal; in any other stop it may silently drop it, see ptrace(2) "Signal
+  // injection"). Other pending signals go back to the kernel's queue (held_signals.hpp), so
+  // none is lost: each comes back as a stop of its own. While handlers_watched, PTRACE_SYSCALL.
   bool resume();
   // resume() when the thread is stopped by us with nothing deferred and runs with us (after
   // an event is handled, or once a stop-the-world is over). False when it is not resumed.
@@ -134,9 +135,9 @@ class Task {
   // PTRACE_GET_SYSCALL_INFO (Linux 5.3) at a syscall-stop: entry or exit, the number, RIP.
   std::optional<__ptrace_syscall_info> syscall_info();
 
-  // Signals meant for the program, oldest first. One slot would lose a second signal that
-  // arrives while the thread is single-stepped over a site.
-  std::deque<int> pending_signals;
+  // Signals meant for the program, oldest first, each with its siginfo. One slot would lose a
+  // second signal that arrives while the thread is single-stepped over a site.
+  HeldSignals pending_signals;
   // An event the thread reported while we were waiting for something else (stopping all
   // threads, single-stepping another): the event loop handles it later.
   std::optional<WaitStatus> deferred;

@@ -107,6 +107,15 @@ int tkill(pid_t tid, int sig) {
   return static_cast<int>(::syscall(SYS_tkill, tid, sig));
 }
 
+int tgsigqueueinfo(pid_t tgid, pid_t tid, int sig, siginfo_t* info) {
+  fault_plan::before_call();
+  ++counters().other;
+  if (std::FILE* f = log_file())
+    std::fprintf(f, "%.6f rt_tgsigqueueinfo %d %d sig %d code %d\n", log_time(), tgid, tid, sig,
+                 info->si_code);
+  return static_cast<int>(::syscall(SYS_rt_tgsigqueueinfo, tgid, tid, sig, info));
+}
+
 ssize_t vm_read(pid_t tid, void* out, std::size_t size, std::uint64_t from, std::size_t pieces) {
   fault_plan::before_call();
   ++counters().memory;

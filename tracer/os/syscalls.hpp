@@ -37,6 +37,9 @@ int tgkill(pid_t tgid, pid_t tid, int sig);
 int kill(pid_t pid, int sig);
 // tkill: a signal to one thread by its tid alone (re-sending a signal the thread received).
 int tkill(pid_t tid, int sig);
+// rt_tgsigqueueinfo: a signal with the siginfo given, to one thread. From another process the
+// kernel takes only si_code < 0 other than SI_TKILL (sigqueue, timers...): EPERM otherwise.
+int tgsigqueueinfo(pid_t tgid, pid_t tid, int sig, siginfo_t* info);
 // process_vm_readv of `size` bytes at `from` in thread `tid`'s memory, as `pieces` equal remote
 // pieces (so that a read stopped by an unmapped piece still gives those before it): the bytes
 // read, or -1 with errno.
