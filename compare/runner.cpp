@@ -334,9 +334,9 @@ void populate_jump_areas(TracedProcess& p) {
   for (const Mapping& m : read_maps(p.proc_tid())) {
     // The trampolines' pages are read-execute in the tracee, and read by instruction fetch only.
     if (!m.write || (m.path.rfind(area, 0) != 0 && m.path.rfind(calls, 0) != 0)) continue;
-    p.syscall_in_tracee(SYS_madvise,
-                        {static_cast<long>(m.start.value()), static_cast<long>(m.end - m.start),
-                         kMadvPopulateWrite, 0, 0, 0});
+    p.calls().syscall(SYS_madvise,
+                      {static_cast<long>(m.start.value()), static_cast<long>(m.end - m.start),
+                       kMadvPopulateWrite, 0, 0, 0});
   }
 }
 

@@ -15,7 +15,7 @@ std::vector<ResolvedProbe> TraceRun::resolve(ProcessTrace& tr, bool first_image,
                                              std::optional<std::vector<ResolvedProbe>> ready) {
   TracedProcess& p = *tr.proc;
   // An IFUNC that no relocated slot shows resolved: its resolver runs in a stopped thread.
-  ResolverCall call = [&p](RuntimeAddr resolver) { return p.call_in_tracee(resolver); };
+  ResolverCall call = [&p](RuntimeAddr resolver) { return p.calls().call(resolver); };
   std::vector<ResolvedProbe> out;
   std::vector<std::string> specs = split_pending(tr, opts_.probes);
   if (ready) {

@@ -149,8 +149,9 @@ TEST(RecordDeath, EverySystemCallOfTheDetachLeavesTheTargetRight) {
 // An IFUNC with no relocated slot that says what it resolves to (wcsrchr: neither libc nor
 // fault_busy calls it) has its resolver called in the target (tracer/symbols/ifunc.hpp). A
 // death while the thread ran the resolver single-stepped let it go on our registers (returning
-// to a stale RIP with our RSP); now the call has a way back (tracer/core/call_way_back.cpp).
-// Each system call from the call's start on, until the attach is over.
+// to a stale RIP with our RSP); now the call has a way back
+// (tracer/core/remote_calls_function.cpp). Each system call from the call's start on, until the
+// attach is over.
 TEST(RecordDeath, EverySystemCallOfAnIfuncResolverCallLeavesTheTargetRight) {
   every_call("ifunc", "libc.so.6:wcsrchr", 60);
 }

@@ -88,10 +88,10 @@ TEST(ProcSnapshot, InjectedMmapAndMunmapAreSeenAtTheNextLook) {
   ASSERT_FALSE(before.empty());
   EXPECT_EQ(proc.maps().size(), before.size());  // nothing ran: the same
   auto at =
-      proc.syscall_in_tracee(SYS_mmap, {0, 4096, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0});
+      proc.calls().syscall(SYS_mmap, {0, 4096, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0});
   ASSERT_TRUE(at && *at > 0) << (at ? *at : 0);
   EXPECT_TRUE(maps_hold(proc, static_cast<std::uint64_t>(*at)));
-  auto gone = proc.syscall_in_tracee(SYS_munmap, {*at, 4096, 0, 0, 0, 0});
+  auto gone = proc.calls().syscall(SYS_munmap, {*at, 4096, 0, 0, 0, 0});
   ASSERT_TRUE(gone && *gone == 0);
   EXPECT_FALSE(maps_hold(proc, static_cast<std::uint64_t>(*at)));
   proc.detach();

@@ -195,7 +195,7 @@ TEST_P(TracerTest, AnIfuncResolverCalledInTheTraceeAgreesWithTheRelocatedSlot) {
     ASSERT_TRUE(ifunc.ifunc) << name;
     IfuncTarget by_slot = resolve_ifunc(ifunc, symbols, proc->memory(), {}, proc->pid());
     EXPECT_NE(by_slot.resolved_by.find("slot"), std::string::npos) << by_slot.resolved_by;
-    auto called = proc->call_in_tracee(ifunc.address);
+    auto called = proc->calls().call(ifunc.address);
     ASSERT_TRUE(called.has_value()) << name;
     EXPECT_EQ(RuntimeAddr(*called), by_slot.address) << name;
   }
@@ -210,7 +210,7 @@ TEST_P(TracerTest, AnIfuncResolverCalledInTheTraceeAgreesWithTheRelocatedSlot) {
   EXPECT_EQ(out.contents(), "calls=600 signals=0\n");
 }
 
-// A batch of injected system calls (syscalls_in_tracee: one thread lent once, with a way back)
+// A batch of injected system calls (RemoteCalls::batch: one thread lent once, with a way back)
 // gives each call's own result, in order, in one thread; nothing else may be injected while it
 // is open; afterwards the thread has its registers back, the bytes under the way back's frame
 // are as they were, and the program runs on to its exact count.
@@ -222,14 +222,14 @@ TEST_P(TracerTest, ABatchOfInjectedCallsGivesEachResultAndLeavesTheThreadAsItWas
   auto family = Family::launch(spec);
   TracedProcess* proc = &family->root();
   proc->run_to_entry();
-  Task* lent_task = proc->any_stopped_thread();
+  Task* lent_task = proc->calls().any_stopped_thread();
   ASSERT_NE(lent_task, nullptr);
   user_regs_struct before = *lent_task->regs();
   std::vector<std::uint8_t> stack_before(8192);
   proc->memory().read(RuntimeAddr(before.rsp - stack_before.size()), stack_before);
   std::vector<long> results;
   pid_t lent_tid = 0;
-  bool ran = proc->syscalls_in_tracee([&](Task& lent, const TracedProcess::SyscallRunner& run) {
+  bool ran = proc->calls().batch([&](Task& lent, const RemoteCalls::SyscallRunner& run) {
     lent_tid = lent.tid();
     results.push_back(run(SYS_getpid, {}));
     results.push_back(run(SYS_gettid, {}));
@@ -237,7 +237,7 @@ TEST_P(TracerTest, ABatchOfInjectedCallsGivesEachResultAndLeavesTheThreadAsItWas
     results.push_back(page);
     results.push_back(run(SYS_munmap, {page, 4096, 0, 0, 0, 0}));
     results.push_back(run(SYS_close, {-1, 0, 0, 0, 0, 0}));
-    EXPECT_THROW(proc->call_in_tracee(RuntimeAddr(before.rip)), Error);  // not inside a batch
+    EXPECT_THROW(proc->calls().call(RuntimeAddr(before.rip)), Error);  // not inside a batch
   });
   ASSERT_TRUE(ran);
   ASSERT_EQ(results.size(), 5u);

@@ -1,5 +1,5 @@
-// An IFUNC resolver probecost calls in the process (tracer/core/call_way_back.cpp) must leave
-// the thread it borrows as it was.
+// An IFUNC resolver probecost calls in the process (tracer/core/remote_calls_function.cpp) must
+// leave the thread it borrows as it was.
 //
 // Its way back (tracer/core/way_back.hpp) writes a frame of ~3 KB some 4 KB
 // below the thread's stack pointer. A thread parked on a small stack of the program's own (a

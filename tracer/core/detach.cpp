@@ -167,7 +167,7 @@ void TracedProcess::free_stopped_for_calls(Task& t) {
 // loop would have, with their own siginfo (the same signal from the same stop), and the
 // threads stopped again; a few rounds at most, or the detach goes on as before.
 void TracedProcess::free_a_thread_for_calls() {
-  for (int round = 0; round < 4 && !any_stopped_thread(); ++round) {
+  for (int round = 0; round < 4 && !calls_.any_stopped_thread(); ++round) {
     std::vector<pid_t> held;
     for (auto& [tid, t] : tasks_) {
       if (t.stopped() && t.runs_with_us() && t.deferred && t.deferred->signal_stop() &&

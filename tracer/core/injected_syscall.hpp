@@ -1,6 +1,6 @@
 #pragma once
 // What every system call we make a tracee thread run needs, however it is run (single-stepped
-// in inject.cpp, or resumed with a way back in syscall_batch.cpp).
+// in remote_calls_stepped.cpp, or resumed with a way back in remote_calls_batch.cpp).
 #include <sys/types.h>
 #include <sys/user.h>
 

@@ -244,7 +244,7 @@ void OurMappings::release(TracedProcess& proc) {
   for (const OurMapping& m : going) {
     std::optional<long> r;
     try {
-      r = proc.syscall_in_tracee(
+      r = proc.calls().syscall(
           SYS_munmap, {static_cast<long>(m.start.value()), static_cast<long>(m.size), 0, 0, 0, 0});
     } catch (const std::exception& e) {
       keep(m, std::string("munmap: ") + e.what());

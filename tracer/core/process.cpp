@@ -405,28 +405,34 @@ void TracedProcess::on_exec(Task& t) {
   maps_now_at_.reset();
   exec_ended_ = true;
   memory_.reopen();
-  syscall_insn_tried_ = false;  // a new vDSO
-  gadgets_tried_ = false;
+  calls_.forget_vdso();
 }
 
 // ---- scratch pages -------------------------------------------------------------------------
 
-Task* TracedProcess::any_stopped_thread() {
-  // Best one not held at one of our int3 hits: such a thread keeps its stop (its SIGTRAP is
-  // the kernel's to deliver), so calls injected in it are single-stepped, with no way back.
-  Task* held = nullptr;
-  for (auto& [tid, t] : tasks_) {
-    // A task with a deferred event must stay in the stop it reported (injecting a system call
-    // would turn a group-stop into a SIGTRAP stop, for one).
-    // Nor a thread at a vfork event (to finish its call it would wait for the child) or an
-    // exit event (it runs no user code again).
-    int event = t.last_stop().ptrace_event();
-    if (event == PTRACE_EVENT_VFORK || event == PTRACE_EVENT_EXIT) continue;
-    if (!t.stopped() || t.deferred || t.role() != Task::Role::Thread) continue;
-    if (!(t.held() && t.last_stop().signal_stop())) return &t;
-    if (!held) held = &t;
+void TracedProcess::park_at_interrupt(TaskRef ref) {
+  try {
+    Task* t = task(ref);
+    if (!t || !t->stopped()) return;
+    if (!t->interrupt() || !t->resume_keeping_signals()) return;
+    for (;;) {
+      auto ws = wait_for(*t);
+      if (!ws || !(t = task(ref))) return;
+      if (ws->interrupt_stop()) return;
+      // A thread of a stopped group lent to a detach's call goes back into the group-stop:
+      // a stop as good as the interrupt's, where the detach leaves it (free_stopped_for_calls).
+      if (ws->group_stop() && letting_go_) return;
+      if (!ws->signal_stop()) {  // a group-stop, an exit: the event loop's
+        events_.defer(*t, *ws);
+        return;
+      }
+      // A signal that reached the thread first: kept for it, and on to the trap.
+      t->pending_signals.push_back(ws->stop_signal());
+      if (!t->resume_keeping_signals()) return;
+    }
+  } catch (const Error&) {
+    // The thread or its process is going away.
   }
-  return held;
 }
 
 }  // namespace probecost

@@ -29,6 +29,7 @@
 #include "common/phases.hpp"
 #include "tracer/core/events.hpp"
 #include "tracer/core/our_mappings.hpp"
+#include "tracer/core/remote_calls.hpp"
 #include "tracer/core/semaphores.hpp"
 #include "tracer/core/spawn.hpp"
 #include "tracer/core/task.hpp"
@@ -225,30 +226,10 @@ class TracedProcess final : public RemoteProcess {
   void release_sharer(Task& task);
   void hand_over_sharer(pid_t tid);
 
-  // Runs system call `nr` in a stopped thread of the tracee (`via`, or any), every other thread
-  // stopped meanwhile: its raw result (-errno on failure); nothing when none can run it now.
-  std::optional<long> syscall_in_tracee(long nr, const std::array<long, 6>& args,
-                                        Task* via = nullptr);
-  // The same for a batch: `calls` makes each through its argument, all in one thread lent once
-  // (one stop of the others, one way back, one park: syscall_batch.cpp). False: none ran.
-  using SyscallRunner = std::function<long(long nr, const std::array<long, 6>& args)>;
-  bool syscalls_in_tracee(const std::function<void(Task& lent, const SyscallRunner&)>& calls,
-                          Task* via = nullptr);
-  // Calls the function at `fn` (no arguments) as syscall_in_tracee runs a call: RAX, the
-  // thread's registers as before afterwards. For IFUNC resolvers.
-  std::optional<std::uint64_t> call_in_tracee(RuntimeAddr fn, Task* via = nullptr);
-  // Runs our `code` in a stopped thread, every other thread stopped, resumed rather than
-  // single-stepped: it starts with the registers of system call `nr` (`args`) and must end in
-  // `syscall; leave; ret` at `syscall_at`, with RAX and RBP as it found them, so that a death
-  // of probecost meanwhile lets the thread back to its own registers (way_back.hpp). The
-  // call's result; nothing when no thread can run it or the process has no way back.
-  std::optional<long> run_in_tracee(RuntimeAddr code, RuntimeAddr syscall_at, long nr,
-                                    const std::array<long, 6>& args);
-  // A stopped thread that may run an injected system call (one with no deferred event).
-  Task* any_stopped_thread();
-
+  // System calls and function calls run in the tracee (remote_calls.hpp).
+  RemoteCalls& calls() { return calls_; }
   // RemoteProcess, for the int3 floor (tracer/int3/): the same, by thread ID
-  // (tracer/core/remote_calls.cpp).
+  // (tracer/core/remote_process.cpp).
   std::vector<pid_t> thread_ids(bool stopped_only) override;
   std::optional<std::uint64_t> thread_blocked_signals(pid_t tid) override;
   bool set_thread_blocked_signals(pid_t tid, std::uint64_t mask) override;
@@ -256,6 +237,12 @@ class TracedProcess final : public RemoteProcess {
   std::optional<long> remote_syscall(long nr, const std::array<long, 6>& args,
                                      pid_t via = 0) override;
   bool in_one_lending(const std::function<void()>& body) override;
+
+  // Brings a stopped thread to an interrupt stop, which holds no signal and no step flag (a
+  // step's SIGTRAP, the step flag, a signal stop's signal: each would reach the thread were
+  // probecost to die), before it is given back its registers; signals that come first are kept
+  // for it (remote_calls_stepped.cpp says why).
+  void park_at_interrupt(TaskRef ref);
 
   // Maps one executable scratch page in the tracee, as close to `near` as possible (an mmap
   // injected into `via`, or any stopped thread), its first slot a header of ours. Detach unmaps
@@ -321,9 +308,6 @@ class TracedProcess final : public RemoteProcess {
   // Whether `child`, a fork child at its first stop (it has run none of its code), holds the
   // bytes we wrote at `site` (an int3, or a jump's): a fork's copy may come before them.
   bool copy_holds(TraceeMemory& child, RuntimeAddr site);
-  // Runs `inject` on `via` (or any stopped thread) with every other thread stopped meanwhile;
-  // false when there is no such thread, or it ended while the others stopped.
-  bool with_others_stopped(Task* via, const std::function<void(Task&)>& inject);
 
   TracedProcess(pid_t pid, bool launched, EventSource& events);
   void seize_all_threads();
@@ -364,36 +348,8 @@ class TracedProcess final : public RemoteProcess {
   RunOutStep resume_for_run(TaskRef ref);
   RunOutStep stop_after_run(TaskRef ref);
   void settle_new_tasks();
-  const user_regs_struct* step_injected(Task& task);  // one step; nullptr: gone
-  // After single-stepped injected code: to an interrupt stop, no signal or step flag held.
-  void park_after_steps(TaskRef ref);
-  void park_at_interrupt(TaskRef ref);  // the same from any stop
-  // A way back's frame (way_back.hpp) for `task`, `below` bytes of stack under it; or no room.
-  std::optional<way_back::Frame> way_back_frame(Task& task, const user_regs_struct& saved,
-                                                std::uint64_t below = 0);
-  // From regs.rip, resumed (never stepped) to the exit of the call at `syscall_at`.
-  class LentThread;  // a batch's (syscall_batch.cpp)
-  // Resumes `task` to the syscall-exit-stop at `syscall_at` (`at_entry` at its entry stop): 0,
-  // or the fault signal the injected code raised. Throws when the thread is gone.
-  int run_to_exit_at(Task& task, RuntimeAddr syscall_at, const char* what,
-                     const std::function<void(Task&)>& at_entry = nullptr);
-  long inject_with_way_back(Task& task, user_regs_struct regs, const user_regs_struct& saved,
-                            const way_back::Frame& frame, RuntimeAddr syscall_at);
-  // Its registers back from that stop (the last step's: `keep_step_stop`). False: gone.
-  bool give_back_registers(Task& task, const user_regs_struct& saved, bool keep_step_stop);
-  // A thread in a clone/fork/exec event stop is inside that system call, whose result the
-  // kernel stores in RAX only at its exit: taken to the syscall-exit-stop first. False when
-  // it is gone or the stop is not one to inject in.
-  bool leave_syscall_event(Task& task);
-  // A thread inside a restartable sequence of the program's is sent to its abort handler first,
-  // as the kernel would at its resume (rseq_leave.cpp). False when it is gone.
-  bool leave_rseq_sequence(Task& task);
   void hide_rseq_cpu(Task& parent);  // its rseq cpu_id -1 while a vfork child runs on it
   void unhide_rseq_cpu(Task& parent);
-  long inject_syscall(Task& task, long nr, const std::array<long, 6>& args);
-  std::uint64_t inject_call(Task& task, RuntimeAddr fn);
-  std::optional<std::uint64_t> call_with_way_back(Task& task, RuntimeAddr fn,
-                                                  const user_regs_struct& saved);
 
   pid_t pid_;
   bool launched_;
@@ -419,11 +375,6 @@ class TracedProcess final : public RemoteProcess {
   std::unique_ptr<Guardian> guardian_;
   Semaphores semaphores_;
   std::unique_ptr<Int3Area> int3_area_;
-  std::optional<RuntimeAddr> syscall_insn_;   // the vDSO's, where injections run (inject.cpp)
-  std::optional<way_back::Gadgets> gadgets_;  // inject.cpp
-  bool syscall_insn_tried_ = false, gadgets_tried_ = false;
-  std::optional<std::uint64_t> lent_mask_;                      // of the thread lent now, as it was
-  std::pair<pid_t, const SyscallRunner*> lending_{0, nullptr};  // in_one_lending's
   bool int3_area_tried_ = false, semaphore_table_tried_ = false;
   std::vector<pid_t> leftovers_;
   std::map<RuntimeAddr, CodeIdentity> code_;   // note_code()
@@ -431,6 +382,7 @@ class TracedProcess final : public RemoteProcess {
   std::optional<std::uint64_t> maps_now_at_;   // Task::resumes() when maps_now_ was read stopped
   std::vector<std::string> left_alone_, found_at_attach_;
   PhaseClock held_;
+  RemoteCalls calls_{*this, events_};
 };
 
 // Stops every task of `proc` but `keep` (stop_all) for its lifetime, and resumes them whatever

@@ -38,13 +38,13 @@ user_regs_struct syscall_regs(user_regs_struct regs, long nr, const std::array<l
   return regs;
 }
 
-int TracedProcess::run_to_exit_at(Task& t, RuntimeAddr syscall_at, const char* what,
-                                  const std::function<void(Task&)>& at_entry) {
+int RemoteCalls::run_to_exit_at(Task& t, RuntimeAddr syscall_at, const char* what,
+                                const std::function<void(Task&)>& at_entry) {
   pid_t tid = t.tid();
   auto gone = [&] { return Error("thread " + std::to_string(tid) + " went away during " + what); };
   for (;;) {
     if (!t.resume_to_syscall_exit()) throw gone();
-    auto ws = wait_for(t);
+    auto ws = proc_.wait_for(t);
     if (!ws) throw gone();
     if (ws->syscall_stop()) {
       auto info = t.syscall_info();
@@ -68,9 +68,9 @@ int TracedProcess::run_to_exit_at(Task& t, RuntimeAddr syscall_at, const char* w
 
 // Run by PTRACE_SYSCALL to the call's exit stop, never single-stepped: the step flag outlives
 // a dying tracer and would trap the way back's first instruction.
-long TracedProcess::inject_with_way_back(Task& t, user_regs_struct regs,
-                                         const user_regs_struct& saved,
-                                         const way_back::Frame& frame, RuntimeAddr syscall_at) {
+long RemoteCalls::inject_with_way_back(Task& t, user_regs_struct regs,
+                                       const user_regs_struct& saved, const way_back::Frame& frame,
+                                       RuntimeAddr syscall_at) {
   pid_t tid = t.tid();
   auto gone = [&] {
     return Error("thread " + std::to_string(tid) + " went away during an injected system call");
@@ -89,7 +89,7 @@ long TracedProcess::inject_with_way_back(Task& t, user_regs_struct regs,
   // from a syscall-exit-stop would restart nothing (its read would return -ERESTARTSYS).
   if (!t.set_regs(saved)) throw gone();
   way_back::put_back(tid, frame);  // the frame no longer needed
-  park_at_interrupt(t.ref());
+  proc_.park_at_interrupt(t.ref());
   if (fault)
     throw Error("the code injected in thread " + std::to_string(tid) + " raised signal " +
                 std::to_string(fault) + "; the thread has its registers back");
@@ -100,11 +100,16 @@ long TracedProcess::inject_with_way_back(Task& t, user_regs_struct regs,
 // last one's exit stop (where a death of probecost lets the thread back by the frame as well),
 // and the thread's own registers, the frame's bytes and an interrupt stop given back at the end,
 // however the batch ends.
-class TracedProcess::LentThread {
+class RemoteCalls::LentThread {
  public:
-  LentThread(TracedProcess& proc, Task& t, user_regs_struct saved, way_back::Frame frame,
+  LentThread(RemoteCalls& calls, Task& t, user_regs_struct saved, way_back::Frame frame,
              RuntimeAddr gadget)
-      : proc_(proc), ref_(t.ref()), saved_(saved), frame_(std::move(frame)), gadget_(gadget) {}
+      : calls_(calls),
+        proc_(calls.proc_),
+        ref_(t.ref()),
+        saved_(saved),
+        frame_(std::move(frame)),
+        gadget_(gadget) {}
   ~LentThread() {
     try {
       Task* t = proc_.task(ref_);
@@ -132,7 +137,7 @@ class TracedProcess::LentThread {
     if (!t->set_regs(regs)) throw gone();
     lent_ = true;
     // From here a death of probecost lets the thread make the call and come back by the frame.
-    if (int fault = proc_.run_to_exit_at(*t, gadget_, "an injected system call"))
+    if (int fault = calls_.run_to_exit_at(*t, gadget_, "an injected system call"))
       throw Error("system call " + std::to_string(nr) + " injected in thread " +
                   std::to_string(ref_.tid) + " raised signal " + std::to_string(fault));
     const user_regs_struct* now = t->regs();
@@ -146,6 +151,7 @@ class TracedProcess::LentThread {
                  " went away during an injected system call");
   }
 
+  RemoteCalls& calls_;
   TracedProcess& proc_;
   TaskRef ref_;
   user_regs_struct saved_;
@@ -155,8 +161,8 @@ class TracedProcess::LentThread {
   bool lent_ = false;
 };
 
-bool TracedProcess::syscalls_in_tracee(
-    const std::function<void(Task& lent, const SyscallRunner&)>& calls, Task* via) {
+bool RemoteCalls::batch(const std::function<void(Task& lent, const SyscallRunner&)>& calls,
+                        Task* via) {
   return with_others_stopped(via, [&](Task& t) {
     const user_regs_struct* now = t.regs();
     std::optional<way_back::Frame> frame;
@@ -165,15 +171,15 @@ bool TracedProcess::syscalls_in_tracee(
     std::optional<LentThread> lent;
     if (frame) lent.emplace(*this, t, *now, std::move(*frame), gadgets_->syscall_leave_ret);
     TaskRef ref = t.ref();
-    // Without a way back here, each call single-stepped on its own, as syscall_in_tracee's.
+    // Without a way back here, each call single-stepped on its own.
     SyscallRunner run = [&](long nr, const std::array<long, 6>& args) {
       if (lent) return lent->syscall(nr, args);
-      Task* again = task(ref);
+      Task* again = proc_.task(ref);
       if (!again) throw Error("thread " + std::to_string(ref.tid) + " is gone");
       return inject_syscall(*again, nr, args);
     };
     // Until the calls are over, every other injection is refused (with_others_stopped), and
-    // syscall_in_tracee and remote_syscall come here.
+    // syscall() and remote_syscall come here.
     lending_ = {ref.tid, &run};
     struct Over {
       std::pair<pid_t, const SyscallRunner*>& lending;

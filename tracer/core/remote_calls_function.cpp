@@ -30,8 +30,8 @@ constexpr std::uint64_t kFunctionStack = 256 + 16 + 2048;
 // Not for a thread under a seccomp filter (the filter would judge the address as a call
 // number, and we cannot know it before: such a thread is single-stepped through the call), nor
 // where the frame finds no room: nothing is lent then, and the caller steps.
-std::optional<std::uint64_t> TracedProcess::call_with_way_back(Task& t, RuntimeAddr fn,
-                                                               const user_regs_struct& saved) {
+std::optional<std::uint64_t> RemoteCalls::call_with_way_back(Task& t, RuntimeAddr fn,
+                                                             const user_regs_struct& saved) {
   if (seccomp::ThreadFilters::of(t.tid()).mode() != seccomp::ThreadFilters::Mode::Disabled)
     return std::nullopt;
   auto frame = way_back_frame(t, saved, kFunctionStack);
@@ -44,7 +44,7 @@ std::optional<std::uint64_t> TracedProcess::call_with_way_back(Task& t, RuntimeA
   std::uint64_t ret = gadget.value();
   std::array<std::uint8_t, 8> ret_bytes{};
   std::memcpy(ret_bytes.data(), &ret, sizeof ret);
-  memory_.write(RuntimeAddr(sp), ret_bytes);
+  proc_.memory().write(RuntimeAddr(sp), ret_bytes);
   user_regs_struct regs = saved;
   regs.rsp = sp;
   regs.rip = fn.value();
@@ -74,14 +74,14 @@ std::optional<std::uint64_t> TracedProcess::call_with_way_back(Task& t, RuntimeA
   if (int fault = run_to_exit_at(t, gadget, what.c_str(), at_entry)) {
     way_back::set_fpu_state(tid, fpu);
     if (!t.set_regs(saved)) throw gone();
-    park_at_interrupt(t.ref());  // the fault's signal dropped: it was the function's
+    proc_.park_at_interrupt(t.ref());  // the fault's signal dropped: it was the function's
     throw Error("the function at " + fn.hex() + " called in thread " + std::to_string(tid) +
                 " raised signal " + std::to_string(fault) + "; the thread has its registers back");
   }
   if (!result) throw gone();          // its exit came without its entry: not our call
   way_back::set_fpu_state(tid, fpu);  // before the registers: the frame has it too
   if (!t.set_regs(saved)) throw gone();
-  park_at_interrupt(t.ref());
+  proc_.park_at_interrupt(t.ref());
   return result;
 }
 

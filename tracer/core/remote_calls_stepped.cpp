@@ -1,6 +1,6 @@
-// Making a stopped tracee thread run one system call, or one function, of our choosing, and
-// what that is for: mapping scratch pages near the code we probe, and asking an IFUNC's
-// resolver which implementation the process uses.
+// Injected calls single-stepped, where no way back can be had (remote_calls.hpp): a system call
+// at the vDSO's `syscall` (or two bytes borrowed at the thread's PC without a vDSO), a function
+// stepped to its return; and the park that leaves no step flag or SIGTRAP behind after them.
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/ptrace.h>
@@ -57,33 +57,6 @@ std::optional<RuntimeAddr> vdso_syscall(TraceeMemory& memory, const std::vector<
   return std::nullopt;
 }
 
-// SIGTRAP unblocked in `t` while we inject code into it. Each single-step's trap is forced on
-// the thread, and the kernel's force_sig resets a blocked signal's disposition to SIG_DFL, for
-// the whole process: injecting into a thread that blocks SIGTRAP (pthread_create blocks every
-// signal in a new thread until its start routine runs) took the program's SIGTRAP handler away
-// (seen with fault_busy --churn). The mask is set with ptrace, not an injected call.
-class SigtrapUnblocked {
- public:
-  explicit SigtrapUnblocked(Task& t) : t_(t), saved_(t.blocked_signals()) {
-    constexpr std::uint64_t bit = 1ull << (SIGTRAP - 1);
-    if (saved_ && (*saved_ & bit) && t_.set_blocked_signals(*saved_ & ~bit)) return;
-    saved_.reset();  // nothing to put back
-  }
-  ~SigtrapUnblocked() {
-    try {
-      if (saved_) t_.set_blocked_signals(*saved_);
-    } catch (const Error&) {
-      // The thread is going away with its process.
-    }
-  }
-  SigtrapUnblocked(const SigtrapUnblocked&) = delete;
-  SigtrapUnblocked& operator=(const SigtrapUnblocked&) = delete;
-
- private:
-  Task& t_;
-  std::optional<std::uint64_t> saved_;
-};
-
 // The thread runs on registers of ours, with no way back (tracer/core/way_back.hpp), for the
 // guard's lifetime (PROBECOST_DIE_AT_HIT says so of a death then: tracer/os/fault_plan.hpp).
 struct RegistersLent {
@@ -123,34 +96,9 @@ class SyscallSite {
 
 }  // namespace
 
-// At a PTRACE_EVENT_CLONE/FORK/EXEC/VFORK_DONE stop the thread is still inside the system
-// call: RAX holds the -ENOSYS the entry code put there, and the call's result is written only
-// when the thread leaves the kernel. Injected code run from that stop leaves the kernel first,
-// so the result lands in the injected registers and the -ENOSYS is what we "restore" after:
-// glibc's pthread_create took clone3's -ENOSYS for "no clone3" and created the thread a
-// second time with clone (fault_suite signals: a SIGINT during pthread_create, 4 of 60
-// launched cycles died of SIGSEGV in a thread whose start routine had been freed). So the
-// thread finishes its call first, at its syscall-exit-stop, where RAX is the result.
-bool TracedProcess::leave_syscall_event(Task& t) {
-  int event = t.last_stop().ptrace_event();
-  if (event != PTRACE_EVENT_CLONE && event != PTRACE_EVENT_FORK && event != PTRACE_EVENT_EXEC &&
-      event != PTRACE_EVENT_VFORK_DONE) {
-    return true;  // not inside a system call (or one whose result the stop already holds)
-  }
-  if (!t.resume_to_syscall_exit()) return false;
-  for (;;) {
-    auto ws = wait_for(t);
-    if (!ws) return false;
-    if (ws->syscall_stop()) return true;
-    // Nothing but a signal can come first (a SIGKILL ends the thread: no report then).
-    if (ws->signal_stop()) t.pending_signals.push_back(ws->stop_signal());
-    if (!t.resume_to_syscall_exit()) return false;
-  }
-}
-
-const user_regs_struct* TracedProcess::step_injected(Task& t) {
+const user_regs_struct* RemoteCalls::step_injected(Task& t) {
   if (!t.single_step()) return nullptr;
-  auto ws = wait_for(t);
+  auto ws = proc_.wait_for(t);
   if (!ws) return nullptr;
   // A signal arriving meanwhile is delivered after; one the injected code raised is not.
   if (ws->signal_stop() && ws->stop_signal() != SIGTRAP &&
@@ -160,30 +108,21 @@ const user_regs_struct* TracedProcess::step_injected(Task& t) {
   return t.regs();
 }
 
-long TracedProcess::inject_syscall(Task& t, long nr, const std::array<long, 6>& args) {
+long RemoteCalls::inject_syscall(Task& t, long nr, const std::array<long, 6>& args) {
   pid_t tid = t.tid();
   const user_regs_struct* current = t.regs();
   if (!current) throw Error("thread " + std::to_string(tid) + " is gone");
   user_regs_struct saved = *current;
   user_regs_struct regs = syscall_regs(saved, nr, args);
   if (!syscall_insn_tried_) {
-    syscall_insn_ = vdso_syscall(memory_, maps());
+    syscall_insn_ = vdso_syscall(proc_.memory(), proc_.maps());
     syscall_insn_tried_ = true;
   }
   RuntimeAddr pc(saved.rip);
   RuntimeAddr at = syscall_insn_.value_or(pc);
   bool keep = t.held() && t.last_stop().signal_stop();
-  if (!keep) {
-    if (auto frame = way_back_frame(t, saved)) {
-      way_back::PutBack unless_lent(tid, *frame);
-      check_seccomp(pid_, tid, nr, args, gadgets_->syscall_leave_ret);
-      unless_lent.release();
-      regs.rip = gadgets_->syscall_leave_ret.value();
-      return inject_with_way_back(t, regs, saved, *frame, gadgets_->syscall_leave_ret);
-    }
-  }
-  check_seccomp(pid_, tid, nr, args, at);
-  SyscallSite site(memory_, pc, syscall_insn_);
+  check_seccomp(proc_.pid(), tid, nr, args, at);
+  SyscallSite site(proc_.memory(), pc, syscall_insn_);
   regs.rip = at.value();
   auto gone = [&] {
     return Error("thread " + std::to_string(tid) + " went away during an injected system call");
@@ -200,21 +139,6 @@ long TracedProcess::inject_syscall(Task& t, long nr, const std::array<long, 6>& 
   return result;
 }
 
-bool TracedProcess::with_others_stopped(Task* via, const std::function<void(Task&)>& inject) {
-  // A thread lent to a batch runs on registers of ours: nothing else is injected meanwhile.
-  if (lending_.second) throw Error("an injected call inside a batch of injected system calls");
-  Task* t = via ? via : any_stopped_thread();
-  if (!t) return false;
-  TaskRef ref = t->ref();
-  OthersStopped others(*this, ref.tid);
-  t = task(ref);  // another thread's exec may have ended it meanwhile
-  if (!t || !leave_syscall_event(*t) || !leave_rseq_sequence(*t)) return false;
-  lent_mask_ = t->blocked_signals();  // before SIGTRAP is unblocked: the way back's mask
-  SigtrapUnblocked unblocked(*t);
-  inject(*t);
-  return true;
-}
-
 // Issue 23 item 2: a SIGKILL of probecost after an injected call left the thread at the
 // last step's stop, whose SIGTRAP the kernel still held (Family holds signal stops) and whose
 // single-step flag survives the tracer (Task::stepping): let go, the thread took the SIGTRAP
@@ -229,87 +153,20 @@ bool TracedProcess::with_others_stopped(Task* via, const std::function<void(Task
 // a death between the two would still have trapped. Not for a stop whose signal the kernel
 // holds for the thread (one of our int3 hits): the last step's SIGTRAP stands in for it, and
 // the trap area's handler takes the thread where its registers put it back.
-bool TracedProcess::give_back_registers(Task& task, const user_regs_struct& saved,
-                                        bool keep_step_stop) {
+bool RemoteCalls::give_back_registers(Task& task, const user_regs_struct& saved,
+                                      bool keep_step_stop) {
   TaskRef ref = task.ref();
   if (!keep_step_stop) park_after_steps(ref);
-  Task* t = this->task(ref);
+  Task* t = proc_.task(ref);
   return t && t->set_regs(saved);
 }
 
-void TracedProcess::park_after_steps(TaskRef ref) {
-  Task* t = task(ref);
-  if (t && t->stepping()) park_at_interrupt(ref);
+void RemoteCalls::park_after_steps(TaskRef ref) {
+  Task* t = proc_.task(ref);
+  if (t && t->stepping()) proc_.park_at_interrupt(ref);
 }
 
-void TracedProcess::park_at_interrupt(TaskRef ref) {
-  try {
-    Task* t = task(ref);
-    if (!t || !t->stopped()) return;
-    if (!t->interrupt() || !t->resume_keeping_signals()) return;
-    for (;;) {
-      auto ws = wait_for(*t);
-      if (!ws || !(t = task(ref))) return;
-      if (ws->interrupt_stop()) return;
-      // A thread of a stopped group lent to a detach's call goes back into the group-stop:
-      // a stop as good as the interrupt's, where the detach leaves it (free_stopped_for_calls).
-      if (ws->group_stop() && letting_go_) return;
-      if (!ws->signal_stop()) {  // a group-stop, an exit: the event loop's
-        events_.defer(*t, *ws);
-        return;
-      }
-      // A signal that reached the thread first: kept for it, and on to the trap.
-      t->pending_signals.push_back(ws->stop_signal());
-      if (!t->resume_keeping_signals()) return;
-    }
-  } catch (const Error&) {
-    // The thread or its process is going away.
-  }
-}
-
-std::optional<way_back::Frame> TracedProcess::way_back_frame(Task& t, const user_regs_struct& saved,
-                                                             std::uint64_t below) {
-  if (!gadgets_tried_) {
-    gadgets_ = way_back::find_gadgets(memory_, proc_tid(), maps());
-    gadgets_tried_ = true;
-  }
-  if (!gadgets_ || !lent_mask_) return std::nullopt;
-  return way_back::write_frame(t.tid(), saved, *lent_mask_, *gadgets_, below);
-}
-
-std::optional<long> TracedProcess::syscall_in_tracee(long nr, const std::array<long, 6>& args,
-                                                     Task* via) {
-  if (lending_.second && (!via || via->tid() == lending_.first))
-    return (*lending_.second)(nr, args);  // in_one_lending's thread
-  // The `syscall` borrows two bytes at the thread's PC, which another thread could execute
-  // meanwhile (the instruction after a one-byte site, say): everyone else waits.
-  std::optional<long> r;
-  with_others_stopped(via, [&](Task& t) { r = inject_syscall(t, nr, args); });
-  return r;
-}
-
-std::optional<long> TracedProcess::run_in_tracee(RuntimeAddr code, RuntimeAddr syscall_at, long nr,
-                                                 const std::array<long, 6>& args) {
-  std::optional<long> r;
-  with_others_stopped(nullptr, [&](Task& t) {
-    const user_regs_struct* now = t.regs();
-    if (!now || (t.held() && t.last_stop().signal_stop())) return;
-    user_regs_struct saved = *now;
-    auto frame = way_back_frame(t, saved);
-    if (!frame) return;
-    way_back::PutBack unless_lent(t.tid(), *frame);
-    check_seccomp(pid_, t.tid(), nr, args, syscall_at);
-    unless_lent.release();
-    user_regs_struct regs = syscall_regs(saved, nr, args);
-    regs.rip = code.value();
-    // inloop+2: the code's registers set, the thread not yet resumed.
-    fault_plan::at_stage("inloop");
-    r = inject_with_way_back(t, regs, saved, *frame, syscall_at);
-  });
-  return r;
-}
-
-std::uint64_t TracedProcess::inject_call(Task& t, RuntimeAddr fn) {
+std::uint64_t RemoteCalls::inject_call(Task& t, RuntimeAddr fn) {
   pid_t tid = t.tid();
   const user_regs_struct* current = t.regs();
   if (!current) throw Error("thread " + std::to_string(tid) + " is gone");
@@ -351,9 +208,9 @@ std::uint64_t TracedProcess::inject_call(Task& t, RuntimeAddr fn) {
                   " did not return within " + std::to_string(kMaxSteps) + " instructions");
     }
     // A system call the function makes is the tracee's filter's to allow, as ours are.
-    if (auto call = syscall_at_pc(memory_, *t.regs())) {
+    if (auto call = syscall_at_pc(proc_.memory(), *t.regs())) {
       try {
-        check_seccomp(pid_, tid, call->first, call->second, RuntimeAddr(t.regs()->rip));
+        check_seccomp(proc_.pid(), tid, call->first, call->second, RuntimeAddr(t.regs()->rip));
       } catch (const seccomp::Refused&) {
         give_back_registers(t, saved, keep);
         throw;
@@ -373,13 +230,6 @@ std::uint64_t TracedProcess::inject_call(Task& t, RuntimeAddr fn) {
   way_back::set_fpu_state(tid, fpu);
   if (!give_back_registers(t, saved, keep)) throw gone();
   return result;
-}
-
-std::optional<std::uint64_t> TracedProcess::call_in_tracee(RuntimeAddr fn, Task* via) {
-  // The function runs on the process's memory: no other thread runs meanwhile.
-  std::optional<std::uint64_t> r;
-  with_others_stopped(via, [&](Task& t) { r = inject_call(t, fn); });
-  return r;
 }
 
 }  // namespace probecost

@@ -26,7 +26,7 @@ bool TracedProcess::set_thread_blocked_signals(pid_t tid, std::uint64_t mask) {
 }
 
 std::optional<RemoteProcess::CallThread> TracedProcess::call_thread() {
-  Task* t = lending_.second ? task(lending_.first) : any_stopped_thread();
+  Task* t = calls_.lent() ? task(calls_.lent()) : calls_.any_stopped_thread();
   const user_regs_struct* regs = t ? t->regs() : nullptr;
   if (!regs) return std::nullopt;
   return CallThread{t->tid(), regs->rsp};
@@ -34,21 +34,16 @@ std::optional<RemoteProcess::CallThread> TracedProcess::call_thread() {
 
 std::optional<long> TracedProcess::remote_syscall(long nr, const std::array<long, 6>& args,
                                                   pid_t via) {
-  if (lending_.second && (via == 0 || via == lending_.first)) return (*lending_.second)(nr, args);
   Task* t = nullptr;
   if (via != 0) {
     t = task(via);
     if (!t) return std::nullopt;
   }
-  return syscall_in_tracee(nr, args, t);
+  return calls_.syscall(nr, args, t);
 }
 
 bool TracedProcess::in_one_lending(const std::function<void()>& body) {
-  if (lending_.second) {  // one lending at a time: the calls go to the one open
-    body();
-    return true;
-  }
-  return syscalls_in_tracee([&](Task&, const SyscallRunner&) { body(); });
+  return calls_.in_one_lending(body);
 }
 
 }  // namespace probecost

@@ -61,12 +61,12 @@ std::optional<std::uint64_t> abort_of_sequence_at(TraceeMemory& memory, pid_t ti
 
 }  // namespace
 
-bool TracedProcess::leave_rseq_sequence(Task& t) {
+bool leave_rseq_sequence(TraceeMemory& memory, Task& t) {
   // A stop whose signal the kernel holds (an int3 hit of ours) keeps its RIP: the hit's own.
   if (t.held() && t.last_stop().signal_stop()) return true;
   const user_regs_struct* r = t.regs();
   if (!r) return false;
-  auto abort_ip = abort_of_sequence_at(memory_, t.tid(), r->rip);
+  auto abort_ip = abort_of_sequence_at(memory, t.tid(), r->rip);
   if (!abort_ip) return true;
   return t.set_rip(RuntimeAddr(*abort_ip));
 }

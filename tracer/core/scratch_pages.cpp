@@ -20,10 +20,10 @@ std::optional<RuntimeAddr> TracedProcess::map_scratch(RuntimeAddr near, Task* vi
   constexpr std::uint64_t kReach = (1ull << 31) - (1ull << 20);
   auto hint = free_range_near(maps(), near, kPageSize, kReach);
   long flags = MAP_PRIVATE | MAP_ANONYMOUS | (hint ? MAP_FIXED_NOREPLACE : 0);
-  auto addr = syscall_in_tracee(SYS_mmap,
-                                {static_cast<long>(hint ? hint->value() : 0),
-                                 static_cast<long>(kPageSize), PROT_READ | PROT_EXEC, flags, -1, 0},
-                                via);
+  auto addr = calls_.syscall(SYS_mmap,
+                             {static_cast<long>(hint ? hint->value() : 0),
+                              static_cast<long>(kPageSize), PROT_READ | PROT_EXEC, flags, -1, 0},
+                             via);
   if (!addr) return std::nullopt;
   if (*addr < 0 && *addr > -4096) {
     throw Error::from_errno("mmap of a scratch page in process " + std::to_string(pid_),

@@ -18,7 +18,7 @@
 // Not covered (these keep the single-stepped call, whose death lets the thread go on our
 // registers): no vDSO or no __restore_rt, no room on the thread's stack, a thread stopped at
 // one of our int3 hits with its SIGTRAP held, an IFUNC resolver called in a thread under
-// seccomp (call_way_back.cpp says why). Approximate:
+// seccomp (remote_calls_function.cpp says why). Approximate:
 // an ERESTART_RESTARTBLOCK call (nanosleep, poll with a timeout) is restarted from its start,
 // not by restart_syscall (whose state rt_sigreturn resets), so it waits its whole time again;
 // a signal delivered to the thread at its stop, if probecost dies then, runs its handler first

@@ -76,7 +76,7 @@ std::vector<jump::ParsedArea> read_jump_areas(TracedProcess& proc,
 
 // The raw result (-errno on failure); Error when no thread can run it.
 long JumpProbes::tracee_syscall(long nr, const std::array<long, 6>& args, const char* what) {
-  auto r = proc_.syscall_in_tracee(nr, args);
+  auto r = proc_.calls().syscall(nr, args);
   if (!r)
     throw Error(std::string(what) + " in process " + std::to_string(proc_.pid()) +
                 ": no thread of it is stopped where a system call can be made to run");
@@ -84,7 +84,7 @@ long JumpProbes::tracee_syscall(long nr, const std::array<long, 6>& args, const 
 }
 
 void JumpProbes::lent_once(const char* what, const std::function<void()>& body) {
-  Task* t = proc_.any_stopped_thread();
+  Task* t = proc_.calls().any_stopped_thread();
   if (!t || !t->regs()) {
     // Every thread is held in a group-stop (SIGSTOP): running a system call in one would take
     // it out of the stop. The area waits until the process runs again; int3 needs none.
@@ -209,13 +209,13 @@ void warm_our_view(int fd, const std::uint8_t* view, std::uint64_t size) {
 // Without this, the trampolines paid it, one 4 KiB page of records at a time (compare's record
 // row: ~110 of its 134 ns per call). `lock orb $0` changes no byte, even if a writer were there.
 // The loop runs on a page of its own (breakpoint/in_tracee/warm_loop.hpp), mapped for it and gone
-// after; it ends in `syscall; leave; ret` (getpid), the way back run_in_tracee needs, and a
+// after; it ends in `syscall; leave; ret` (getpid), the way back RemoteCalls::run_code needs, and a
 // probecost killed meanwhile leaves the thread in it for the next attach to take out
 // (tracer/core/left_loops.hpp). False (and `why`) when it could not run.
 bool warm_in_tracee(TracedProcess& proc, RuntimeAddr at, std::uint64_t size, std::string& why) {
   std::optional<long> page, r;
   try {
-    page = proc.syscall_in_tracee(
+    page = proc.calls().syscall(
         SYS_mmap, {0, 4096, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0});
     if (!page || (*page < 0 && *page > -4096)) {
       why = page ? std::string("mmap: ") + std::strerror(static_cast<int>(-*page)) : "no thread";
@@ -223,14 +223,15 @@ bool warm_in_tracee(TracedProcess& proc, RuntimeAddr at, std::uint64_t size, std
     }
     RuntimeAddr code(static_cast<std::uint64_t>(*page));
     proc.memory().write(code, warm::page_bytes(code, ::getpid()));
-    r = proc.run_in_tracee(code + warm::kCodeOffset, code + warm::kSyscallOffset, SYS_getpid,
-                           {static_cast<long>(at.value()), static_cast<long>(at.value() + size)});
+    r = proc.calls().run_code(
+        code + warm::kCodeOffset, code + warm::kSyscallOffset, SYS_getpid,
+        {static_cast<long>(at.value()), static_cast<long>(at.value() + size)});
   } catch (const Error& e) {
     why = e.what();  // a seccomp filter that refuses one of the calls, a thread gone
   }
   std::optional<long> unmapped;
   try {
-    if (page && *page > 0) unmapped = proc.syscall_in_tracee(SYS_munmap, {*page, 4096, 0, 0, 0, 0});
+    if (page && *page > 0) unmapped = proc.calls().syscall(SYS_munmap, {*page, 4096, 0, 0, 0, 0});
   } catch (const Error&) {
     // No thread can run it now: the detach's release tries again.
   }

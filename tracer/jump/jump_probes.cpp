@@ -46,7 +46,7 @@ void JumpProbes::release_kept_rings(const CallBuffer& buffer,
 
 const std::optional<RseqRegistration>& JumpProbes::rseq() {
   if (rseq_read_) return rseq_;
-  Task* t = proc_.any_stopped_thread();
+  Task* t = proc_.calls().any_stopped_thread();
   if (!t) return rseq_;  // none stopped now: look again next time
   rseq_read_ = true;
   rseq_ = rseq_registration(*t, rseq_why_);
