@@ -11,6 +11,7 @@
 
 #include "breakpoint/int3/outline.hpp"
 #include "common/error.hpp"
+#include "tracer/core/held_lend.hpp"
 #include "tracer/core/injected_syscall.hpp"
 #include "tracer/core/process.hpp"
 #include "tracer/core/way_back.hpp"
@@ -205,6 +206,7 @@ bool TracedProcess::with_others_stopped(Task* via, const std::function<void(Task
   if (lending_.second) throw Error("an injected call inside a batch of injected system calls");
   Task* t = via ? via : any_stopped_thread();
   if (!t) return false;
+  release_hold(*this, *t);  // before the others stop: their waits would collect it in place
   TaskRef ref = t->ref();
   OthersStopped others(*this, ref.tid);
   t = task(ref);  // another thread's exec may have ended it meanwhile
@@ -227,8 +229,8 @@ bool TracedProcess::with_others_stopped(Task* via, const std::function<void(Task
 // registers are the thread's own from a stop that holds nothing; the restart of the system
 // call the thread was in is the kernel's, as before, when it is resumed. Given back first,
 // a death between the two would still have trapped. Not for a stop whose signal the kernel
-// holds for the thread (one of our int3 hits): the last step's SIGTRAP stands in for it, and
-// the trap area's handler takes the thread where its registers put it back.
+// holds for the thread (one past our int3, left held: held_lend.hpp): the last step's SIGTRAP
+// stands in for it, and the trap area's handler takes the thread where its registers put it.
 bool TracedProcess::give_back_registers(Task& task, const user_regs_struct& saved,
                                         bool keep_step_stop) {
   TaskRef ref = task.ref();

@@ -412,8 +412,8 @@ void TracedProcess::on_exec(Task& t) {
 // ---- scratch pages -------------------------------------------------------------------------
 
 Task* TracedProcess::any_stopped_thread() {
-  // Best one not held at one of our int3 hits: such a thread keeps its stop (its SIGTRAP is
-  // the kernel's to deliver), so calls injected in it are single-stepped, with no way back.
+  // Best one not held at a signal stop: lending such a thread lets go of its hold first
+  // (held_lend.hpp: a rewind onto its site, a wait), a few calls more.
   Task* held = nullptr;
   for (auto& [tid, t] : tasks_) {
     // A task with a deferred event must stay in the stop it reported (injecting a system call

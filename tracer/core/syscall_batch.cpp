@@ -160,7 +160,7 @@ bool TracedProcess::syscalls_in_tracee(
   return with_others_stopped(via, [&](Task& t) {
     const user_regs_struct* now = t.regs();
     std::optional<way_back::Frame> frame;
-    // A thread held at one of our int3 hits keeps that stop (inject_syscall says why).
+    // A thread still held (held_lend.hpp says which) keeps that stop, single-stepped.
     if (now && !(t.held() && t.last_stop().signal_stop())) frame = way_back_frame(t, *now);
     std::optional<LentThread> lent;
     if (frame) lent.emplace(*this, t, *now, std::move(*frame), gadgets_->syscall_leave_ret);
