@@ -160,8 +160,9 @@ class TracedProcess final : public RemoteProcess {
   // be let go inside the displaced instruction (issue 16: SIGILL at probe_fn+3). On the site,
   // it takes the int3 again, or runs the original instruction once the byte is back.
   WaitStatus park_trap(Task& task, WaitStatus ws);
-  // Waits until `task` reports, deferring other tasks' events. Nothing when it is gone.
-  std::optional<WaitStatus> wait_for(Task& task);
+  // Waits until `task` reports, deferring other tasks' events. Nothing when it is gone. Once
+  // past `deadline` (now_s(); 0: none), `task` is sent a PTRACE_INTERRUPT (once).
+  std::optional<WaitStatus> wait_for(Task& task, double deadline = 0);
   // Collects `task`'s held stop now (EventSource::take_stop).
   void take_stop(Task& task) { events_.take_stop(task); }
 
@@ -371,12 +372,11 @@ class TracedProcess final : public RemoteProcess {
   // A way back's frame (way_back.hpp) for `task`, `below` bytes of stack under it; or no room.
   std::optional<way_back::Frame> way_back_frame(Task& task, const user_regs_struct& saved,
                                                 std::uint64_t below = 0);
-  // From regs.rip, resumed (never stepped) to the exit of the call at `syscall_at`.
-  class LentThread;  // a batch's (syscall_batch.cpp)
+  class LentThread;  // a batch's, resumed (never stepped) to each call's exit (syscall_batch.cpp)
   // Resumes `task` to the syscall-exit-stop at `syscall_at` (`at_entry` at its entry stop): 0,
-  // or the fault signal the injected code raised. Throws when the thread is gone.
+  // the injected code's fault signal, or -1: interrupted past `deadline`. Throws when gone.
   int run_to_exit_at(Task& task, RuntimeAddr syscall_at, const char* what,
-                     const std::function<void(Task&)>& at_entry = nullptr);
+                     const std::function<void(Task&)>& at_entry = nullptr, double deadline = 0);
   long inject_with_way_back(Task& task, user_regs_struct regs, const user_regs_struct& saved,
                             const way_back::Frame& frame, RuntimeAddr syscall_at);
   // Its registers back from that stop (the last step's: `keep_step_stop`). False: gone.
