@@ -1,8 +1,8 @@
 // A thread spinning with values live in xmm8, xmm9 and xmm15 (and checking them), and an
 // IFUNC of this program that nothing calls (no relocation resolves it: probecost calls its
 // resolver in the process), whose resolver clobbers those registers, as the ABI lets any
-// function. Prints "ready", spins until a line on stdin, then prints "xmm intact" or
-// "xmm changed" (tests/trace/test_injected_call.cpp).
+// function (and another whose resolver never returns). Prints "ready", spins until a line on
+// stdin, then prints "xmm intact" or "xmm changed" (tests/trace/test_injected_call.cpp).
 #include <pthread.h>
 #include <unistd.h>
 
@@ -19,6 +19,15 @@ Impl xmm_spin_resolve() {
   return xmm_spin_impl;
 }
 int xmm_spin_ifunc(int) __attribute__((ifunc("xmm_spin_resolve")));
+// Another that nothing calls, whose resolver never returns and makes no system call: a
+// resolver called in the process must be given up on (tracer/core/remote_calls_function.cpp).
+volatile int never;
+Impl xmm_spin_stuck_resolve() {
+  while (!never) {
+  }
+  return xmm_spin_impl;
+}
+int xmm_spin_stuck(int) __attribute__((ifunc("xmm_spin_stuck_resolve")));
 }
 
 volatile int stop;

@@ -80,3 +80,33 @@ TEST(InjectedCall, AResolverLeavesTheThreadsVectorRegistersAlone) {
 }
 
 }  // namespace
+
+// A resolver that never returns and makes no system call (xmm_spin_stuck's spins): the call,
+// resumed with its way back, had no bound, and probecost waited on it forever. Now it is
+// interrupted after its deadline: probecost says which function and thread, and ends; the
+// thread, given its registers (vector ones too) back, runs on as if untraced. The spin is
+// forever, so nothing here depends on timing but the test's own timeout.
+TEST(InjectedCall, AResolverThatNeverReturnsIsGivenUpOnAndTheThreadRunsOn) {
+  int in[2], out[2];
+  ASSERT_EQ(::pipe2(in, O_CLOEXEC), 0);
+  ASSERT_EQ(::pipe2(out, O_CLOEXEC), 0);
+  pid_t pid = probecost::test::spawn({XMM_SPIN}, in[0], out[1], -1);
+  ::close(in[0]);
+  ::close(out[1]);
+  FILE* from = ::fdopen(out[0], "r");
+  ASSERT_EQ(probecost::test::read_line(from), "ready");
+  {
+    probecost::test::Trace trace({"-p", std::to_string(pid), "-b", "xmm_spin_stuck"});
+    EXPECT_FALSE(trace.ready) << trace.stderr_text;
+    EXPECT_NE(trace.finish(0), 0) << trace.stderr_text;
+    EXPECT_NE(trace.stderr_text.find("did not return within"), std::string::npos)
+        << trace.stderr_text;
+  }
+  ASSERT_EQ(::write(in[1], "x\n", 2), 2);
+  EXPECT_EQ(probecost::test::read_line(from), "xmm intact");
+  ::close(in[1]);
+  int st = 0;
+  ::waitpid(pid, &st, 0);
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << st;
+  std::fclose(from);
+}

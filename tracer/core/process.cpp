@@ -13,6 +13,7 @@
 #include <fstream>
 
 #include "breakpoint/int3/outline.hpp"
+#include "common/clock.hpp"
 #include "common/error.hpp"
 #include "tracer/core/clone_args.hpp"
 #include "tracer/int3/guardian.hpp"
@@ -184,7 +185,7 @@ bool TracedProcess::will_report(Task& t) {
   return true;
 }
 
-std::optional<WaitStatus> TracedProcess::wait_for(Task& target) {
+std::optional<WaitStatus> TracedProcess::wait_for(Task& target, double deadline) {
   pid_t tid = target.tid();
   for (;;) {
     auto ev = events_.next_event_of(*this);
@@ -193,6 +194,7 @@ std::optional<WaitStatus> TracedProcess::wait_for(Task& target) {
       // that will report does so soon (it is being stepped, or was just resumed).
       Task* t = task(tid);
       if (!t || errno == ECHILD || !will_report(*t)) return std::nullopt;
+      if (deadline > 0 && now_s() >= deadline && t->interrupt()) deadline = 0;
       continue;
     }
     Task* t = task(ev->tid);

@@ -161,8 +161,9 @@ class TracedProcess final : public RemoteProcess {
   // be let go inside the displaced instruction (issue 16: SIGILL at probe_fn+3). On the site,
   // it takes the int3 again, or runs the original instruction once the byte is back.
   WaitStatus park_trap(Task& task, WaitStatus ws);
-  // Waits until `task` reports, deferring other tasks' events. Nothing when it is gone.
-  std::optional<WaitStatus> wait_for(Task& task);
+  // Waits until `task` reports, deferring other tasks' events. Nothing when it is gone. Once
+  // past `deadline` (now_s(); 0: none), `task` is sent a PTRACE_INTERRUPT (once).
+  std::optional<WaitStatus> wait_for(Task& task, double deadline = 0);
   // Collects `task`'s held stop now (EventSource::take_stop).
   void take_stop(Task& task) { events_.take_stop(task); }
 

@@ -10,6 +10,7 @@
 
 #include "breakpoint/int3/outline.hpp"
 #include "common/error.hpp"
+#include "tracer/core/held_lend.hpp"
 #include "tracer/core/injected_syscall.hpp"
 #include "tracer/core/process.hpp"
 #include "tracer/core/way_back.hpp"
@@ -81,6 +82,7 @@ bool RemoteCalls::with_others_stopped(Task* via, const std::function<void(Task&)
   if (lending_.second) throw Error("an injected call inside a batch of injected system calls");
   Task* t = via ? via : any_stopped_thread();
   if (!t) return false;
+  release_hold(proc_, *t);  // before the others stop: their waits would collect it in place
   TaskRef ref = t->ref();
   OthersStopped others(proc_, ref.tid);
   t = proc_.task(ref);  // another thread's exec may have ended it meanwhile
@@ -147,8 +149,8 @@ std::optional<std::uint64_t> RemoteCalls::call(RuntimeAddr fn, Task* via) {
 }
 
 Task* RemoteCalls::any_stopped_thread() {
-  // Best one not held at one of our int3 hits: such a thread keeps its stop (its SIGTRAP is
-  // the kernel's to deliver), so calls injected in it are single-stepped, with no way back.
+  // Best one not held at a signal stop: lending such a thread lets go of its hold first
+  // (held_lend.hpp: a rewind onto its site, a wait), a few calls more.
   Task* held = nullptr;
   for (auto& [tid, t] : proc_.tasks()) {
     // A task with a deferred event must stay in the stop it reported (injecting a system call

@@ -83,9 +83,9 @@ class RemoteCalls {
   std::optional<way_back::Frame> way_back_frame(Task& task, const user_regs_struct& saved,
                                                 std::uint64_t below = 0);
   // Resumes `task` to the syscall-exit-stop at `syscall_at` (`at_entry` at its entry stop): 0,
-  // or the fault signal the injected code raised. Throws when the thread is gone.
+  // the injected code's fault signal, or -1: interrupted past `deadline`. Throws when gone.
   int run_to_exit_at(Task& task, RuntimeAddr syscall_at, const char* what,
-                     const std::function<void(Task&)>& at_entry = nullptr);
+                     const std::function<void(Task&)>& at_entry = nullptr, double deadline = 0);
   // From regs.rip, resumed (never stepped) to the exit of the call at `syscall_at`.
   long inject_with_way_back(Task& task, user_regs_struct regs, const user_regs_struct& saved,
                             const way_back::Frame& frame, RuntimeAddr syscall_at);

@@ -9,6 +9,7 @@
 #include <sys/ptrace.h>
 #include <sys/syscall.h>
 
+#include "common/clock.hpp"
 #include "common/error.hpp"
 #include "tracer/core/injected_syscall.hpp"
 #include "tracer/core/process.hpp"
@@ -39,12 +40,12 @@ user_regs_struct syscall_regs(user_regs_struct regs, long nr, const std::array<l
 }
 
 int RemoteCalls::run_to_exit_at(Task& t, RuntimeAddr syscall_at, const char* what,
-                                const std::function<void(Task&)>& at_entry) {
+                                const std::function<void(Task&)>& at_entry, double deadline) {
   pid_t tid = t.tid();
   auto gone = [&] { return Error("thread " + std::to_string(tid) + " went away during " + what); };
   for (;;) {
     if (!t.resume_to_syscall_exit()) throw gone();
-    auto ws = proc_.wait_for(t);
+    auto ws = proc_.wait_for(t, deadline);
     if (!ws) throw gone();
     if (ws->syscall_stop()) {
       auto info = t.syscall_info();
@@ -59,6 +60,8 @@ int RemoteCalls::run_to_exit_at(Task& t, RuntimeAddr syscall_at, const char* wha
     } else if (!ws->stopped() || ws->ptrace_event() == PTRACE_EVENT_EXIT) {
       events_.defer(t, *ws);  // an exit: the event loop's
       throw gone();
+    } else if (deadline > 0 && ws->interrupt_stop() && now_s() >= deadline) {
+      return -1;  // wait_for's interrupt (or an older one: the time is up all the same)
     }
     // Else the trap of a PTRACE_INTERRUPT sent before (a stop-the-world that found the thread
     // stopped already): on to the call, as the single-steps go on past it. Thrown, it lost
@@ -166,7 +169,7 @@ bool RemoteCalls::batch(const std::function<void(Task& lent, const SyscallRunner
   return with_others_stopped(via, [&](Task& t) {
     const user_regs_struct* now = t.regs();
     std::optional<way_back::Frame> frame;
-    // A thread held at one of our int3 hits keeps that stop (inject_syscall says why).
+    // A thread still held (held_lend.hpp says which) keeps that stop, single-stepped.
     if (now && !(t.held() && t.last_stop().signal_stop())) frame = way_back_frame(t, *now);
     std::optional<LentThread> lent;
     if (frame) lent.emplace(*this, t, *now, std::move(*frame), gadgets_->syscall_leave_ret);

@@ -6,6 +6,7 @@
 
 #include <cstring>
 
+#include "common/clock.hpp"
 #include "common/error.hpp"
 #include "tracer/core/process.hpp"
 #include "tracer/os/seccomp.hpp"
@@ -17,6 +18,12 @@ namespace {
 // Under the frame: the 256 bytes skipped, the ABI's alignment, and the function's own stack,
 // checked writable and put back after (glibc's resolvers use none but their return address).
 constexpr std::uint64_t kFunctionStack = 256 + 16 + 2048;
+
+// How long a function may run before it is taken for one that never returns (a resolver
+// spinning without a system call would hold us, and the thread, forever). Resolvers take
+// microseconds; the single-stepped call has its bound in instructions
+// (remote_calls_stepped.cpp).
+constexpr int kFunctionDeadlineS = 2;
 
 }  // namespace
 
@@ -71,12 +78,15 @@ std::optional<std::uint64_t> RemoteCalls::call_with_way_back(Task& t, RuntimeAdd
     if (!lent.set_regs(skip)) throw gone();
   };
   std::string what = "a call of " + fn.hex();
-  if (int fault = run_to_exit_at(t, gadget, what.c_str(), at_entry)) {
+  if (int fault = run_to_exit_at(t, gadget, what.c_str(), at_entry, now_s() + kFunctionDeadlineS)) {
     way_back::set_fpu_state(tid, fpu);
     if (!t.set_regs(saved)) throw gone();
     proc_.park_at_interrupt(t.ref());  // the fault's signal dropped: it was the function's
-    throw Error("the function at " + fn.hex() + " called in thread " + std::to_string(tid) +
-                " raised signal " + std::to_string(fault) + "; the thread has its registers back");
+    std::string how = fault < 0
+                          ? "did not return within " + std::to_string(kFunctionDeadlineS) + " s"
+                          : "raised signal " + std::to_string(fault);
+    throw Error("the function at " + fn.hex() + " called in thread " + std::to_string(tid) + " " +
+                how + "; the thread has its registers back");
   }
   if (!result) throw gone();          // its exit came without its entry: not our call
   way_back::set_fpu_state(tid, fpu);  // before the registers: the frame has it too

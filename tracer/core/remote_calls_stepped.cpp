@@ -151,8 +151,8 @@ long RemoteCalls::inject_syscall(Task& t, long nr, const std::array<long, 6>& ar
 // registers are the thread's own from a stop that holds nothing; the restart of the system
 // call the thread was in is the kernel's, as before, when it is resumed. Given back first,
 // a death between the two would still have trapped. Not for a stop whose signal the kernel
-// holds for the thread (one of our int3 hits): the last step's SIGTRAP stands in for it, and
-// the trap area's handler takes the thread where its registers put it back.
+// holds for the thread (one past our int3, left held: held_lend.hpp): the last step's SIGTRAP
+// stands in for it, and the trap area's handler takes the thread where its registers put it.
 bool RemoteCalls::give_back_registers(Task& task, const user_regs_struct& saved,
                                       bool keep_step_stop) {
   TaskRef ref = task.ref();

@@ -16,8 +16,8 @@
 // The injected call itself still runs (a mapping or a descriptor made by it stays).
 //
 // Not covered (these keep the single-stepped call, whose death lets the thread go on our
-// registers): no vDSO or no __restore_rt, no room on the thread's stack, a thread stopped at
-// one of our int3 hits with its SIGTRAP held, an IFUNC resolver called in a thread under
+// registers): no vDSO or no __restore_rt, no room on the thread's stack, a thread one past
+// our int3 whose stop held_lend.hpp leaves held, an IFUNC resolver called in a thread under
 // seccomp (remote_calls_function.cpp says why). Approximate:
 // an ERESTART_RESTARTBLOCK call (nanosleep, poll with a timeout) is restarted from its start,
 // not by restart_syscall (whose state rt_sigreturn resets), so it waits its whole time again;
