@@ -316,7 +316,7 @@ void run_traced(const Mechanism& m, const LaunchSpec& spec, const RunConfig& cfg
   s.tracer_syscalls = sys::counters().total() - before.total();
   s.tracer_stops = session.stats().stops;
   s.hits = m.floor() ? floor_hits : session.stats().hits;
-  for (const auto& site : p.sites()) {
+  for (const auto& site : p.space().sites()) {
     if (site->label() == kSpareSitesSymbol) s.spare_hits += site->hits;
   }
   if (end == RunEnd::Interrupted) throw Error("interrupted");

@@ -129,7 +129,7 @@ void restore_int3s(TracedProcess& proc, const ProcessSymbols& symbols,
       if (b.why_not.empty() && !dry_run) {
         // The site owns the byte from now on; detach() puts it back, after rewinding a thread
         // stopped one past it with its int3's SIGTRAP still queued.
-        proc.sites().add(b.address, b.where).adopt(b.original);
+        proc.space().sites().add(b.address, b.where).adopt(b.original);
         mark_removed(proc, area, r);
         b.restored = true;
       }
@@ -359,12 +359,12 @@ RestoreReport restore_process(pid_t pid, bool dry_run) {
   restore_semaphores(
       proc.memory(), maps, read_semaphore_tables(proc.memory(), maps, report.notes),
       [&](RuntimeAddr site) { return holds_probe(proc, parsed_jumps, areas, site); }, dry_run,
-      report, proc.our_mappings());
+      report, proc.space().our_mappings());
   // Jumps first: their original bytes may hold what looks like an int3 to the file comparison.
   std::vector<std::pair<RuntimeAddr, bool>> jump_areas;
   for (const auto& area : parsed_jumps)
     jump_areas.emplace_back(area.address, restore_jumps(proc, symbols, area, dry_run, report));
-  reclaim(proc, proc.our_mappings(), maps, jump_areas, dry_run, report);
+  reclaim(proc, proc.space().our_mappings(), maps, jump_areas, dry_run, report);
   restore_int3s(proc, symbols, maps, areas, dry_run, report);
   for (const auto& area : areas) restore_handler(proc, area, dry_run, report);
   for (const Mapping& m : maps) {
@@ -380,13 +380,13 @@ RestoreReport restore_process(pid_t pid, bool dry_run) {
            });
   });
   proc.detach();
-  report.unmapped_bytes = proc.our_mappings().unmapped_bytes();
+  report.unmapped_bytes = proc.space().our_mappings().unmapped_bytes();
   if (std::uint64_t bytes = report.unmapped_bytes) {
     report.notes.push_back(
         "unmapped " + std::to_string(bytes >> 10) +
         " KiB of jump areas, call buffers and semaphore tables left by probecost");
   }
-  for (const auto& n : proc.our_mappings().notes()) report.notes.push_back(n);
+  for (const auto& n : proc.space().our_mappings().notes()) report.notes.push_back(n);
   return report;
 }
 

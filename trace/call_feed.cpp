@@ -43,7 +43,7 @@ void CallFeed::thread_exiting(pid_t tid) {
 }
 
 void CallFeed::threads_of(TracedProcess& proc) {
-  for (auto& [tid, t] : proc.tasks()) {
+  for (auto& [tid, t] : proc.threads()) {
     if (const user_regs_struct* regs = t.regs()) thread_appeared(tid, regs->fs_base);
   }
 }

@@ -50,7 +50,7 @@ void TraceRun::start_session(ProcessTrace& tr) {
 namespace {
 
 std::string described(ProcessTrace& tr) {
-  std::size_t threads = tr.proc->thread_count(), probes = tr.probes.size();
+  std::size_t threads = tr.proc->threads().thread_count(), probes = tr.probes.size();
   return std::to_string(tr.proc->pid()) + " (" + std::to_string(threads) +
          (threads == 1 ? " thread, " : " threads, ") + std::to_string(probes) +
          (probes == 1 ? " probe)" : " probes)");
@@ -113,8 +113,8 @@ void TraceRun::take_fork_child(ProcessTrace& tr, ProcessTrace& parent) {
   }
   tr.step_over = make_step_over(
       opts_.step_over, p.memory(), [&p](RuntimeAddr near) { return p.map_scratch(near); },
-      &p.relocated());
-  for (const auto& site : p.sites()) {
+      &p.space().relocated());
+  for (const auto& site : p.space().sites()) {
     if (site->enabled()) tr.step_over->prepare(*site);
   }
 }

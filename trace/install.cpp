@@ -123,7 +123,7 @@ void TraceRun::place_probes(ProcessTrace& tr, std::size_t from) {
       tr.book.usdt_specs[tr.probes[i].address.value()] = parse_usdt_args(tr.probes[i].usdt_args);
   }
   tr.proc->held().mark("int3 probes");
-  tr.proc->note_code();
+  tr.proc->space().note_code();
   tr.proc->held().mark("noting the code probed");
 }
 
@@ -151,7 +151,8 @@ void TraceRun::install_image(ProcessTrace& tr) {
   tr.link_map.reset();
   tr.probes = resolve(tr, first, std::move(probes));
   p.held().mark("resolving the probes");
-  tr.step_over = make_step_over(opts_.step_over, p.memory(), scratch_mapper(p), &p.relocated());
+  tr.step_over =
+      make_step_over(opts_.step_over, p.memory(), scratch_mapper(p), &p.space().relocated());
   p.held().mark("step-over set up");
   drain_calls(tr, true);  // a feed left by the image before (its buffer goes with `jumps`)
   finish_stack_feed(tr);

@@ -98,7 +98,7 @@ void TraceRun::watch_link_map(ProcessTrace& tr) {
     return;
   }
   add_int3_probe(p, *tr.step_over, tr.link_map->brk(), "probecost: r_brk (_dl_debug_state)");
-  p.note_code();
+  p.space().note_code();
 }
 
 void TraceRun::hook_link_map(ProcessTrace& tr) {
@@ -140,7 +140,7 @@ void TraceRun::retire(ProcessTrace& tr, const std::vector<LeftAlone>& gone) {
     }
     report_.probes.push_back(row);
     tr.book.threads_by_site.erase(tr.probes[i].address.value());
-    tr.proc->sites().remove(tr.probes[i].address);  // forgotten: removing writes nothing
+    tr.proc->space().sites().remove(tr.probes[i].address);  // forgotten: removing writes nothing
     if (tr.probes[i].semaphore) tr.proc->forget_semaphore(*tr.probes[i].semaphore);
     // Its spec, or each of the specs merged into it ("SPEC1, SPEC2": merge_same_address).
     std::istringstream specs(row.probe.spec);

@@ -44,7 +44,7 @@ ProbeReport TraceRun::probe_row(ProcessTrace& tr, std::size_t i, const std::stri
     pr.stacks = tr.book.top_stacks(tr.probes[i].address.value());
   } else {
     pr.via = Via::Int3;
-    BreakpointSite* site = tr.proc->sites().find(tr.probes[i].address);
+    BreakpointSite* site = tr.proc->space().sites().find(tr.probes[i].address);
     pr.hits = site ? site->hits : 0;
     pr.step_over = site ? tr.step_over->describe(*site) : "";
     if (site) pr.method = tr.step_over->method(*site);

@@ -215,7 +215,7 @@ void TraceRun::let_go() {
       notes_ << opts_.tool << ": left alone in process " << t->proc->pid() << ": " << what
              << std::endl;
     }
-    for (const auto& what : t->proc->our_mappings().notes())
+    for (const auto& what : t->proc->space().our_mappings().notes())
       notes_ << opts_.tool << ": in process " << t->proc->pid() << ", " << what << std::endl;
   }
 }
@@ -316,9 +316,9 @@ ProcessTrace& TraceRun::begin() {
   start_session(top);
   if (opts_.announce && opts_.stacks && !top.probes.empty()) announce_stacks(top);
   if (opts_.announce && opts_.more_pids.empty()) {
-    notes_ << opts_.tool << ": tracing process " << p.pid() << " (" << p.thread_count()
-           << (p.thread_count() == 1 ? " thread" : " threads") << ") at " << top.probes.size()
-           << (top.probes.size() == 1 ? " probe" : " probes")
+    notes_ << opts_.tool << ": tracing process " << p.pid() << " (" << p.threads().thread_count()
+           << (p.threads().thread_count() == 1 ? " thread" : " threads") << ") at "
+           << top.probes.size() << (top.probes.size() == 1 ? " probe" : " probes")
            << (opts_.follow_forks ? ", following forks" : "") << "; Ctrl-C to stop" << std::endl;
   }
   return top;

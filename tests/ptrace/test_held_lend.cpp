@@ -57,7 +57,8 @@ TEST_P(HeldLend, CallsInjectedAtEachHitLeaveTheHitsAndTheOutputRight) {
   TracedProcess& proc = family->root();
   proc.run_to_entry();
   Symbol site = ProcessSymbols(proc.pid()).resolve(kSite);
-  auto step = make_step_over(GetParam(), proc.memory(), later_mapper(proc), &proc.relocated());
+  auto step =
+      make_step_over(GetParam(), proc.memory(), later_mapper(proc), &proc.space().relocated());
   add_int3_probe(proc, *step, site.address, site.name, "");
   Session session(proc, *step);
   int lent = 0;
@@ -71,7 +72,7 @@ TEST_P(HeldLend, CallsInjectedAtEachHitLeaveTheHitsAndTheOutputRight) {
     ++lent;
   });
   EXPECT_EQ(run_session(*family, session), RunEnd::ProcessEnded);
-  EXPECT_EQ(proc.sites().find(site.address)->hits, 200u);
+  EXPECT_EQ(proc.space().sites().find(site.address)->hits, 200u);
   EXPECT_EQ(lent, 200);
   ASSERT_TRUE(proc.end());
   EXPECT_TRUE(proc.end()->exited() && proc.end()->exit_code() == 0) << proc.end()->describe();
@@ -99,7 +100,7 @@ pid_t trace_and_die(pid_t target, int n, int report) {
     Symbol site = ProcessSymbols(target).resolve(kSite);
     auto placed = [report] { [[maybe_unused]] auto w = ::write(report, "i", 1); };
     FastStepOver step(StepOverChoice::Outline, proc.memory(), later_mapper(proc, placed),
-                      &proc.relocated());
+                      &proc.space().relocated());
     add_int3_probe(proc, step, site.address, site.name, "");
     Session session(proc, step);
     fault_plan::plan_death(("1+" + std::to_string(n)).c_str());

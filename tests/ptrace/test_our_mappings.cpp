@@ -19,10 +19,10 @@ namespace {
 // A stopped thread of `proc` inside a jump area's own code (its counting: not at a copy's
 // first byte or jump back, which the detach moves the thread out of), or 0.
 pid_t thread_in_trampoline(TracedProcess& proc) {
-  for (auto& [tid, t] : proc.tasks()) {
+  for (auto& [tid, t] : proc.threads()) {
     auto rip = t.rip();
-    if (!rip || proc.relocated().in_original(*rip)) continue;
-    for (const OurMapping& m : proc.our_mappings().list()) {
+    if (!rip || proc.space().relocated().in_original(*rip)) continue;
+    for (const OurMapping& m : proc.space().our_mappings().list()) {
       if (m.kind == OurMapping::Kind::JumpArea && m.start <= *rip &&
           *rip < m.start + static_cast<std::int64_t>(m.size))
         return tid;
@@ -33,7 +33,7 @@ pid_t thread_in_trampoline(TracedProcess& proc) {
 
 std::vector<pid_t> all_tids(TracedProcess& proc) {
   std::vector<pid_t> tids;
-  for (const auto& [tid, t] : proc.tasks()) tids.push_back(tid);
+  for (const auto& [tid, t] : proc.threads()) tids.push_back(tid);
   return tids;
 }
 
@@ -57,8 +57,8 @@ TEST(OurMappings, AThreadCaughtInATrampolineIsBroughtOutAndItsAreaGoes) {
   JumpProbes jumps(proc, JumpOptions{});  // counting per CPU: a restartable sequence
   std::string why;
   ASSERT_TRUE(jumps.add(sym.address, symbols, 1, sym.name, why)) << why;
-  ASSERT_EQ(proc.our_mappings().list().size(), 1u);
-  RuntimeAddr area = proc.our_mappings().list().at(0).start;
+  ASSERT_EQ(proc.space().our_mappings().list().size(), 1u);
+  RuntimeAddr area = proc.space().our_mappings().list().at(0).start;
   // Stopped again and again while it loops over the probe, until caught in the trampoline.
   pid_t caught = 0;
   for (int attempt = 0; attempt < 5000 && !caught; ++attempt) {
@@ -69,9 +69,9 @@ TEST(OurMappings, AThreadCaughtInATrampolineIsBroughtOutAndItsAreaGoes) {
   ASSERT_NE(caught, 0) << "never caught in the trampoline";
   std::uint64_t before = jumps.hits(0);
   proc.detach();
-  EXPECT_TRUE(proc.our_mappings().list().empty());
-  for (const auto& n : proc.our_mappings().notes()) ADD_FAILURE() << n;
-  EXPECT_GT(proc.our_mappings().unmapped_bytes(), 0u);
+  EXPECT_TRUE(proc.space().our_mappings().list().empty());
+  for (const auto& n : proc.space().our_mappings().notes()) ADD_FAILURE() << n;
+  EXPECT_GT(proc.space().our_mappings().unmapped_bytes(), 0u);
   for (const Mapping& m : read_maps(pid)) EXPECT_FALSE(m.contains(area)) << m.path;
   // The hit it was counting, counted once (its sequence was not run twice) or not yet.
   EXPECT_LE(jumps.hits(0) - before, 1u);
@@ -90,11 +90,11 @@ TEST(OurMappings, AnAreaNoThreadIsInGoes) {
   JumpProbes jumps(proc, JumpOptions{});
   std::string why;
   ASSERT_TRUE(jumps.add(sym.address, symbols, 1, sym.name, why)) << why;
-  RuntimeAddr area = proc.our_mappings().list().at(0).start;
+  RuntimeAddr area = proc.space().our_mappings().list().at(0).start;
   proc.detach();  // stopped at its entry: nowhere near the trampoline
-  EXPECT_TRUE(proc.our_mappings().list().empty());
-  EXPECT_TRUE(proc.our_mappings().notes().empty());
-  EXPECT_GT(proc.our_mappings().unmapped_bytes(), 0u);
+  EXPECT_TRUE(proc.space().our_mappings().list().empty());
+  EXPECT_TRUE(proc.space().our_mappings().notes().empty());
+  EXPECT_GT(proc.space().our_mappings().unmapped_bytes(), 0u);
   for (const Mapping& m : read_maps(pid)) EXPECT_FALSE(m.contains(area)) << m.path;
   int status = exit_status(proc);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
@@ -115,8 +115,8 @@ TEST(OurMappings, AnAreaAnEarlierDetachKeptGoesAtTheNextAttach) {
     JumpProbes jumps(proc, JumpOptions{});
     std::string why;
     ASSERT_TRUE(jumps.add(sym.address, symbols, 1, sym.name, why)) << why;
-    area = proc.our_mappings().list().at(0).start;
-    proc.our_mappings().forget(area);
+    area = proc.space().our_mappings().list().at(0).start;
+    proc.space().our_mappings().forget(area);
     proc.detach();
   }
   auto mapped = [&] {

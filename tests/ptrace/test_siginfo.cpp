@@ -59,15 +59,15 @@ std::string traced_output(std::uint64_t& hits) {
   ProcessSymbols symbols(proc->pid());
   Symbol site = symbols.resolve("probecost_test_site");
   Symbol burst = symbols.resolve("probecost_burst_point");
-  proc->sites().add(site.address, site.name).enable();
-  proc->sites().add(burst.address, burst.name).enable();
+  proc->space().sites().add(site.address, site.name).enable();
+  proc->space().sites().add(burst.address, burst.name).enable();
   SingleStepOver step;
   Session session(*proc, step);
   pid_t pid = proc->pid();
   session.set_trap_hook([&](Task& t) { return hold_for_burst(t, pid, burst.address); });
   EXPECT_EQ(run_session(*family, session), RunEnd::ProcessEnded);
-  hits = proc->sites().find(site.address)->hits;
-  EXPECT_EQ(proc->sites().find(burst.address)->hits, 12u);  // 4 bursts a round
+  hits = proc->space().sites().find(site.address)->hits;
+  EXPECT_EQ(proc->space().sites().find(burst.address)->hits, 12u);  // 4 bursts a round
   EXPECT_TRUE(proc->end() && proc->end()->exited() && proc->end()->exit_code() == 0)
       << (proc->end() ? proc->end()->describe() : "no end");
   return out.contents();

@@ -49,12 +49,13 @@ TracedRun run_traced(const std::vector<std::string>& argv) {
   auto family = Family::launch(spec);
   TracedProcess* proc = &family->root();
   Symbol site = ProcessSymbols(proc->pid()).resolve(kSite);
-  proc->sites().add(site.address, site.name).enable();
+  proc->space().sites().add(site.address, site.name).enable();
   SingleStepOver step;
   Session session(*proc, step);
   EXPECT_EQ(run_session(*family, session), RunEnd::ProcessEnded);
   TracedRun r;
-  r.hits = proc->sites().find(site.address) ? proc->sites().find(site.address)->hits : 0;
+  r.hits =
+      proc->space().sites().find(site.address) ? proc->space().sites().find(site.address)->hits : 0;
   r.end = proc->end();
   r.output = out.contents();
   return r;
@@ -107,7 +108,7 @@ TEST_P(TracerTest, DetachRestoresBytesAndTheProcessRunsOn) {
   Symbol site = ProcessSymbols(pid).resolve(kSite);
   std::array<std::uint8_t, 16> before{}, after{};
   proc->memory().read(site.address, before);
-  proc->sites().add(site.address).enable();
+  proc->space().sites().add(site.address).enable();
 
   SingleStepOver step;
   Session session(*proc, step);
@@ -200,11 +201,11 @@ TEST_P(TracerTest, AnIfuncResolverCalledInTheTraceeAgreesWithTheRelocatedSlot) {
     EXPECT_EQ(RuntimeAddr(*called), by_slot.address) << name;
   }
   Symbol site = symbols.resolve(kSite);
-  proc->sites().add(site.address, site.name).enable();
+  proc->space().sites().add(site.address, site.name).enable();
   SingleStepOver step;
   Session session(*proc, step);
   EXPECT_EQ(run_session(*family, session), RunEnd::ProcessEnded);
-  EXPECT_EQ(proc->sites().find(site.address)->hits, 600u);
+  EXPECT_EQ(proc->space().sites().find(site.address)->hits, 600u);
   ASSERT_TRUE(proc->end());
   EXPECT_TRUE(proc->end()->exited() && proc->end()->exit_code() == 0) << proc->end()->describe();
   EXPECT_EQ(out.contents(), "calls=600 signals=0\n");
@@ -258,11 +259,11 @@ TEST_P(TracerTest, ABatchOfInjectedCallsGivesEachResultAndLeavesTheThreadAsItWas
   proc->memory().read(RuntimeAddr(before.rsp - stack_after.size()), stack_after);
   EXPECT_EQ(stack_after, stack_before);
   Symbol site = ProcessSymbols(proc->pid()).resolve(kSite);
-  proc->sites().add(site.address, site.name).enable();
+  proc->space().sites().add(site.address, site.name).enable();
   SingleStepOver step;
   Session session(*proc, step);
   EXPECT_EQ(run_session(*family, session), RunEnd::ProcessEnded);
-  EXPECT_EQ(proc->sites().find(site.address)->hits, 600u);
+  EXPECT_EQ(proc->space().sites().find(site.address)->hits, 600u);
   ASSERT_TRUE(proc->end());
   EXPECT_TRUE(proc->end()->exited() && proc->end()->exit_code() == 0) << proc->end()->describe();
   EXPECT_EQ(out.contents(), "calls=600 signals=0\n");

@@ -15,7 +15,7 @@ constexpr unsigned kMaxFrames = 256;
 
 // Rewrites the saved RIP of each signal frame on `tid`'s stack that would return into a copy.
 void move_signal_returns(TracedProcess& proc, pid_t tid, StackCollector& unwinder) {
-  const CopyMap& copies = proc.relocated();
+  const CopyMap& copies = proc.space().relocated();
   for (const auto& r : unwinder.signal_returns(tid)) {
     auto to = copies.in_original(RuntimeAddr(r.pc));
     if (!to || r.slot == 0) continue;
@@ -32,14 +32,14 @@ void move_signal_returns(TracedProcess& proc, pid_t tid, StackCollector& unwinde
 }  // namespace
 
 void leave_copies(TracedProcess& proc) {
-  const CopyMap& copies = proc.relocated();
+  const CopyMap& copies = proc.space().relocated();
   if (copies.empty()) return;
   std::unique_ptr<StackCollector> unwinder;
   try {
     unwinder = std::make_unique<StackCollector>(kMaxFrames);
   } catch (const Error&) {
   }
-  for (auto& [tid, t] : proc.tasks()) {
+  for (auto& [tid, t] : proc.threads()) {
     if (!t.stopped()) continue;
     if (auto rip = t.rip()) {
       if (auto to = copies.in_original(*rip)) t.set_rip(*to);

@@ -18,9 +18,9 @@ namespace probecost {
 bool TracedProcess::is_our_trap_at(RuntimeAddr at) {
   // Ours if a site is there, or was: a site removed since (its byte is no longer int3). A
   // program's own int3 leaves 0xCC in memory: its SIGTRAP is the program's.
-  if (sites_.find(at)) return true;
+  if (space_.sites().find(at)) return true;
   try {
-    return memory_.read_byte(at) != kInt3;
+    return space_.memory().read_byte(at) != kInt3;
   } catch (const Error&) {
     return false;
   }
@@ -62,7 +62,7 @@ void TracedProcess::fix_up_trap(Task& t) {
   // thread's int3 has already queued: RIP is then one past our site and the trap is still
   // pending. Put back the byte and detach now, and the SIGTRAP kills the process.
   auto rip = t.rip();
-  if (!rip || !sites_.find(*rip - 1) || !sigtrap_pending(t.tid())) return;
+  if (!rip || !space_.sites().find(*rip - 1) || !sigtrap_pending(t.tid())) return;
   consume_queued_sigtrap(t, *rip - 1);
 }
 
@@ -70,11 +70,11 @@ void TracedProcess::settle_new_tasks() {
   // Fork/clone events seen while stopping everything: their children exist and are traced;
   // each must be stopped (its first stop) before it can be cleaned and let go.
   std::vector<pid_t> parents, new_tasks;
-  for (auto& [tid, t] : tasks_) {
+  for (auto& [tid, t] : threads_) {
     if (t.deferred && t.deferred->new_task_event()) parents.push_back(tid);
   }
   for (pid_t tid : parents) {
-    Task& parent = tasks_.at(tid);
+    Task& parent = threads_.at(tid);
     parent.deferred.reset();
     if (auto child = parent.event_message()) new_tasks.push_back(static_cast<pid_t>(*child));
     on_new_task(parent);  // nothing is resumed: everything is being let go
@@ -86,7 +86,7 @@ void TracedProcess::settle_new_tasks() {
   // Every fork child still held, including one whose event was handled but whose first stop
   // has not come yet: it holds a copy of our int3 bytes, and comes to that stop for sure.
   std::vector<pid_t> children;
-  for (auto& [tid, t] : tasks_) {
+  for (auto& [tid, t] : threads_) {
     if (!t.runs_with_us()) children.push_back(tid);
   }
   for (pid_t c : children) {
@@ -104,7 +104,7 @@ void TracedProcess::release_fork_child_fully(Task& child) {
   pid_t tid = child.tid();
   WaitStatus first_stop = child.last_stop();
   events_.take_stop(child);  // no stale report of it left for the family to collect later
-  tasks_.erase(tid);
+  threads_.erase(tid);
   std::unique_ptr<TracedProcess> copy = follower(tid, events_);
   try {
     copy->take_over_fork(*this, first_stop, false);
@@ -119,7 +119,7 @@ void TracedProcess::detach_vfork_waiters() {
   // exits; the child (detached above) now can. Wait a bounded time, then leave it to the
   // kernel, which detaches it when probecost exits.
   std::vector<pid_t> waiting;
-  for (auto& [tid, t] : tasks_) {
+  for (auto& [tid, t] : threads_) {
     if (!t.stopped() && t.in_vfork && t.interrupt()) waiting.push_back(tid);
   }
   for (pid_t tid : waiting) {
@@ -169,14 +169,14 @@ void TracedProcess::free_stopped_for_calls(Task& t) {
 void TracedProcess::free_a_thread_for_calls() {
   for (int round = 0; round < 4 && !calls_.any_stopped_thread(); ++round) {
     std::vector<pid_t> held;
-    for (auto& [tid, t] : tasks_) {
+    for (auto& [tid, t] : threads_) {
       if (t.stopped() && t.runs_with_us() && t.deferred && t.deferred->signal_stop() &&
           t.deferred->stop_signal() != SIGTRAP && !is_stop_signal(t.deferred->stop_signal()))
         held.push_back(tid);
     }
     if (held.empty()) return;
     for (pid_t tid : held) {
-      Task& t = tasks_.at(tid);
+      Task& t = threads_.at(tid);
       t.pending_signals.push_front(t.deferred->stop_signal());
       t.deferred.reset();
       t.resume();
@@ -192,7 +192,7 @@ void TracedProcess::detach() {
   stop_all(0, true);
   settle_new_tasks();
   free_a_thread_for_calls();
-  for (auto& [tid, t] : tasks_) {
+  for (auto& [tid, t] : threads_) {
     if (t.stopped()) fix_up_trap(t);
     // A hit parked on its site while everything stopped (park_trap: deferred as a plain
     // interrupt stop, to trap again once resumed) has nothing left to report with the sites
@@ -209,13 +209,13 @@ void TracedProcess::detach() {
     try {
       leave_moved_code();
       remove_patches();
-      sites_.disable_all();
+      space_.sites().disable_all();
     } catch (...) {
       failure = std::current_exception();
     }
     if (!failure) let_go_of_int3_area();
     try {
-      semaphores_.lower_all(memory_, guardian_.get());
+      semaphores_.lower_all(space_.memory(), guardian_.get());
       let_go_of_semaphore_table();
     } catch (...) {
       if (!failure) failure = std::current_exception();
@@ -223,7 +223,7 @@ void TracedProcess::detach() {
   }
   if (failure && dying()) failure = nullptr;  // nothing left to restore
   if (guardian_ && !failure) guardian_->done();
-  for (auto& [tid, t] : tasks_) {
+  for (auto& [tid, t] : threads_) {
     // A fault a copy raised, held in its signal-delivery-stop: the original's (before the
     // copies are left: its RIP still says which copy).
     if (t.stopped() && t.deferred && t.deferred->signal_stop() &&
@@ -231,15 +231,15 @@ void TracedProcess::detach() {
       fix_up_fault(*this, t, t.deferred->stop_signal());
   }
   if (alive()) leave_copies(*this);
-  if (alive() && !failure) let_go_of_scratch_pages();
+  if (alive() && !failure) space_.let_go_of_scratch_pages();
   // The trampolines and the call buffer, where no thread is left in them, once the threads
   // caught inside are brought out; not after a patch failed to come out (a jump may still
   // lead there).
   if (alive() && !failure) {
     run_out_of_our_areas();
-    our_mappings_.release(*this);
+    space_.our_mappings().release(*this);
   }
-  for (auto& [tid, t] : tasks_) {
+  for (auto& [tid, t] : threads_) {
     if (!t.stopped()) {
       leftovers_.push_back(tid);  // a zombie not reported yet, a thread in vfork()
       continue;
@@ -253,32 +253,43 @@ void TracedProcess::detach() {
     t.detach();
   }
   detach_vfork_waiters();
-  tasks_.clear();
+  threads_.clear();
   detached_ = true;
   if (failure) std::rethrow_exception(failure);
 }
 
 void TracedProcess::kill() {
-  if (detached_ || (tasks_.empty() && end_)) return;
+  if (detached_ || (threads_.empty() && end_)) return;
   if (alive()) {
     try {
       leave_moved_code();
       remove_patches();
-      sites_.disable_all();  // for the processes that share its memory
+      space_.sites().disable_all();  // for the processes that share its memory
     } catch (const std::exception&) {
     }
   }
   if (guardian_) guardian_->done();
-  for (const auto& [tid, t] : tasks_) {
+  for (const auto& [tid, t] : threads_) {
     if (t.role() != Task::Role::Thread) sys::kill(tid, SIGKILL);
   }
   sys::kill(pid_, SIGKILL);
   // Reap every task: with __WALL each traced thread reports its own exit, the leader last.
-  while (!tasks_.empty()) {
+  while (!threads_.empty()) {
     if (!events_.next_event_of(*this) && (errno == ECHILD || force_requested())) break;
   }
   if (!end_) end_ = WaitStatus(SIGKILL);
-  tasks_.clear();
+  threads_.clear();
+}
+
+std::vector<LeftAlone> TracedProcess::forget_moved_code() {
+  auto out = space_.forget_moved_code();
+  // Its record too: the SIGTRAP handler goes by the records alone, and would send a thread
+  // that hits an int3 of ours at the same address in the next library there (probed again)
+  // to this one's copy.
+  for (const LeftAlone& l : out) {
+    if (l.int3 && int3_area_) int3_area_->removed(l.at);
+  }
+  return out;
 }
 
 void TracedProcess::leave_moved_code() {
@@ -290,7 +301,7 @@ void TracedProcess::remove_patches() {
   // at its first byte, to take the jump). The trampolines stay mapped: a thread stopped in one
   // goes on through it, to the original code it jumps back to.
   std::exception_ptr first;
-  for (auto& p : patches_) {
+  for (auto& p : space_.patches()) {
     try {
       p->remove();
     } catch (...) {
@@ -317,8 +328,9 @@ void TracedProcess::adopt_int3_area(std::unique_ptr<Int3Area> area) {
   int3_area_ = std::move(area);
   int3_area_tried_ = true;
   Int3Area* a = int3_area_.get();
-  sites_.set_recorder({[a](RuntimeAddr at, std::uint8_t original) { a->record(at, original); },
-                       [a](RuntimeAddr at) { a->removed(at); }});
+  space_.sites().set_recorder(
+      {[a](RuntimeAddr at, std::uint8_t original) { a->record(at, original); },
+       [a](RuntimeAddr at) { a->removed(at); }});
 }
 
 void TracedProcess::let_go_of_int3_area() {
@@ -331,22 +343,23 @@ void TracedProcess::let_go_of_int3_area() {
   if (!int3_area_) return;
   try {
     if (int3_area_->let_go())
-      our_mappings_.add({OurMapping::Kind::TrapArea, int3_area_->address(), int3_area_->size(), 0});
+      space_.our_mappings().add(
+          {OurMapping::Kind::TrapArea, int3_area_->address(), int3_area_->size(), 0});
   } catch (const Error&) {
   }
 }
 
 void TracedProcess::start_guardian() {
-  guardian_ = Guardian::start(pid_, memory_.fd());
+  guardian_ = Guardian::start(pid_, space_.memory().fd());
   Guardian* g = guardian_.get();
   // The code each int3 went into, for the guardian's check before it writes a byte back.
   auto watch = [this, g](RuntimeAddr at, std::uint8_t original) {
     const Mapping* m = mapping_at(at);
     g->watch(at, original, m ? file_identity(*m, at) : trap::FileIdentity{});
   };
-  sites_.set_watcher(watch);
+  space_.sites().set_watcher(watch);
   semaphores_.watch_all(*g);
-  for (const auto& s : sites_) {
+  for (const auto& s : space_.sites()) {
     if (s->enabled()) watch(s->address(), s->saved_byte());
   }
 }

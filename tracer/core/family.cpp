@@ -61,7 +61,7 @@ bool Family::any_alive() const {
   for (const auto& m : members_) {
     // A process whose every task is gone is over, even if its end was never reported (a leader
     // that was a zombie already when we attached).
-    if ((m->alive() && !m->tasks().empty()) || m->exec_ended()) return true;
+    if ((m->alive() && !m->threads().empty()) || m->exec_ended()) return true;
   }
   return false;
 }
@@ -147,7 +147,7 @@ TracedProcess* Family::owner(pid_t tid, TracedProcess* asker) {
   // The newest members first, past those that are over (a shell's ended children pile up).
   for (auto it = members_.rbegin(); it != members_.rend(); ++it) {
     TracedProcess& m = **it;
-    if (!m.tasks().empty() && m.task(tid)) return owners_[tid] = &m;
+    if (!m.threads().empty() && m.task(tid)) return owners_[tid] = &m;
   }
   // A thread not known yet (its first stop before its parent's clone event) belongs to the
   // process it is a thread of. A task that is gone already has no /proc entry: nobody's.

@@ -15,10 +15,10 @@ bool synchronous_fault(int sig) {
 // The copy of the displaced instruction at `pc`, when `pc` is inside a jump's patched bytes
 // (after the first: a thread at the site takes the jump).
 std::optional<RuntimeAddr> copy_inside_patch(TracedProcess& proc, RuntimeAddr pc) {
-  for (const auto& p : proc.patches()) {
+  for (const auto& p : proc.space().patches()) {
     auto length = static_cast<std::int64_t>(p->patch().length);
     if (p->installed() && p->address() < pc && pc < p->address() + length)
-      return proc.relocated().copy_of(pc);
+      return proc.space().relocated().copy_of(pc);
   }
   return std::nullopt;
 }
@@ -28,10 +28,10 @@ std::optional<RuntimeAddr> copy_inside_patch(TracedProcess& proc, RuntimeAddr pc
 bool fix_up_fault(TracedProcess& proc, Task& t, int sig) {
   // Another handler entered while one is watched returns first, by an rt_sigreturn of its own.
   if (t.handlers_watched > 0) ++t.handlers_watched;
-  if (!synchronous_fault(sig) || proc.relocated().empty()) return false;
+  if (!synchronous_fault(sig) || proc.space().relocated().empty()) return false;
   auto rip = t.rip();
   if (!rip) return false;
-  auto original = proc.relocated().original_of(*rip);
+  auto original = proc.space().relocated().original_of(*rip);
   if (!original) return false;
   auto got = t.siginfo();
   if (!got) return false;

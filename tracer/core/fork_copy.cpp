@@ -25,22 +25,6 @@
 
 namespace probecost {
 
-bool TracedProcess::copy_holds(TraceeMemory& child, RuntimeAddr site) {
-  try {
-    if (BreakpointSite* s = sites_.find(site); s && s->enabled())
-      return child.read_byte(site) == kInt3;
-    for (const auto& p : patches_) {
-      if (!p->installed() || p->address() != site) continue;
-      auto ours = p->patch().patch_bytes();
-      std::vector<std::uint8_t> now(ours.size());
-      child.read(site, now);
-      return std::equal(ours.begin(), ours.end(), now.begin());
-    }
-  } catch (const Error&) {
-  }
-  return false;
-}
-
 namespace {
 
 // Whether the child's memory holds `parent`'s trap area: a valid header of ours at its address.
@@ -52,37 +36,25 @@ bool holds_area(TraceeMemory& child, pid_t child_pid, const Int3Area& parent) {
   return false;
 }
 
-// The pages of `pages` mapped in the child (the outline step-over's scratch pages).
-std::vector<RuntimeAddr> mapped_in(pid_t pid, const std::vector<RuntimeAddr>& pages) {
-  auto maps = read_maps(pid);
-  std::vector<RuntimeAddr> out;
-  for (RuntimeAddr p : pages) {
-    for (const auto& m : maps) {
-      if (m.contains(p) && m.exec && m.path.empty()) out.push_back(p);
-    }
-  }
-  return out;
-}
-
 }  // namespace
 
 void TracedProcess::take_over_fork(TracedProcess& parent, std::optional<WaitStatus> first_stop,
                                    bool with_guardian) {
-  Task& t = add_task(pid_, Task::Role::Thread);
+  Task& t = threads_.add(pid_, Task::Role::Thread);
   if (first_stop) {
     t.note_stop(*first_stop);
   } else if (!wait_for(t)) {
     return;  // killed before its first stop: there is nothing to set up
   }
   if (!alive()) return;
-  auto holds = [&](RuntimeAddr at) { return parent.copy_holds(memory_, at); };
+  auto holds = [&](RuntimeAddr at) { return parent.space_.copy_holds(space_.memory(), at); };
   // Its copy holds the raises made with the sites it holds (read before a jump comes out).
-  semaphores_.adopt(parent.semaphores_, holds, memory_);
+  semaphores_.adopt(parent.semaphores_, holds, space_.memory());
   std::vector<const BreakpointSite*> missing;
-  for (const auto& site : parent.sites_) {
+  for (const auto& site : parent.space_.sites()) {
     if (!site->enabled()) continue;
     if (holds(site->address())) {
-      sites_.add(site->address(), site->label()).adopt(site->saved_byte());
+      space_.sites().add(site->address(), site->label()).adopt(site->saved_byte());
     } else {
       missing.push_back(site.get());
     }
@@ -90,25 +62,23 @@ void TracedProcess::take_over_fork(TracedProcess& parent, std::optional<WaitStat
   // Its copy of the trap area records those int3 bytes, and its SIGTRAP disposition is ours;
   // a copy made before the area was mapped has neither.
   Outcome area = unless_gone([&] {
-    if (parent.int3_area_ && holds_area(memory_, pid_, *parent.int3_area_))
+    if (parent.int3_area_ && holds_area(space_.memory(), pid_, *parent.int3_area_))
       adopt_int3_area(Int3Area::inherit(*this, *parent.int3_area_));
   });
   if (area == Outcome::Gone) return;
   Outcome probes = unless_gone([&] {
-    for (const auto& p : parent.patches_) {
+    for (const auto& p : parent.space_.patches()) {
       if (!p->installed()) continue;
-      memory_.write(p->address(), p->patch().original_bytes());
-      sites_.add(p->address(), p->label()).enable();
+      space_.memory().write(p->address(), p->patch().original_bytes());
+      space_.sites().add(p->address(), p->label()).enable();
     }
     // A site its copy came before: an int3 of its own now, as the jumps get.
-    for (const BreakpointSite* s : missing) sites_.add(s->address(), s->label()).enable();
+    for (const BreakpointSite* s : missing) space_.sites().add(s->address(), s->label()).enable();
   });
   if (probes == Outcome::Gone) return;  // killed meanwhile: nothing more to set up
   // Its scratch pages (step-over copies) were copied with the rest of its memory, those mapped
   // before its fork.
-  scratch_pages_ = mapped_in(pid_, parent.scratch_pages_);
-  code_ = parent.code_;            // the same files at the same addresses
-  relocated_ = parent.relocated_;  // and so were the copies: a fault in one, a detach
+  space_.inherit_copies(parent.space_);
   if (parent.has_guardian() && with_guardian) start_guardian();
 }
 

@@ -14,7 +14,7 @@ void release_hold(TracedProcess& proc, Task& t) {
   if (!t.held()) return;
   auto rip = t.rip();
   if (!rip) return;  // gone: its end comes next
-  const BreakpointSite* site = proc.sites().find(*rip - 1);
+  const BreakpointSite* site = proc.space().sites().find(*rip - 1);
   if (site && site->enabled()) return;
   proc.take_stop(t);
 }

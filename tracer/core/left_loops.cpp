@@ -50,7 +50,7 @@ std::optional<user_regs_struct> rest_of_way(TraceeMemory& memory, const user_reg
 
 std::vector<std::string> finish_left_way_backs(TracedProcess& proc) {
   std::vector<std::string> said;
-  for (auto& [tid, t] : proc.tasks()) {
+  for (auto& [tid, t] : proc.threads()) {
     if (!t.stopped()) continue;
     const user_regs_struct* now = t.regs();
     if (!now) continue;

@@ -106,7 +106,7 @@ bool thread_pcs(TracedProcess& proc, std::vector<std::pair<pid_t, RuntimeAddr>>&
     why = std::string("its threads' stacks cannot be walked (") + e.what() + ")";
     return false;
   }
-  for (auto& [tid, t] : proc.tasks()) {
+  for (auto& [tid, t] : proc.threads()) {
     if (!t.stopped() || t.in_vfork) {
       why = "thread " + std::to_string(tid) + " is not stopped where it can be looked at";
       return false;
@@ -126,7 +126,7 @@ bool thread_pcs(TracedProcess& proc, std::vector<std::pair<pid_t, RuntimeAddr>>&
 // The rseq_cs of each stopped thread that points into a mapping about to go: cleared (what the
 // kernel does itself at the thread's next preemption, as its RIP is outside the sequence).
 void clear_rseq_cs(TracedProcess& proc, const std::vector<OurMapping>& going) {
-  for (auto& [tid, t] : proc.tasks()) {
+  for (auto& [tid, t] : proc.threads()) {
     __ptrace_rseq_configuration conf{};
     if (sys::ptrace_call(PTRACE_GET_RSEQ_CONFIGURATION, tid, reinterpret_cast<void*>(sizeof conf),
                          &conf) < 0 ||

@@ -49,39 +49,9 @@ TracedProcess::~TracedProcess() {
   }
 }
 
-Task* TracedProcess::task(pid_t tid) {
-  auto it = tasks_.find(tid);
-  return it == tasks_.end() ? nullptr : &it->second;
-}
-
-std::size_t TracedProcess::thread_count() const {
-  return std::count_if(tasks_.begin(), tasks_.end(),
-                       [](const auto& kv) { return kv.second.role() == Task::Role::Thread; });
-}
-
-PatchSite& TracedProcess::add_patch(const JumpPatch& patch, std::string label) {
-  patches_.push_back(std::make_unique<PatchSite>(memory_, patch, std::move(label)));
-  return *patches_.back();
-}
-
-Task& TracedProcess::add_task(pid_t tid, Task::Role role) {
-  return tasks_.try_emplace(tid, tid, role).first->second;
-}
-
 double TracedProcess::cpu_seconds() const {
   if (end_cpu_seconds_) return *end_cpu_seconds_;
   return std::max(0.0, process_cpu_seconds(pid_));
-}
-
-pid_t TracedProcess::proc_tid() {
-  // A leader in a ptrace-stop of ours cannot exit before we resume it (a SIGKILL ends every
-  // thread, and no answer helps then): its state need not be read (the hold asks ~15 times).
-  if (const Task* leader = task(pid_); leader && leader->stopped()) return pid_;
-  if (task_state_letter(pid_) != 'Z') return pid_;
-  for (const auto& [tid, t] : tasks_) {
-    if (t.role() == Task::Role::Thread && task_state_letter(tid) != 'Z') return tid;
-  }
-  return pid_;
 }
 
 bool TracedProcess::dying() {
@@ -89,19 +59,16 @@ bool TracedProcess::dying() {
   // The address space is gone once every thread has let go of it (exit_group() in progress):
   // reads through /proc/PID/mem fail then (mmget_not_zero), where they worked before. Ask at
   // an address we wrote to.
-  std::optional<RuntimeAddr> known;
-  if (sites_.size()) known = (*sites_.begin())->address();
-  if (!known && !patches_.empty()) known = patches_.front()->address();
-  if (known) {
+  if (auto known = space_.an_address_of_ours()) {
     try {
-      memory_.read_byte(*known);
+      space_.memory().read_byte(*known);
     } catch (const Error&) {
       return true;
     }
     return false;
   }
   // Nothing written yet: whether any thread still answers.
-  for (auto& [tid, t] : tasks_) {
+  for (auto& [tid, t] : threads_) {
     if (t.role() != Task::Role::Thread) continue;
     char state = task_state_letter(tid);
     if (state != 'Z' && state != 'X' && state != 0) return false;
@@ -112,20 +79,15 @@ bool TracedProcess::dying() {
 // ---- waiting -------------------------------------------------------------------------------
 
 void TracedProcess::task_gone(pid_t tid, WaitStatus ws) {
-  if (auto vp = vfork_parent_.find(tid); vp != vfork_parent_.end()) {
-    if (Task* parent = task(vp->second)) parent->in_vfork = false;
-    vfork_parent_.erase(vp);
-  }
-  tasks_.erase(tid);
+  threads_.vfork_ended(tid);
+  threads_.erase(tid);
   if (tid != pid_) return;
   // The leader is reported last, once every other thread of the process has been reaped.
   end_ = ws;
   if (launched_) end_cpu_seconds_ = children_cpu_seconds() - children_cpu_at_launch_;
-  sites_.forget_all();
-  for (auto& p : patches_) p->forget();
+  space_.forget_all();
   if (int3_area_) int3_area_->forget();
-  our_mappings_.forget_all();
-  std::erase_if(tasks_, [](const auto& kv) { return kv.second.role() == Task::Role::Thread; });
+  threads_.erase_if([](const Task& t) { return t.role() == Task::Role::Thread; });
   // Nothing is left to restore: the guardian (one process per traced process, with
   // --follow-forks a shell's every child) goes now, not at the end of the trace.
   if (guardian_) {
@@ -137,7 +99,7 @@ void TracedProcess::task_gone(pid_t tid, WaitStatus ws) {
 WaitStatus TracedProcess::park_trap(Task& t, WaitStatus ws) {
   if (!ws.signal_stop() || ws.stop_signal() != SIGTRAP) return ws;
   auto rip = t.rip();
-  BreakpointSite* site = rip ? sites_.find(*rip - 1) : nullptr;
+  BreakpointSite* site = rip ? space_.sites().find(*rip - 1) : nullptr;
   if (!site || !site->enabled() || t.trap_cause() != TrapCause::Breakpoint) return ws;
   if (!t.set_rip(site->address())) return ws;  // gone: its end comes next
   return WaitStatus(0x7f | ((SIGTRAP | (PTRACE_EVENT_STOP << 8)) << 8));
@@ -154,7 +116,7 @@ Task* TracedProcess::update_from(const TaskEvent& ev) {
   if (!t) {
     // A task we have not heard of: a thread or a child whose first stop came before its
     // parent's clone/fork event (the kernel does not order the two).
-    t = &add_task(tid, tgid_of(tid) == pid_ ? Task::Role::Thread : Task::Role::Unknown);
+    t = &threads_.add(tid, tgid_of(tid) == pid_ ? Task::Role::Thread : Task::Role::Unknown);
   }
   t->note_stop(ws);
   t->in_vfork = false;  // any stop means it is out of vfork()
@@ -206,7 +168,7 @@ std::optional<WaitStatus> TracedProcess::wait_for(Task& target, double deadline)
 
 std::vector<pid_t> TracedProcess::stop_all(pid_t except, bool include_listening) {
   std::vector<pid_t> awaited, stopped;
-  for (auto& [tid, t] : tasks_) {
+  for (auto& [tid, t] : threads_) {
     if (tid == except || t.stopped() || t.in_vfork || t.state() == Task::State::Exiting ||
         !t.runs_with_us())
       continue;
@@ -301,22 +263,22 @@ pid_t TracedProcess::add_new_task(const NewTask& child, Task& parent,
   // A first stop that came before any of us knew the task is held by the event owner.
   Task* known = task(child.tid);
   bool reported = first_stop || (known && known->stopped() && known->role() == Task::Role::Unknown);
-  Task& c = add_task(child.tid, child.role);
+  Task& c = threads_.add(child.tid, child.role);
   c.set_role(child.role);
   if (new_thread_ && c.runs_with_us()) {
-    if (auto tp = child_thread_pointer(memory_, parent.regs())) new_thread_(child.tid, *tp);
+    if (auto tp = child_thread_pointer(space_.memory(), parent.regs())) new_thread_(child.tid, *tp);
   }
   // A child on its parent's thread pointer (no CLONE_SETTLS) is not told: the pointer's bounds
   // stay the parent's, and the child's stack is not in them (its hits are not copied).
   if (new_stack_ && c.runs_with_us()) {
     const user_regs_struct* pr = parent.regs();
-    auto tp = child_thread_pointer(memory_, pr);
-    if (tp && pr && *tp != pr->fs_base) new_stack_(child.tid, *tp, child_stack(memory_, pr));
+    auto tp = child_thread_pointer(space_.memory(), pr);
+    if (tp && pr && *tp != pr->fs_base)
+      new_stack_(child.tid, *tp, child_stack(space_.memory(), pr));
   }
   if (first_stop) c.note_stop(*first_stop);
   if (child.vfork) {
-    parent.in_vfork = true;  // from when it is resumed until the child execs or exits
-    vfork_parent_[child.tid] = parent.tid();
+    threads_.entered_vfork(parent, child.tid);
     hide_rseq_cpu(parent);
   }
   if (!reported) return 0;
@@ -346,49 +308,42 @@ void TracedProcess::release_fork_child(Task& child) {
   // rewound onto the site, whose original instruction then runs.
   try {
     if (child.last_stop().signal_stop() && child.last_stop().stop_signal() == SIGTRAP) {
-      if (auto rip = child.rip(); rip && sites_.find(*rip - 1)) child.set_rip(*rip - 1);
+      if (auto rip = child.rip(); rip && space_.sites().find(*rip - 1)) child.set_rip(*rip - 1);
     }
     ProcMemory child_memory(child.tid());
     // First, while its copy of our bytes tells which raises it holds.
     semaphores_.lower_copy(child_memory,
-                           [&](RuntimeAddr at) { return copy_holds(child_memory, at); });
-    for (const auto& site : sites_) {
+                           [&](RuntimeAddr at) { return space_.copy_holds(child_memory, at); });
+    for (const auto& site : space_.sites()) {
       if (site->enabled()) child_memory.write_byte(site->address(), site->saved_byte());
     }
     // Its jumps lead into a shared mapping of ours: they would count its calls as the
     // process's. Its copy of the text gets the original bytes.
-    for (const auto& p : patches_) {
+    for (const auto& p : space_.patches()) {
       if (p->installed()) child_memory.write(p->address(), p->patch().original_bytes());
     }
   } catch (const Error&) {
     // Gone already: nothing to clean.
   }
   child.detach();
-  tasks_.erase(child.tid());
+  threads_.erase(child.tid());
 }
 
 void TracedProcess::take_exec_of_sharer(pid_t tid, WaitStatus ws) {
-  add_task(tid, Task::Role::Thread).note_stop(ws);
+  threads_.add(tid, Task::Role::Thread).note_stop(ws);
   exec_ended_ = true;  // the tracer runs it to its entry point and probes its image
 }
 
 void TracedProcess::hand_over_sharer(pid_t tid) {
-  release_sharer_bookkeeping(tid);
-  tasks_.erase(tid);
-}
-
-void TracedProcess::release_sharer_bookkeeping(pid_t tid) {
-  if (auto vp = vfork_parent_.find(tid); vp != vfork_parent_.end()) {
-    if (Task* parent = task(vp->second)) parent->in_vfork = false;
-    vfork_parent_.erase(vp);
-  }
+  threads_.vfork_ended(tid);
+  threads_.erase(tid);
 }
 
 void TracedProcess::release_sharer(Task& t) {
   pid_t tid = t.tid();
-  release_sharer_bookkeeping(tid);
+  threads_.vfork_ended(tid);
   t.detach();
-  tasks_.erase(tid);
+  threads_.erase(tid);
 }
 
 void TracedProcess::on_exec(Task& t) {
@@ -396,17 +351,11 @@ void TracedProcess::on_exec(Task& t) {
   // event comes from the leader's tid; GETEVENTMSG would give the former one). None of the
   // others reports anything more that we need.
   pid_t leader = t.tid();
-  std::erase_if(tasks_, [&](const auto& kv) {
-    return kv.first != leader && kv.second.role() == Task::Role::Thread;
-  });
-  sites_.forget_all();  // the old address space, and our int3 bytes with it, are gone
-  for (auto& p : patches_) p->forget();
+  threads_.erase_if(
+      [&](const Task& o) { return o.tid() != leader && o.role() == Task::Role::Thread; });
+  space_.replaced_by_exec();  // the old address space, and our int3 bytes with it, are gone
   if (int3_area_) int3_area_->forget();
-  our_mappings_.forget_all();
-  maps_seen_.clear();
-  maps_now_at_.reset();
   exec_ended_ = true;
-  memory_.reopen();
   calls_.forget_vdso();
 }
 

@@ -3,6 +3,11 @@
 // Every way out (detach(), kill(), the destructor, an exception unwinding through the owner)
 // removes our int3 bytes and rewinds a thread stopped on one before letting go.
 //
+// As rr's Task, AddressSpace and AutoRemoteSyscalls, it is made of three parts it owns: its
+// tasks (ThreadSet, threads()), its memory and what we put in it (AddressSpace, space()), and
+// the calls run in it (RemoteCalls, calls()). It keeps what needs them together: waiting,
+// stopping and resuming, new tasks and execs, the trap area, semaphores, attach and detach.
+//
 // Every thread is attached with PTRACE_SEIZE (the launched child too, as strace does): unlike
 // PTRACE_ATTACH/TRACEME, it lets us stop a thread with PTRACE_INTERRUPT instead of a SIGSTOP we
 // must later swallow, and it tells a group-stop (a shell's SIGSTOP) from a signal, so the
@@ -22,19 +27,16 @@
 #include <string>
 #include <vector>
 
-#include "breakpoint/int3/site_table.hpp"
-#include "breakpoint/jump/patch_site.hpp"
-#include "breakpoint/x86/copy_map.hpp"
 #include "common/error.hpp"
 #include "common/phases.hpp"
+#include "tracer/core/address_space.hpp"
 #include "tracer/core/events.hpp"
-#include "tracer/core/our_mappings.hpp"
 #include "tracer/core/remote_calls.hpp"
 #include "tracer/core/semaphores.hpp"
 #include "tracer/core/spawn.hpp"
 #include "tracer/core/task.hpp"
+#include "tracer/core/thread_set.hpp"
 #include "tracer/core/way_back.hpp"
-#include "tracer/os/code_identity.hpp"
 #include "tracer/os/memory.hpp"
 #include "tracer/os/remote_process.hpp"
 #include "tracer/os/wait_status.hpp"
@@ -48,13 +50,6 @@ inline constexpr long kTraceOptions = PTRACE_O_TRACECLONE | PTRACE_O_TRACEFORK |
 
 class Guardian;
 class Int3Area;
-
-// A site or jump whose bytes were left alone (TracedProcess::forget_moved_code).
-struct LeftAlone {
-  RuntimeAddr at;
-  std::string label, why;
-  std::string text() const { return at.hex() + " (" + label + "): " + why; }
-};
 
 // Done, or Gone when the thread (or process) went away under it (a SIGKILL, another thread's
 // exit_group()): an expected outcome, not an error; its end is reported next.
@@ -88,28 +83,14 @@ class TracedProcess final : public RemoteProcess {
   pid_t pid() const override { return pid_; }
   // A thread whose /proc entry shows the process's memory: the leader, or while the leader is
   // a zombie (it called pthread_exit), a live thread (/proc/TID/maps of any thread works).
-  pid_t proc_tid() override;
+  pid_t proc_tid() override { return threads_.proc_tid(); }
   bool launched() const { return launched_; }
-  ProcMemory& memory() override { return memory_; }
-  SiteTable& sites() { return sites_; }
-  // Jump-patched sites: owned here so that every way out removes them, as it does int3 bytes.
-  PatchSite& add_patch(const JumpPatch& patch, std::string label);
-  const std::vector<std::unique_ptr<PatchSite>>& patches() const { return patches_; }
-  // Where relocated copies of its instructions run (out-of-line copies, jump trampolines): a
-  // fault raised in one is given to the program as the original's (tracer/core/fault_fixup.hpp).
-  CopyMap& relocated() { return relocated_; }
-  // What our jumps mapped in the process (trampoline areas, the call buffer), which detach()
-  // takes out again where no thread can be in it (tracer/core/our_mappings.hpp).
-  OurMappings& our_mappings() { return our_mappings_; }
-  std::map<pid_t, Task>& tasks() { return tasks_; }
-  Task* task(pid_t tid);
-  // The Task `ref` names, if it still exists: after anything that waits (stop_all), a thread
-  // may have been reaped, or ended by another thread's exec, and its Task destroyed.
-  Task* task(const TaskRef& ref) {
-    Task* t = task(ref.tid);
-    return t && t->ref().serial == ref.serial ? t : nullptr;
-  }
-  std::size_t thread_count() const;  // threads of the process itself (not memory sharers)
+  // Its tasks (thread_set.hpp) and its memory with what we put in it (address_space.hpp).
+  ThreadSet& threads() { return threads_; }
+  AddressSpace& space() { return space_; }
+  ProcMemory& memory() override { return space_.memory(); }
+  Task* task(pid_t tid) { return threads_.find(tid); }
+  Task* task(const TaskRef& ref) { return threads_.find(ref); }
   bool alive() const { return !end_.has_value() && !detached_ && !exec_ended_; }
   bool detached() const { return detached_; }
   bool exec_ended() const { return exec_ended_; }
@@ -284,18 +265,12 @@ class TracedProcess final : public RemoteProcess {
   void detach();
   // SIGKILL and reap. Idempotent.
   void kill();
-  // Records which code (file, offset: code_identity.hpp) each enabled int3 site and installed
-  // jump holds, for those not recorded yet (from maps()).
-  void note_code();
-  // /proc/PID/maps, kept from the last read while every task in this memory has stayed stopped.
-  std::vector<Mapping> maps() override;
-  // The mapping that holds `at` now, nullptr if none: from the maps as read last, else maps();
-  // forget_moved_code() takes maps() afresh: a library dlopen'd where one was is not taken for it.
-  const Mapping* mapping_at(RuntimeAddr at) override;
-  // Forgets, without writing a byte, every site and jump whose code is no longer the one it
-  // went into (its library dlclose'd, another mapped there) or whose bytes are no longer ours.
-  // Returns what it left alone and why. detach() and kill() do this before restoring; the
-  // trace does it when the dynamic linker's map changes.
+  // /proc/PID/maps and the mapping at an address, as the address space keeps them.
+  std::vector<Mapping> maps() override { return space_.maps(); }
+  const Mapping* mapping_at(RuntimeAddr at) override { return space_.mapping_at(at); }
+  // AddressSpace::forget_moved_code, and the trap area's records of the int3 sites it forgot.
+  // detach() and kill() do this before restoring; the trace does it when the dynamic linker's
+  // map changes.
   std::vector<LeftAlone> forget_moved_code();
   // What detach() and kill() left alone (forget_moved_code), for the user.
   const std::vector<std::string>& left_alone() const { return left_alone_; }
@@ -306,13 +281,8 @@ class TracedProcess final : public RemoteProcess {
   const std::vector<pid_t>& leftovers() const { return leftovers_; }
 
  private:
-  // Whether `child`, a fork child at its first stop (it has run none of its code), holds the
-  // bytes we wrote at `site` (an int3, or a jump's): a fork's copy may come before them.
-  bool copy_holds(TraceeMemory& child, RuntimeAddr site);
-
   TracedProcess(pid_t pid, bool launched, EventSource& events);
   void seize_all_threads();
-  Task& add_task(pid_t tid, Task::Role role);
   void task_gone(pid_t tid, WaitStatus ws);
   // PTRACE_EVENT_EXEC of a thread of ours.
   void on_exec(Task& task);
@@ -321,7 +291,6 @@ class TracedProcess final : public RemoteProcess {
   void release_fork_child_fully(Task& child);
   void free_stopped_for_calls(Task& t);  // detach's: a job-control stop may run injected calls
   void free_a_thread_for_calls();        // detach's: signals held in every thread delivered
-  void release_sharer_bookkeeping(pid_t tid);  // a vfork waiter is out of vfork()
   // Detach's fix-up of one stopped task: a thread whose int3 trapped is rewound onto the site,
   // and its SIGTRAP consumed, before the byte goes back.
   void fix_up_trap(Task& task);
@@ -331,7 +300,6 @@ class TracedProcess final : public RemoteProcess {
   void remove_patches();
   void let_go_of_int3_area();
   void let_go_of_semaphore_table();
-  void let_go_of_scratch_pages();
   void adopt_int3_area(std::unique_ptr<Int3Area> area);
   void leave_moved_code();  // forget_moved_code(), its notes kept in left_alone_
   // Detach's: each stopped thread inside one of our jump areas let run alone, and interrupted,
@@ -355,16 +323,11 @@ class TracedProcess final : public RemoteProcess {
   pid_t pid_;
   bool launched_;
   EventSource& events_;
-  ProcMemory memory_;
+  ThreadSet threads_{pid_};
+  AddressSpace space_{pid_, threads_};
   std::function<void(pid_t, std::uint64_t)> new_thread_;
   std::function<void(pid_t, std::uint64_t, std::uint64_t)> new_stack_;
   std::function<void(pid_t)> thread_exit_;
-  SiteTable sites_;
-  std::vector<std::unique_ptr<PatchSite>> patches_;
-  CopyMap relocated_;
-  OurMappings our_mappings_;
-  std::map<pid_t, Task> tasks_;
-  std::map<pid_t, pid_t> vfork_parent_;  // vfork child -> the thread waiting in vfork()
   std::map<pid_t, std::pair<RuntimeAddr, std::uint32_t>> hidden_cpu_;  // cpu_id's at, value
   bool rseq_trampolines_ = false;
   std::optional<WaitStatus> end_;
@@ -372,15 +335,11 @@ class TracedProcess final : public RemoteProcess {
   double children_cpu_at_launch_ = 0;
   bool detached_ = false, exec_ended_ = false;
   bool letting_go_ = false;  // in detach(): a group-stop is as good a stop as any (detach.cpp)
-  std::vector<RuntimeAddr> scratch_pages_;
   std::unique_ptr<Guardian> guardian_;
   Semaphores semaphores_;
   std::unique_ptr<Int3Area> int3_area_;
   bool int3_area_tried_ = false, semaphore_table_tried_ = false;
   std::vector<pid_t> leftovers_;
-  std::map<RuntimeAddr, CodeIdentity> code_;   // note_code()
-  std::vector<Mapping> maps_seen_, maps_now_;  // mapping_at(), maps()
-  std::optional<std::uint64_t> maps_now_at_;   // Task::resumes() when maps_now_ was read stopped
   std::vector<std::string> left_alone_, found_at_attach_;
   PhaseClock held_;
   RemoteCalls calls_{*this, events_};

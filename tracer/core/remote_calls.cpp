@@ -152,7 +152,7 @@ Task* RemoteCalls::any_stopped_thread() {
   // Best one not held at a signal stop: lending such a thread lets go of its hold first
   // (held_lend.hpp: a rewind onto its site, a wait), a few calls more.
   Task* held = nullptr;
-  for (auto& [tid, t] : proc_.tasks()) {
+  for (auto& [tid, t] : proc_.threads()) {
     // A task with a deferred event must stay in the stop it reported (injecting a system call
     // would turn a group-stop into a SIGTRAP stop, for one).
     // Nor a thread at a vfork event (to finish its call it would wait for the child) or an

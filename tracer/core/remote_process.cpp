@@ -8,7 +8,7 @@ namespace probecost {
 
 std::vector<pid_t> TracedProcess::thread_ids(bool stopped_only) {
   std::vector<pid_t> out;
-  for (const auto& [tid, task] : tasks_) {
+  for (const auto& [tid, task] : threads_) {
     if (!stopped_only || task.stopped()) out.push_back(tid);
   }
   return out;

@@ -89,11 +89,11 @@ void TracedProcess::hide_rseq_cpu(Task& parent) {
       !conf.rseq_abi_pointer || conf.rseq_abi_size < 32)
     return;
   RuntimeAddr cpu_id(conf.rseq_abi_pointer + offsetof(struct rseq, cpu_id));
-  auto now = read_value<std::uint32_t>(memory_, cpu_id);
+  auto now = read_value<std::uint32_t>(space_.memory(), cpu_id);
   if (!now) return;
   const std::uint32_t none = RSEQ_CPU_ID_UNINITIALIZED;
   try {
-    memory_.write(cpu_id, {reinterpret_cast<const std::uint8_t*>(&none), sizeof none});
+    space_.memory().write(cpu_id, {reinterpret_cast<const std::uint8_t*>(&none), sizeof none});
     hidden_cpu_[parent.tid()] = {cpu_id, *now};
   } catch (const Error&) {
     // The thread's memory cannot be written: nothing hidden, nothing to put back.
@@ -106,9 +106,9 @@ void TracedProcess::unhide_rseq_cpu(Task& parent) {
   auto [at, value] = it->second;
   hidden_cpu_.erase(it);
   // Only over our -1: anything else was written since (by the kernel), and is right.
-  if (read_value<std::uint32_t>(memory_, at) != RSEQ_CPU_ID_UNINITIALIZED) return;
+  if (read_value<std::uint32_t>(space_.memory(), at) != RSEQ_CPU_ID_UNINITIALIZED) return;
   try {
-    memory_.write(at, {reinterpret_cast<const std::uint8_t*>(&value), sizeof value});
+    space_.memory().write(at, {reinterpret_cast<const std::uint8_t*>(&value), sizeof value});
   } catch (const Error&) {
     // Gone, or exec'd: nothing of the old thread's left to put back.
   }

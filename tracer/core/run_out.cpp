@@ -67,12 +67,12 @@ void pause_for_run(int run) {
 
 void TracedProcess::run_out_of_our_areas() {
   std::vector<OurMapping> areas;
-  for (const OurMapping& m : our_mappings_.list()) {
+  for (const OurMapping& m : space_.our_mappings().list()) {
     if (m.kind == OurMapping::Kind::JumpArea) areas.push_back(m);
   }
   if (areas.empty()) return;
   std::vector<TaskRef> running;
-  for (auto& [tid, t] : tasks_) {
+  for (auto& [tid, t] : threads_) {
     if (!t.stopped() || !t.runs_with_us()) continue;
     if (auto rip = t.rip(); rip && in_any(areas, *rip)) running.push_back(t.ref());
   }
@@ -89,7 +89,7 @@ void TracedProcess::run_out_of_our_areas() {
         r = RunOutStep::stuck(e.what());
       }
       if (r.is == RunOutStep::Is::Going) going.push_back(ref);
-      if (r.is == RunOutStep::Is::Stuck) our_mappings_.note_stuck(ref.tid, r.why);
+      if (r.is == RunOutStep::Is::Stuck) space_.our_mappings().note_stuck(ref.tid, r.why);
     }
     running = std::move(going);
   };
@@ -141,7 +141,7 @@ TracedProcess::RunOutStep TracedProcess::still_inside(TaskRef ref,
   if (!t) return RunOutStep::done();
   auto rip = t->rip();
   if (!rip || !in_any(areas, *rip)) return RunOutStep::done();
-  if (auto to = relocated_.in_original(*rip)) {
+  if (auto to = space_.relocated().in_original(*rip)) {
     t->set_rip(*to);
     return RunOutStep::done();
   }

@@ -35,17 +35,9 @@ std::optional<RuntimeAddr> TracedProcess::map_scratch(RuntimeAddr near, Task* vi
   h.area_address = page.value();
   h.area_size = kPageSize;
   h.tracer_pid = ::getpid();
-  scratch_pages_.push_back(page);
-  memory_.write(page, {reinterpret_cast<const std::uint8_t*>(&h), sizeof h});
+  space_.add_scratch_page(page);
+  space_.memory().write(page, {reinterpret_cast<const std::uint8_t*>(&h), sizeof h});
   return page;
-}
-
-void TracedProcess::let_go_of_scratch_pages() {
-  // Every int3 is out and every thread moved out of the copies (leave_copies): the release
-  // unmaps each page no thread's RIP or signal frame is in, and keeps (and says) the others.
-  for (RuntimeAddr page : scratch_pages_)
-    our_mappings_.add({OurMapping::Kind::ScratchPage, page, kPageSize, 0});
-  scratch_pages_.clear();
 }
 
 }  // namespace probecost

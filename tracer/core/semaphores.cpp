@@ -128,12 +128,12 @@ void TracedProcess::raise_semaphore(RuntimeAddr at, RuntimeAddr witness) {
                                      static_cast<long>(sema::kTableSize), MADV_DONTDUMP, 0, 0, 0});
       } catch (const Error&) {
       }
-      semaphores_.set_table(sema::TableWriter(memory_, at, ::getpid()));
+      semaphores_.set_table(sema::TableWriter(space_.memory(), at, ::getpid()));
     }
   }
   const Mapping* m = mapping_at(at);
-  semaphores_.raise(memory_, at, m ? file_identity(*m, at) : trap::FileIdentity{}, guardian_.get(),
-                    witness);
+  semaphores_.raise(space_.memory(), at, m ? file_identity(*m, at) : trap::FileIdentity{},
+                    guardian_.get(), witness);
 }
 
 void TracedProcess::forget_semaphore(RuntimeAddr at) {
@@ -143,7 +143,8 @@ void TracedProcess::forget_semaphore(RuntimeAddr at) {
 void TracedProcess::let_go_of_semaphore_table() {
   // Every raise lowered: its records say so, and nothing reads it any more.
   if (const auto& t = semaphores_.table(); t && semaphores_.empty())
-    our_mappings_.add({OurMapping::Kind::SemaphoreTable, t->address(), sema::kTableSize, 0});
+    space_.our_mappings().add(
+        {OurMapping::Kind::SemaphoreTable, t->address(), sema::kTableSize, 0});
   semaphores_.drop_table();
 }
 

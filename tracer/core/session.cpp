@@ -109,7 +109,7 @@ BreakpointSite& add_int3_probe(TracedProcess& proc, StepOver& step_over, Runtime
                                const std::string& label, const std::string& what) {
   // The trap area first: the record of each int3, and the handler that stands in for us.
   Int3Area* area = proc.ensure_int3_area(at);
-  BreakpointSite& site = proc.sites().add(at, label);
+  BreakpointSite& site = proc.space().sites().add(at, label);
   if (site.enabled()) return site;  // two probes naming one address
   try {
     site.enable();
@@ -126,7 +126,7 @@ BreakpointSite& add_int3_probe(TracedProcess& proc, StepOver& step_over, Runtime
 }
 
 void Session::start() {
-  for (auto& [tid, t] : proc_.tasks()) t.resume_if_settled();
+  for (auto& [tid, t] : proc_.threads()) t.resume_if_settled();
 }
 
 bool Session::handle(const TaskEvent& ev) {
@@ -179,7 +179,7 @@ void Session::on_trap(Task& t) {
   // instruction is longer than a byte can only be that int3 (see trap_is_unambiguous), so
   // PTRACE_GETSIGINFO is skipped.
   RuntimeAddr pc = step_over_->pc_suffices() ? thread.pc() : RuntimeAddr(thread.regs().rip);
-  BreakpointSite* site = proc_.sites().find(pc - 1);
+  BreakpointSite* site = proc_.space().sites().find(pc - 1);
   if (site && site->enabled() && step_over_->trap_is_unambiguous(*site)) {
     on_hit(t, thread, *site);
     return;
@@ -193,7 +193,7 @@ void Session::on_trap(Task& t) {
 
 bool Session::on_breakpoint(Task& t, StoppedThread& thread) {
   RuntimeAddr at = thread.pc() - 1;
-  BreakpointSite* site = proc_.sites().find(at);
+  BreakpointSite* site = proc_.space().sites().find(at);
   if (!site || !site->enabled()) {
     // Our int3 removed after this thread hit it but before we saw the hit: rewind and go on.
     if (proc_.memory().read_byte(at) == kInt3) return false;
@@ -250,7 +250,7 @@ void Session::on_hit(Task& t, StoppedThread& thread, BreakpointSite& site) {
   step_over_->ready(site);
   if (!had_copy) note_copy(site);
   std::optional<OthersStopped> others;
-  if (proc_.tasks().size() > 1 && step_over_->needs_all_stop(site)) {
+  if (proc_.threads().size() > 1 && step_over_->needs_all_stop(site)) {
     // Stopping the others takes as long as each takes to report: the thread waits on the site
     // meanwhile, not one past it (see TracedProcess::park_trap).
     thread.set_pc(site.address());

@@ -165,7 +165,7 @@ WaitStatus spawn_and_wait(const LaunchSpec& spec) {
 }
 
 TracedProcess::TracedProcess(pid_t pid, bool launched, EventSource& events)
-    : pid_(pid), launched_(launched), events_(events), memory_(pid), sites_(memory_) {}
+    : pid_(pid), launched_(launched), events_(events) {}
 
 std::unique_ptr<TracedProcess> TracedProcess::follower(pid_t pid, EventSource& events) {
   return std::unique_ptr<TracedProcess>(new TracedProcess(pid, false, events));
@@ -218,8 +218,8 @@ std::unique_ptr<TracedProcess> TracedProcess::launch(const LaunchSpec& spec, Eve
                 "' did not leave its exec cleanly: " + WaitStatus(status).describe());
   }
   // The ProcMemory opened before the exec refers to the old address space.
-  proc->memory_.reopen();
-  proc->add_task(pid, Task::Role::Thread).note_stop(WaitStatus(status));
+  proc->space_.memory().reopen();
+  proc->threads_.add(pid, Task::Role::Thread).note_stop(WaitStatus(status));
   return proc;
 }
 
@@ -257,9 +257,9 @@ std::unique_ptr<TracedProcess> TracedProcess::attach(pid_t pid, EventSource& eve
     if (state.empty() || state == "Z" || state == "X") throw exited("exited");
     throw;
   }
-  if (!zombie_leader) proc->add_task(pid, Task::Role::Thread);
+  if (!zombie_leader) proc->threads_.add(pid, Task::Role::Thread);
   proc->seize_all_threads();
-  if (proc->tasks_.empty()) {
+  if (proc->threads_.empty()) {
     throw CannotTrace(pid, CannotTrace::Reason::NoProcess,
                       "process " + std::to_string(pid) + " has exited");
   }
@@ -279,7 +279,7 @@ std::unique_ptr<TracedProcess> TracedProcess::attach(pid_t pid, EventSource& eve
 void TracedProcess::report_thread_exits() {
   // PTRACE_SETOPTIONS replaces them all: a launched process keeps PTRACE_O_EXITKILL.
   long options = kTraceOptions | PTRACE_O_TRACEEXIT | (launched_ ? PTRACE_O_EXITKILL : 0);
-  for (auto& [tid, t] : tasks_) {
+  for (auto& [tid, t] : threads_) {
     if (t.stopped() && t.runs_with_us()) t.set_options(options);
   }
 }
@@ -290,12 +290,12 @@ void TracedProcess::seize_all_threads() {
   for (bool found = true; found;) {
     found = false;
     for (pid_t tid : task_ids(pid_)) {
-      if (tasks_.count(tid) || (tid == pid_ && stat_field(pid_, 3) == "Z")) continue;
+      if (threads_.has(tid) || (tid == pid_ && stat_field(pid_, 3) == "Z")) continue;
       if (sys::ptrace_call(PTRACE_SEIZE, tid, nullptr, reinterpret_cast<void*>(kOptions)) < 0 &&
           errno != EPERM) {
         continue;  // ESRCH: exited meanwhile. EPERM: auto-attached already, so ours.
       }
-      add_task(tid, Task::Role::Thread);
+      threads_.add(tid, Task::Role::Thread);
       found = true;
     }
   }
@@ -304,16 +304,11 @@ void TracedProcess::seize_all_threads() {
 void TracedProcess::resume_after_exec() {
   // The exec event itself may have been kept for the event loop (seen while we waited for
   // something else): it is settled here, by running to the new entry point.
-  for (auto& [tid, t] : tasks_) t.deferred.reset();
-  sites_.clear();
-  sites_.set_recorder({});
-  patches_.clear();
-  relocated_.clear();
-  scratch_pages_.clear();
+  for (auto& [tid, t] : threads_) t.deferred.reset();
+  space_.clear();
   int3_area_.reset();  // the new image gets its own, with its first int3 probe
   int3_area_tried_ = false;
   semaphore_table_tried_ = false;
-  code_.clear();
   semaphores_.clear();  // they went with the old address space
   exec_ended_ = false;
   // The guardian holds the old address space's /proc/PID/mem: a new one watches the new.
@@ -332,8 +327,8 @@ void TracedProcess::run_to_entry() {
   }
   if (!entry) throw Error("no AT_ENTRY in /proc/" + std::to_string(pid_) + "/auxv");
   RuntimeAddr at(entry);
-  sites_.add(at, "entry").enable();
-  Task& leader = tasks_.at(pid_);
+  space_.sites().add(at, "entry").enable();
+  Task& leader = threads_.at(pid_);
   leader.resume();
   for (;;) {
     auto ws = wait_for(leader);
@@ -344,7 +339,7 @@ void TracedProcess::run_to_entry() {
     }
     if (ws->signal_stop() && ws->stop_signal() == SIGTRAP && leader.rip() == at + 1) {
       leader.set_rip(at);
-      sites_.remove(at);
+      space_.sites().remove(at);
       // The leader is in the SIGTRAP's signal-delivery-stop while the new image is probed
       // (seconds for a large one). A tracer that dies now lets it go with that SIGTRAP
       // delivered, and a program without a handler dies of it (once in a SIGKILL of probecost

@@ -62,11 +62,11 @@ void JumpProbes::undo_our_bytes(RuntimeAddr at, std::span<std::uint8_t> bytes) {
         bytes[static_cast<std::size_t>(off)] = original[i];
     }
   };
-  for (const auto& s : proc_.sites()) {
+  for (const auto& s : proc_.space().sites()) {
     std::uint8_t saved = s->saved_byte();
     if (s->enabled()) put(s->address(), {&saved, 1});
   }
-  for (const auto& p : proc_.patches()) {
+  for (const auto& p : proc_.space().patches()) {
     if (p->installed()) put(p->address(), p->patch().original_bytes());
   }
 }
@@ -169,12 +169,12 @@ std::string JumpProbes::why_module(const JumpPlan& plan, const ProcessSymbols& s
 
 // Our probes already in the process (an earlier image's, or an earlier call's).
 std::string JumpProbes::why_installed(const JumpPlan& plan) {
-  for (const auto& s : proc_.sites()) {
+  for (const auto& s : proc_.space().sites()) {
     if (s->enabled() && plan.site <= s->address() && s->address() < plan.end()) {
       return "an int3 probe is at " + s->address().hex() + ", " + inside(plan);
     }
   }
-  for (const auto& p : proc_.patches()) {
+  for (const auto& p : proc_.space().patches()) {
     if (p->installed() && p->address() < plan.end() &&
         plan.site < p->address() + static_cast<std::int64_t>(p->patch().length)) {
       return "the jump probe at " + p->address().hex() + " overlaps the bytes to patch";
@@ -190,7 +190,7 @@ std::vector<JumpProbes::ThreadPc> JumpProbes::thread_pcs() {
   bool flushed = false;
   std::vector<ThreadPc> out;
   auto maps = proc_.maps();
-  for (auto& [tid, t] : proc_.tasks()) {
+  for (auto& [tid, t] : proc_.threads()) {
     if (!t.stopped()) continue;  // in the kernel (vfork, exit): not in user code
     const user_regs_struct* regs = t.regs();
     if (!regs) continue;
@@ -244,7 +244,7 @@ std::string JumpProbes::why_thread(const JumpPlan& plan, const std::vector<Threa
 
 void JumpProbes::let_threads_move() {
   std::vector<pid_t> held;
-  for (auto& [tid, t] : proc_.tasks()) {
+  for (auto& [tid, t] : proc_.threads()) {
     if (t.stopped() && !t.deferred && t.runs_with_us()) held.push_back(tid);
   }
   proc_.resume_stopped(held);

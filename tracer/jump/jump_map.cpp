@@ -236,7 +236,7 @@ bool warm_in_tracee(TracedProcess& proc, RuntimeAddr at, std::uint64_t size, std
     // No thread can run it now: the detach's release tries again.
   }
   if (page && *page > 0 && unmapped != 0)
-    proc.our_mappings().add(
+    proc.space().our_mappings().add(
         {OurMapping::Kind::WarmPage, RuntimeAddr(static_cast<std::uint64_t>(*page)), kPageSize, 0});
   if (!r && why.empty()) why = "no thread could run it with a way back";
   return r.has_value() && *r > 0;
@@ -299,7 +299,7 @@ JumpProbes::Area JumpProbes::map_area_in(RuntimeAddr near) {
   a.tracee_at = RuntimeAddr(static_cast<std::uint64_t>(at));
   a.writer = std::make_unique<jump::AreaWriter>(std::span(a.view, a.size), a.tracee_at, layout_,
                                                 ::getpid());
-  proc_.our_mappings().add({OurMapping::Kind::JumpArea, a.tracee_at, a.size, undo.inode});
+  proc_.space().our_mappings().add({OurMapping::Kind::JumpArea, a.tracee_at, a.size, undo.inode});
   undo.tracee_at = 0;
   undo.view = nullptr;
   return a;
@@ -365,7 +365,7 @@ JumpProbes::CallBuffer JumpProbes::map_call_buffer(const jump::CallBufferLayout&
   b.view = static_cast<std::uint8_t*>(undo.view);
   b.size = undo.size;
   b.tracee_at = RuntimeAddr(static_cast<std::uint64_t>(at));
-  proc_.our_mappings().add({OurMapping::Kind::CallBuffer, b.tracee_at, b.size, undo.inode});
+  proc_.space().our_mappings().add({OurMapping::Kind::CallBuffer, b.tracee_at, b.size, undo.inode});
   undo.tracee_at = 0;
   undo.view = nullptr;
   return b;
@@ -380,7 +380,7 @@ void JumpProbes::unmap_area(Area& area) {
   } catch (const Error&) {
     // No thread can run it now: the unused area stays (nothing jumps into it).
   }
-  proc_.our_mappings().forget(area.tracee_at);
+  proc_.space().our_mappings().forget(area.tracee_at);
   ::munmap(area.view, area.size);
   area.view = nullptr;
 }

@@ -39,7 +39,7 @@ JumpProbes::~JumpProbes() {
 // fault the rings in again during a recording (issue 24, item 6).
 void JumpProbes::release_kept_rings(const CallBuffer& buffer,
                                     const jump::CallBufferLayout& layout) {
-  if (!proc_.detached() || !proc_.our_mappings().holds(buffer.tracee_at)) return;
+  if (!proc_.detached() || !proc_.space().our_mappings().holds(buffer.tracee_at)) return;
   std::uint64_t data = layout.data_offset;
   if (data < buffer.size) ::madvise(buffer.view + data, buffer.size - data, MADV_REMOVE);
 }
@@ -70,11 +70,11 @@ std::string JumpProbes::why_not(const JumpPlan& plan, const Probes& probes,
 }
 
 void JumpProbes::install(const Candidate& c, const std::string& label) {
-  proc_.add_patch(c.placed->patch, label).install();
+  proc_.space().add_patch(c.placed->patch, label).install();
   const Trampoline& t = c.placed->trampoline;
-  if (t.block) proc_.relocated().add(*t.block, c.plan->site);
-  for (const auto& [original, copy] : t.copies) proc_.relocated().add(copy, original);
-  if (t.jump_back) proc_.relocated().add_jump_back(*t.jump_back, c.plan->end());
+  if (t.block) proc_.space().relocated().add(*t.block, c.plan->site);
+  for (const auto& [original, copy] : t.copies) proc_.space().relocated().add(copy, original);
+  if (t.jump_back) proc_.space().relocated().add_jump_back(*t.jump_back, c.plan->end());
   ++areas_[c.area].installed;
 }
 

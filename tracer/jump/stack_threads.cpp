@@ -69,7 +69,7 @@ jump::ThreadTable JumpProbes::thread_table() {
 void JumpProbes::enter_stacks_of_threads() {
   if (!stack_reader_) return;
   auto maps = proc_.maps();
-  for (auto& [tid, task] : proc_.tasks()) {
+  for (auto& [tid, task] : proc_.threads()) {
     const user_regs_struct* r = task.regs();
     if (!r) continue;
     enter_stack(tid, r->fs_base, r->rsp, r->fs_base, maps);
