@@ -6,7 +6,7 @@
 // holds an int3 already), and seccomp::Refused (tracer/os/seccomp.hpp: a filter would punish).
 // Expected outcomes (a tracee that has exited) are return values, not exceptions; the tracer's
 // TaskGone (tracer/core/task.hpp), a thread gone from under the hit path, is not an Error and never
-// reaches main: the event loop turns it into Outcome::Gone.
+// reaches main: TracedProcess::unless_gone turns it into Outcome::Gone.
 #include <cerrno>
 #include <cstring>
 #include <stdexcept>

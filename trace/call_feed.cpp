@@ -299,8 +299,8 @@ void CallFeed::replay(std::ostream* progress, std::uint32_t& next_stack_id) {
   }
   names_until(UINT64_MAX);
   if (matcher) {
-    outcome_ = matcher->outcome();
-    if (int3_entries) outcome_->without[record::StackMissing::int3] += int3_entries;
+    tally_ = matcher->tally();
+    if (int3_entries) tally_->without[record::StackMissing::int3] += int3_entries;
   }
   if (progress && now_s() - start >= 1) *progress << "\r\033[K" << std::flush;
   if (spool) ::munmap(const_cast<std::uint8_t*>(spool), size);

@@ -112,7 +112,7 @@ class CallFeed {
   // `progress`: a line each second there when it takes longer than one.
   void replay(std::ostream* progress, std::uint32_t& next_stack_id);
   // What the entries got, once replayed (nullptr without --stacks).
-  const EntryStacks::Outcome* stack_outcome() const { return outcome_ ? &*outcome_ : nullptr; }
+  const EntryStacks::Tally* stack_tally() const { return tally_ ? &*tally_ : nullptr; }
   // The calls' records the replay found in the spool (its sync records not counted).
   std::uint64_t records_decoded() const { return decoded_; }
   const CallDrain* drain() const { return drain_.get(); }
@@ -175,7 +175,7 @@ class CallFeed {
   std::map<pid_t, std::string> last_name_;  // each thread's last name seen
   std::size_t names_given_ = 0;             // names_ handed to the recording
   std::unique_ptr<EntryStacks> stacks_;
-  std::optional<EntryStacks::Outcome> outcome_;
+  std::optional<EntryStacks::Tally> tally_;
   StoppedStack stopped_;
   std::uint32_t stopped_bytes_ = 0;
   bool stopped_asked_ = false;

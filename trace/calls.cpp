@@ -246,7 +246,7 @@ void TraceRun::drain_calls(ProcessTrace& tr, bool final) {
 void TraceRun::replay_calls() {
   for (auto& feed : fed_) {
     feed->replay(opts_.announce && stderr_is_terminal() ? &notes_ : nullptr, stack_ids_);
-    if (const EntryStacks::Outcome* o = feed->stack_outcome()) {
+    if (const EntryStacks::Tally* o = feed->stack_tally()) {
       report_.entry_stacks["with_stack"] += o->with_stack;
       report_.entry_stacks["truncated"] += o->truncated;
       for (const auto& [why, n] : o->without)

@@ -147,13 +147,13 @@ void EntryStacks::Matcher::take(std::pair<std::uint64_t, std::uint64_t> key, rec
     e.no_stack = record::StackMissing::lost;
   } else if (std::uint32_t k = it->second.first; k && k <= stacks_.distinct().size()) {
     e.stack = first_id_ + k - 1;
-    ++outcome_.with_stack;
-    outcome_.truncated += stacks_.distinct()[k - 1].truncated;
+    ++tally_.with_stack;
+    tally_.truncated += stacks_.distinct()[k - 1].truncated;
   } else {
     e.no_stack = static_cast<record::StackMissing>(it->second.second);
   }
   if (it != pending_.end()) pending_.erase(it);
-  if (e.no_stack != record::StackMissing::none) ++outcome_.without[e.no_stack];
+  if (e.no_stack != record::StackMissing::none) ++tally_.without[e.no_stack];
 }
 
 }  // namespace probecost::trace_run

@@ -54,7 +54,7 @@ class EntryStacks {
   const CallSpool& spool() const { return spool_; }
 
   // Entries by what they got, at the replay.
-  struct Outcome {
+  struct Tally {
     std::uint64_t with_stack = 0, truncated = 0;
     std::map<record::StackMissing, std::uint64_t> without;
   };
@@ -71,7 +71,7 @@ class EntryStacks {
     void on_record(const jump::CallRecord& r, record::Event& e);
     // The same for an int3 entry (its snapshot: the thread's, at the event's own TSC).
     void on_stopped_entry(record::Event& e);
-    const Outcome& outcome() const { return outcome_; }
+    const Tally& tally() const { return tally_; }
 
    private:
     struct Stream;
@@ -91,7 +91,7 @@ class EntryStacks {
     std::unordered_map<std::pair<std::uint64_t, std::uint64_t>, std::pair<std::uint32_t, int>,
                        KeyHash>
         pending_;
-    Outcome outcome_;
+    Tally tally_;
   };
 
  private:

@@ -83,9 +83,8 @@ TEST(SeccompRead, AFilterReadsBackAsLoaded) {
   EXPECT_EQ(t.mode(), ThreadFilters::Mode::Filter);
   ASSERT_EQ(t.count(), 1u);
   const long none[6] = {};
-  EXPECT_EQ(t.outcome(x86_64_call(SYS_memfd_create, none, 0)).kind,
-            ThreadFilters::Outcome::Kind::Harms);
-  EXPECT_EQ(t.outcome(x86_64_call(SYS_mmap, none, 0)).kind, ThreadFilters::Outcome::Kind::Runs);
+  EXPECT_EQ(t.fate(x86_64_call(SYS_memfd_create, none, 0)).kind, ThreadFilters::Fate::Kind::Harms);
+  EXPECT_EQ(t.fate(x86_64_call(SYS_mmap, none, 0)).kind, ThreadFilters::Fate::Kind::Runs);
 }
 
 TEST(SeccompRead, StrictModeAllowsOnlyFourCalls) {
@@ -94,9 +93,9 @@ TEST(SeccompRead, StrictModeAllowsOnlyFourCalls) {
   auto t = ThreadFilters::of(child.pid);
   EXPECT_EQ(t.mode(), ThreadFilters::Mode::Strict);
   const long none[6] = {};
-  EXPECT_EQ(t.outcome(x86_64_call(SYS_write, none, 0)).kind, ThreadFilters::Outcome::Kind::Runs);
-  auto mmap = t.outcome(x86_64_call(SYS_mmap, none, 0));
-  EXPECT_EQ(mmap.kind, ThreadFilters::Outcome::Kind::Harms);
+  EXPECT_EQ(t.fate(x86_64_call(SYS_write, none, 0)).kind, ThreadFilters::Fate::Kind::Runs);
+  auto mmap = t.fate(x86_64_call(SYS_mmap, none, 0));
+  EXPECT_EQ(mmap.kind, ThreadFilters::Fate::Kind::Harms);
   EXPECT_EQ(mmap.why, "seccomp strict mode would kill it for mmap");
 }
 

@@ -161,32 +161,32 @@ TEST(Seccomp, ProgramsTheKernelRefusesAreErrors) {
   EXPECT_THROW(run({}, c), Error);
 }
 
-TEST(Seccomp, OutcomeSaysWhatAndWhy) {
-  using Kind = ThreadFilters::Outcome::Kind;
+TEST(Seccomp, FateSaysWhatAndWhy) {
+  using Kind = ThreadFilters::Fate::Kind;
   auto t = ThreadFilters::with({deny_exec(SCMP_ACT_KILL_PROCESS, SCMP_ACT_ERRNO(ENOSYS))});
-  EXPECT_EQ(t.outcome(mmap_call(PROT_READ)).kind, Kind::Runs);
-  auto killed = t.outcome(mmap_call(PROT_READ | PROT_EXEC));
+  EXPECT_EQ(t.fate(mmap_call(PROT_READ)).kind, Kind::Runs);
+  auto killed = t.fate(mmap_call(PROT_READ | PROT_EXEC));
   EXPECT_EQ(killed.kind, Kind::Harms);
   EXPECT_EQ(killed.why,
             "its seccomp filter answers mmap with SECCOMP_RET_KILL_PROCESS (it would die of "
             "SIGSYS)");
   const long none[6] = {};
-  auto enosys = t.outcome(x86_64_call(SYS_memfd_create, none, 0));
+  auto enosys = t.fate(x86_64_call(SYS_memfd_create, none, 0));
   EXPECT_EQ(enosys.kind, Kind::Answers);
   EXPECT_EQ(enosys.result, -ENOSYS);
   EXPECT_EQ(enosys.why,
             "its seccomp filter answers memfd_create with SECCOMP_RET_ERRNO (ENOSYS: Function not "
             "implemented)");
-  EXPECT_EQ(ThreadFilters{}.outcome(mmap_call(PROT_EXEC)).kind, Kind::Runs);
+  EXPECT_EQ(ThreadFilters{}.fate(mmap_call(PROT_EXEC)).kind, Kind::Runs);
   // A faked success (errno 0) and a trap are never injected; RET_TRACE fails with ENOSYS.
   Program fake = {BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | 0)};
   Program trap = {BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_TRAP)};
   Program trace = {BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_TRACE)};
   Program notify = {BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_USER_NOTIF)};
-  EXPECT_EQ(ThreadFilters::with({fake}).outcome(mmap_call(0)).kind, Kind::Harms);
-  EXPECT_EQ(ThreadFilters::with({trap}).outcome(mmap_call(0)).kind, Kind::Harms);
-  EXPECT_EQ(ThreadFilters::with({notify}).outcome(mmap_call(0)).kind, Kind::Harms);
-  auto traced = ThreadFilters::with({trace}).outcome(mmap_call(0));
+  EXPECT_EQ(ThreadFilters::with({fake}).fate(mmap_call(0)).kind, Kind::Harms);
+  EXPECT_EQ(ThreadFilters::with({trap}).fate(mmap_call(0)).kind, Kind::Harms);
+  EXPECT_EQ(ThreadFilters::with({notify}).fate(mmap_call(0)).kind, Kind::Harms);
+  auto traced = ThreadFilters::with({trace}).fate(mmap_call(0));
   EXPECT_EQ(traced.kind, Kind::Answers);
   EXPECT_EQ(traced.result, -ENOSYS);
 }

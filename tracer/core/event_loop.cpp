@@ -1,7 +1,5 @@
 #include "tracer/core/event_loop.hpp"
 
-#include <cerrno>
-
 #include "common/clock.hpp"
 #include "tracer/os/ticker.hpp"
 
@@ -38,7 +36,7 @@ RunEnd EventLoop::run() {
     if (auto end = look_around()) return *end;
     auto ev = family_.next_event();
     if (!ev) {
-      if (errno == ECHILD) return RunEnd::ProcessEnded;
+      if (family_.none_left()) return RunEnd::ProcessEnded;
       continue;  // a signal: the flags are looked at above
     }
     Session* session = session_of_(*ev->process);

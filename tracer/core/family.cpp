@@ -75,6 +75,7 @@ TracedProcess& Family::add_member(std::unique_ptr<TracedProcess> member, TracedP
 // ---- the event stream ------------------------------------------------------------------------
 
 std::optional<TaskEvent> Family::wait_any() {
+  none_left_ = false;
   collect_held();
   if (!reaped_.empty()) {
     TaskEvent ev = reaped_.front();
@@ -84,6 +85,7 @@ std::optional<TaskEvent> Family::wait_any() {
   siginfo_t info;
   pid_t tid = sys::peek_any(&info, true);
   if (tid < 0) {
+    none_left_ = errno == ECHILD;
     if (errno == EINTR || errno == ECHILD) return std::nullopt;
     throw Error::from_errno("waitid");
   }
@@ -222,10 +224,7 @@ std::optional<FamilyEvent> Family::next_event() {
   if (!ev) return std::nullopt;
   TracedProcess* o = book(*ev, nullptr);
   hold_or_collect(o, *ev);
-  if (!o) {
-    errno = EINTR;  // nothing for the loop: it looks at its flags and asks again
-    return std::nullopt;
-  }
+  if (!o) return std::nullopt;  // nothing for the loop: it looks at its flags and asks again
   return FamilyEvent{o, *ev};
 }
 

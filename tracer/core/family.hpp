@@ -75,9 +75,11 @@ class Family final : public EventSource {
   bool any_alive() const;
 
   // The next event of any member, its bookkeeping done: a deferred one first, then the wait.
-  // Nothing when the wait was interrupted (errno EINTR), the event was nobody's yet (an
-  // orphan; errno EINTR too), or no traced task is left (ECHILD).
+  // Nothing when the wait was interrupted (a signal), the event was nobody's yet (an orphan),
+  // or no traced task is left (none_left()).
   std::optional<FamilyEvent> next_event();
+  // The last wait found no traced task left to wait for (ECHILD).
+  bool none_left() const { return none_left_; }
 
   // EventSource, for the members.
   std::optional<TaskEvent> next_event_of(TracedProcess& asker) override;
@@ -127,6 +129,7 @@ class Family final : public EventSource {
   std::set<const TracedProcess*> attached_;  // attach_another()'s
   std::size_t handed_out_ = 1;               // members before this index have been taken
   bool following_ = false;
+  bool none_left_ = false;  // wait_any() found no traced task (ECHILD)
 };
 
 }  // namespace probecost

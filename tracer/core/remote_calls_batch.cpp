@@ -19,8 +19,8 @@
 namespace probecost {
 
 void check_seccomp(pid_t pid, pid_t tid, long nr, const std::array<long, 6>& args, RuntimeAddr at) {
-  auto o = seccomp::ThreadFilters::of(tid).outcome(seccomp::x86_64_call(nr, args, at.value()));
-  if (o.kind == seccomp::ThreadFilters::Outcome::Kind::Runs) return;
+  auto o = seccomp::ThreadFilters::of(tid).fate(seccomp::x86_64_call(nr, args, at.value()));
+  if (o.kind == seccomp::ThreadFilters::Fate::Kind::Runs) return;
   bool exec = (nr == SYS_mmap || nr == SYS_mprotect) && (args[2] & PROT_EXEC);
   throw seccomp::Refused("process " + std::to_string(pid) + " (thread " + std::to_string(tid) +
                          "): " + o.why + ", so probecost does not make it run one" +
@@ -130,8 +130,8 @@ class RemoteCalls::LentThread {
     Task* t = proc_.task(ref_);
     if (!t) throw gone();
     if (!filters_) filters_ = seccomp::ThreadFilters::of(ref_.tid);
-    auto o = filters_->outcome(seccomp::x86_64_call(nr, args, gadget_.value()));
-    if (o.kind != seccomp::ThreadFilters::Outcome::Kind::Runs)
+    auto o = filters_->fate(seccomp::x86_64_call(nr, args, gadget_.value()));
+    if (o.kind != seccomp::ThreadFilters::Fate::Kind::Runs)
       check_seccomp(proc_.pid(), ref_.tid, nr, args, gadget_);  // throws, and says why
     user_regs_struct regs = syscall_regs(saved_, nr, args);
     regs.rip = gadget_.value();

@@ -33,11 +33,11 @@ class Stopped final : public StoppedThread {
     for (;;) {
       alive(task_.single_step());
       switch (await_trap()) {
-        case Outcome::Trap:
+        case StepEnd::Trap:
           return true;
-        case Outcome::Fault:
+        case StepEnd::Fault:
           return false;
-        case Outcome::Again:
+        case StepEnd::Again:
           break;
       }
     }
@@ -53,16 +53,16 @@ class Stopped final : public StoppedThread {
     for (;;) {
       alive(task_.resume_keeping_signals());
       switch (await_trap()) {
-        case Outcome::Trap:
+        case StepEnd::Trap:
           if (pc() == at + 1) {
             set_pc(at);
             return true;
           }
           task_.pending_signals.push_back(SIGTRAP);  // not ours: the program's
           break;
-        case Outcome::Fault:
+        case StepEnd::Fault:
           return false;
-        case Outcome::Again:
+        case StepEnd::Again:
           break;
       }
     }
@@ -75,27 +75,27 @@ class Stopped final : public StoppedThread {
     return value;
   }
 
-  enum class Outcome { Trap, Fault, Again };
+  enum class StepEnd { Trap, Fault, Again };
 
   // The thread's next stop after a step or a run: its SIGTRAP, a fault of the instruction,
   // or something to keep and go on from. A signal that arrives meanwhile is kept for the next
   // resume (delivering it now would run the program's handler with our int3 byte removed). An
   // interrupt's PTRACE_EVENT_STOP carries nothing. A clone or fork by the instruction itself:
   // its child is settled at once.
-  Outcome await_trap() {
+  StepEnd await_trap() {
     auto ws = proc_.wait_for(task_);
     alive(ws.has_value());
     ++stats_.stops;
     if (ws->signal_stop()) {
       int sig = ws->stop_signal();
-      if (sig == SIGTRAP) return Outcome::Trap;
+      if (sig == SIGTRAP) return StepEnd::Trap;
       task_.pending_signals.push_back(sig);
-      if (sig == SIGSEGV || sig == SIGBUS || sig == SIGFPE || sig == SIGILL) return Outcome::Fault;
+      if (sig == SIGSEGV || sig == SIGBUS || sig == SIGFPE || sig == SIGILL) return StepEnd::Fault;
     }
     if (ws->new_task_event()) {
       if (Task* child = proc_.task(proc_.on_new_task(task_))) child->resume();
     }
-    return Outcome::Again;
+    return StepEnd::Again;
   }
 
   TracedProcess& proc_;

@@ -27,8 +27,13 @@ struct TaskRef {
   std::uint64_t serial;
 };
 
-// Thrown by the hit path when the thread it works on is gone. The event loop catches it: the
-// thread's exit is reported by waitpid later.
+// "The thread is gone" is said one way per floor, and turned into the next floor's at one place:
+// - a Task request answers false or nothing (its tid named nothing any more: ESRCH);
+// - code several calls deep that cannot go on without the thread (the hit path, a step-over)
+//   throws TaskGone, never an Error, from such an answer;
+// - TracedProcess::unless_gone turns TaskGone (or any Error while the process is dying) into
+//   Outcome::Gone, the only form callers above the process see. The end itself is reported by
+//   the wait later (Family; none_left() once no traced task is left).
 struct TaskGone {
   pid_t tid;
 };

@@ -127,9 +127,9 @@ std::optional<std::string> Int3Area::why_no_handler() {
   for (pid_t tid : proc_.thread_ids(true)) {
     auto filters = seccomp::ThreadFilters::of(tid);
     for (const auto& c : writer_->calls()) {
-      auto o = filters.outcome(seccomp::x86_64_call(
+      auto o = filters.fate(seccomp::x86_64_call(
           c.nr, handler_args(c.nr, proc_.pid(), tid, address()), c.at.value()));
-      if (o.kind != seccomp::ThreadFilters::Outcome::Kind::Runs)
+      if (o.kind != seccomp::ThreadFilters::Fate::Kind::Runs)
         return "in thread " + std::to_string(tid) + ", " + o.why;
     }
   }

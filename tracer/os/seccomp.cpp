@@ -133,8 +133,8 @@ ThreadFilters ThreadFilters::with(std::vector<Program> filters) {
   return t;
 }
 
-ThreadFilters::Outcome ThreadFilters::outcome(const CallData& call) const {
-  using Kind = Outcome::Kind;
+ThreadFilters::Fate ThreadFilters::fate(const CallData& call) const {
+  using Kind = Fate::Kind;
   std::string what = call_name(call.nr);
   switch (mode_) {
     case Mode::Disabled:

@@ -87,8 +87,8 @@ class ThreadFilters {
   std::size_t count() const { return filters_.size(); }
   const std::string& unreadable() const { return unreadable_; }
 
-  // What making `call` in this thread comes to.
-  struct Outcome {
+  // What making `call` in this thread comes to (its fate: run, answered, or harmful).
+  struct Fate {
     enum class Kind {
       Runs,     // allowed (or logged): inject it
       Answers,  // not run, and harmless: the filter's errno, or ENOSYS for SECCOMP_RET_TRACE
@@ -100,7 +100,7 @@ class ThreadFilters {
     long result = 0;
     std::string why;  // the filter's verdict, said (empty for Runs)
   };
-  Outcome outcome(const CallData& call) const;
+  Fate fate(const CallData& call) const;
 
  private:
   Mode mode_ = Mode::Disabled;
@@ -112,7 +112,7 @@ class ThreadFilters {
 std::string call_name(long nr);
 
 // A system call probecost would have made the tracee run, and did not: the thread's seccomp
-// filter would have harmed the process for it (ThreadFilters::Outcome::Kind::Harms).
+// filter would have harmed the process for it (ThreadFilters::Fate::Kind::Harms).
 class Refused : public Error {
  public:
   explicit Refused(const std::string& what) : Error(what) {}
