@@ -76,9 +76,9 @@ RestoreReport restore_process(pid_t pid, bool dry_run);
 
 // At an attach (every thread of `proc` stopped): the jump areas an earlier probecost left
 // whose sites are all back to their original bytes (a detach that found a thread it could
-// not bring out: tracer/core/run_out.cpp), and their call buffers once every such area goes, are
-// unmapped where no thread can be in them, as `probecost restore` does. A killed probecost's
-// area, whose jumps are still in, is left to restore. What was unmapped and kept, said.
+// not bring out: tracer/core/process_run_out.cpp), and their call buffers once every such area
+// goes, are unmapped where no thread can be in them, as `probecost restore` does. A killed
+// probecost's area, whose jumps are still in, is left to restore. What was unmapped and kept, said.
 struct Reclaimed {
   std::uint64_t unmapped_bytes = 0;
   std::vector<std::string> notes;

@@ -46,7 +46,7 @@ struct HitBook {
   std::unordered_map<std::uint64_t, std::string> frame_names;
   std::optional<StackCollector> collector;
   double stack_seconds = 0;
-  // int3 hits' stacks from a copy of the stack (int3_stacks.cpp): its unwinder, the bytes
+  // int3 hits' stacks from a copy of the stack (hit_book_stacks.cpp): its unwinder, the bytes
   // copied, the frames; the hits that needed libunwind over ptrace, and with
   // PROBECOST_STACKS_CHECK=1 those unwound both ways and those whose two stacks differed.
   std::unique_ptr<SnapshotUnwinder> unwinder;
@@ -151,7 +151,7 @@ class TraceRun {
   void enable_int3(ProcessTrace& tr, const ResolvedProbe& probe);
   std::vector<ProbeInstall> place_jumps(ProcessTrace& tr, std::size_t from);
   void place_probes(ProcessTrace& tr, std::size_t from);
-  // pending.cpp: probes of libraries that come and go.
+  // run_pending.cpp: probes of libraries that come and go.
   std::vector<std::string> split_pending(ProcessTrace& tr, std::vector<std::string> specs);
   void watch_link_map(ProcessTrace& tr);
   void hook_link_map(ProcessTrace& tr);
@@ -160,7 +160,7 @@ class TraceRun {
   void install_pending(ProcessTrace& tr, Task& task);
   ProbeReport probe_row(ProcessTrace& tr, std::size_t i, const std::string& image);
   void merge_loads();
-  // calls.cpp: `probecost record`'s call probes.
+  // run_calls.cpp: `probecost record`'s call probes.
   std::vector<ProbeInstall> place_calls(ProcessTrace& tr);
   void place_markers(ProcessTrace& tr, const std::vector<std::uint32_t>& probe_of,
                      std::vector<ProbeInstall>& out);

@@ -19,7 +19,7 @@ void TraceRun::start_stack_feed(ProcessTrace& tr) {
   TracedProcess& p = *tr.proc;
   StackFeed::Options o;
   o.max_depth = entries ? opts_.calls->stack_depth : opts_.stack_depth;
-  // A seccomp filter applies to the trampolines' futex calls too (see calls.cpp).
+  // A seccomp filter applies to the trampolines' futex calls too (see run_calls.cpp).
   o.writers_syscall = !seccomp::any_thread_under_seccomp(p.pid());
   if (entries) {
     // Lossless as record is: a writer with no room waits for the unwinder (--drop: drops).
@@ -42,7 +42,7 @@ void TraceRun::start_stack_feed(ProcessTrace& tr) {
   p.set_new_stack_observer([t](pid_t tid, std::uint64_t tp, std::uint64_t sp) {
     if (t->jumps) t->jumps->enter_new_thread(tid, tp, sp);
   });
-  // Each thread stops at its exit, where its entry in the thread table is freed (follow.cpp):
+  // Each thread stops at its exit, where its entry in the thread table is freed (run_follow.cpp):
   // else a slot's 8 entries fill with gone threads and the next get no copy.
   p.report_thread_exits();
   p.held().mark("stacks: the snapshots' feed");

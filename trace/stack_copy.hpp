@@ -1,5 +1,5 @@
 #pragma once
-// A stopped thread's stack, copied (int3_stacks.cpp): for trace's int3 hits and record's int3
+// A stopped thread's stack, copied (hit_book_stacks.cpp): for trace's int3 hits and record's int3
 // entries, unwound by the snapshots' unwinder.
 #include <sys/types.h>
 

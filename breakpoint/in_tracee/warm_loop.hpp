@@ -1,6 +1,6 @@
 #pragma once
 // The warm loop: a page of code that `record` has the process run once, at attach, to write
-// every page of its call buffer from inside the process (tracer/jump/jump_map.cpp says why a
+// every page of its call buffer from inside the process (tracer/jump/jump_probes_map.cpp says why a
 // hypervisor with shadow page tables needs it). It runs as an injected call with a way back
 // (tracer/core/way_back.hpp): its RBP points at a signal frame below the thread's stack, and it
 // ends in `syscall; leave; ret`, which reaches libc's __restore_rt and the thread's own state.

@@ -21,7 +21,7 @@
 // own entry).
 //
 // The module-wide checks (branches from other functions, landing pads, threads inside a range)
-// are the tracer's, as for any jump plan (tracer/jump/jump_checks.cpp). Frames left by a C++
+// are the tracer's, as for any jump plan (tracer/jump/jump_probes_checks.cpp). Frames left by a C++
 // exception or longjmp run no exit: the recording closes them by their sp (record/pairing).
 #include <functional>
 #include <optional>

@@ -4,7 +4,8 @@
 // the end of a round of calls and a SIGINT; the target's resident memory and mapping count are
 // printed every 10 iterations, and must come back to where they were (the README's bound).
 // memory-busy: the same on a process whose threads call probe_fn without pause, each run for
-// --duration 0.2, so that detaches find threads inside the trampolines (tracer/core/run_out.cpp).
+// --duration 0.2, so that detaches find threads inside the trampolines
+// (tracer/core/process_run_out.cpp).
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>

@@ -330,8 +330,8 @@ TEST(StoppedProcess, IsTracedAndStaysStopped) {
 // 9. Detaches from a busy process kept a jump area and the 32 MiB call buffer whenever a
 //    thread was inside a trampoline (9 of 20 trace/record cycles with one thread, 13 of 20
 //    with three; 47 -> 82 mappings after 10 cycles): now each such thread is brought out
-//    first (tracer/core/run_out.cpp). 20 cycles with 3 threads calling probe_fn without pause
-//    (112 s at load 16; the fault suite's memory-busy runs 1 and 3 threads, 25 cycles): the
+//    first (tracer/core/process_run_out.cpp). 20 cycles with 3 threads calling probe_fn without
+//    pause (112 s at load 16; the fault suite's memory-busy runs 1 and 3 threads, 25 cycles): the
 //    same mappings and resident memory within 1 MiB after, and probe_fn counted exactly the
 //    calls its callers made.
 TEST(MemoryBusy, TraceAndRecordCyclesLeaveABusyProcessAsItWas) {

@@ -1,6 +1,6 @@
 // A detach takes out the jump areas no thread can be in (tracer/core/our_mappings.hpp), after
-// bringing a thread caught inside a trampoline out of it (tracer/core/run_out.cpp): the area goes,
-// the thread goes on in the program's own code and the program ends well.
+// bringing a thread caught inside a trampoline out of it (tracer/core/process_run_out.cpp): the
+// area goes, the thread goes on in the program's own code and the program ends well.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -45,7 +45,7 @@ int exit_status(TracedProcess& proc) {
 
 }  // namespace
 
-// Failed before run_out.cpp: the area stayed ("thread N is in it").
+// Failed before process_run_out.cpp: the area stayed ("thread N is in it").
 TEST(OurMappings, AThreadCaughtInATrampolineIsBroughtOutAndItsAreaGoes) {
   LaunchSpec spec;
   spec.argv = {INFERIOR_BIN, "--site", "probe", "--iterations", "200000000"};

@@ -5,7 +5,7 @@
 //
 // At detach (every thread stopped, every patch out, every thread moved out of the relocated
 // copies: tracer/core/copy_exits.hpp, and each thread caught in a trampoline's own code stepped out
-// of it: tracer/core/run_out.cpp):
+// of it: tracer/core/process_run_out.cpp):
 // - A jump area is unmapped, by a munmap the process runs, when no thread can be in its code:
 //   no stopped thread's RIP is inside it, nor the RIP any signal frame on a thread's stack will
 //   return to (the check the jumps make before they go in), and no thread is elsewhere than in
@@ -58,8 +58,8 @@ class OurMappings {
   // The address space went away (exec, exit): nothing to take out.
   void forget_all() { list_.clear(); }
   bool holds(RuntimeAddr start) const;
-  // Why thread `tid`, inside a jump area, could not be brought out of it (run_out.cpp): said
-  // with the area the next release() keeps for it.
+  // Why thread `tid`, inside a jump area, could not be brought out of it (process_run_out.cpp):
+  // said with the area the next release() keeps for it.
   void note_stuck(pid_t tid, std::string why) { stuck_[tid] = std::move(why); }
   const std::vector<OurMapping>& list() const { return list_; }
 

@@ -43,7 +43,7 @@
 
 namespace probecost {
 
-// The ptrace options every task is traced with (start.cpp says why each).
+// The ptrace options every task is traced with (process_start.cpp says why each).
 inline constexpr long kTraceOptions = PTRACE_O_TRACECLONE | PTRACE_O_TRACEFORK |
                                       PTRACE_O_TRACEVFORK | PTRACE_O_TRACEVFORKDONE |
                                       PTRACE_O_TRACEEXEC | PTRACE_O_TRACESYSGOOD;
@@ -211,7 +211,7 @@ class TracedProcess final : public RemoteProcess {
   // System calls and function calls run in the tracee (remote_calls.hpp).
   RemoteCalls& calls() { return calls_; }
   // RemoteProcess, for the int3 floor (tracer/int3/): the same, by thread ID
-  // (tracer/core/remote_process.cpp).
+  // (tracer/core/process_remote.cpp).
   std::vector<pid_t> thread_ids(bool stopped_only) override;
   std::optional<std::uint64_t> thread_blocked_signals(pid_t tid) override;
   bool set_thread_blocked_signals(pid_t tid, std::uint64_t mask) override;
@@ -228,7 +228,7 @@ class TracedProcess final : public RemoteProcess {
 
   // Maps one executable scratch page in the tracee, as close to `near` as possible (an mmap
   // injected into `via`, or any stopped thread), its first slot a header of ours. Detach unmaps
-  // it where no thread is in it (scratch_pages.cpp).
+  // it where no thread is in it (process_scratch_pages.cpp).
   // Nothing when no thread can run it now (every thread running, or held in a group-stop).
   std::optional<RuntimeAddr> map_scratch(RuntimeAddr near, Task* via = nullptr);
 
@@ -303,7 +303,8 @@ class TracedProcess final : public RemoteProcess {
   void adopt_int3_area(std::unique_ptr<Int3Area> area);
   void leave_moved_code();  // forget_moved_code(), its notes kept in left_alone_
   // Detach's: each stopped thread inside one of our jump areas let run alone, and interrupted,
-  // until it has left it (run_out.cpp; why not, for OurMappings::release), a step at a time.
+  // until it has left it (process_run_out.cpp; why not, for OurMappings::release), a step at a
+  // time.
   struct RunOutStep {
     enum class Is { Going, Done, Stuck } is = Is::Going;
     std::string why;  // when Stuck
@@ -334,7 +335,8 @@ class TracedProcess final : public RemoteProcess {
   std::optional<double> end_cpu_seconds_;
   double children_cpu_at_launch_ = 0;
   bool detached_ = false, exec_ended_ = false;
-  bool letting_go_ = false;  // in detach(): a group-stop is as good a stop as any (detach.cpp)
+  bool letting_go_ =
+      false;  // in detach(): a group-stop is as good a stop as any (process_detach.cpp)
   std::unique_ptr<Guardian> guardian_;
   Semaphores semaphores_;
   std::unique_ptr<Int3Area> int3_area_;

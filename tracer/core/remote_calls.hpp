@@ -31,7 +31,7 @@ class TraceeMemory;
 class TracedProcess;
 
 // A thread inside a restartable sequence of the program's is sent to its abort handler first,
-// as the kernel would at its resume (rseq_leave.cpp). False when it is gone.
+// as the kernel would at its resume (process_rseq.cpp). False when it is gone.
 bool leave_rseq_sequence(TraceeMemory& memory, Task& task);
 
 class RemoteCalls {

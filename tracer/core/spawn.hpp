@@ -1,7 +1,7 @@
 #pragma once
 // Starting a command (untraced, or for TracedProcess::launch), and taking the reports of the
-// tasks a detach could not let go of. Defined in start.cpp and detach.cpp, beside the code that
-// traces what they start and release.
+// tasks a detach could not let go of. Defined in process_start.cpp and process_detach.cpp, beside
+// the code that traces what they start and release.
 #include <sys/types.h>
 
 #include <optional>

@@ -45,7 +45,7 @@ struct CallOptions {
   std::uint64_t buffer_bytes = 0;
   std::uint32_t max_ids = 1024;      // probe ids 0 .. max_ids - 1
   jump::CallReader::Options reader;  // its flush interval and commit slack (TSC ticks)
-  // Every page of the call buffer written once by the process at attach (jump_map.cpp), so
+  // Every page of the call buffer written once by the process at attach (jump_probes_map.cpp), so
   // that no record is the first user-mode write to its page; false: populated only.
   bool warm = true;
 };
@@ -212,7 +212,7 @@ class JumpProbes {
     std::vector<RuntimeAddr> exits;
   };
 
-  // jump_checks.cpp: the plan, and every reason a planned range may not be patched.
+  // jump_probes_checks.cpp: the plan, and every reason a planned range may not be patched.
   std::optional<JumpPlan> plan(RuntimeAddr site, const ProcessSymbols& symbols,
                                const std::vector<Mapping>& maps, std::string& why);
   std::vector<std::uint8_t> original_code(const Symbol& function, const std::vector<Mapping>& maps);
@@ -252,7 +252,7 @@ class JumpProbes {
   // layout to per CPU where it may, before any area is mapped.
   const std::optional<RseqRegistration>& rseq();
 
-  // call_probes.cpp: call probes. One slot per planned patch.
+  // jump_probes_calls.cpp: call probes. One slot per planned patch.
   struct Slots {
     std::vector<std::size_t> owner;  // the request it is of
     std::vector<JumpPlan> plans;
@@ -275,7 +275,7 @@ class JumpProbes {
   // A planned patch that did not go in: its entry or exit becomes an int3.
   static void to_int3(const JumpPlan& plan, const std::string& why, CallInstall& out);
 
-  // stack_threads.cpp: the thread table of stack snapshots. `top`: where the thread's own
+  // jump_probes_stacks.cpp: the thread table of stack snapshots. `top`: where the thread's own
   // stack ends at the latest, when known (0 or outside the mapping: the mapping's end).
   std::optional<std::pair<std::uint64_t, std::uint64_t>> stack_bounds(
       pid_t tid, std::uint64_t sp, std::uint64_t top, const std::vector<Mapping>& maps) const;
@@ -283,7 +283,7 @@ class JumpProbes {
   void enter_stack(pid_t tid, std::uint64_t tp, std::uint64_t sp, std::uint64_t top,
                    const std::vector<Mapping>& maps);
 
-  // jump_map.cpp: the area's memfd and mappings, in the tracee and here.
+  // jump_probes_map.cpp: the area's memfd and mappings, in the tracee and here.
   Area map_area(RuntimeAddr near);
   Area map_area_in(RuntimeAddr near);  // map_area's, in one lending
   CallBuffer map_call_buffer(const jump::CallBufferLayout& layout);

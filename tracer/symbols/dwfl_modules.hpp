@@ -1,6 +1,6 @@
 #pragma once
 // What the symbol code shares about libdwfl's modules (internal to tracer/symbols*.cpp and
-// tracer/symbols/ifunc_slots.cpp).
+// tracer/symbols/symbols_ifunc_slots.cpp).
 #include <elfutils/libdwfl.h>
 
 #include <string>
