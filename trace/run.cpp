@@ -1,4 +1,4 @@
-#include "trace/trace.hpp"
+#include "trace/run.hpp"
 
 #include <fnmatch.h>
 
@@ -8,7 +8,7 @@
 #include "common/error.hpp"
 #include "common/paths.hpp"
 #include "common/status_line.hpp"
-#include "trace/run.hpp"
+#include "trace/trace.hpp"
 #include "tracer/core/cannot_trace.hpp"
 #include "tracer/jump/module_code.hpp"
 #include "tracer/os/fault_plan.hpp"
