@@ -12,6 +12,7 @@
 #include "cli/parse.hpp"
 #include "common/clock.hpp"
 #include "common/error.hpp"
+#include "trace/trace.hpp"
 
 namespace probecost::cli {
 
@@ -126,6 +127,23 @@ bool status_line_allowed(pid_t pid) {
     if (r == 0 && S_ISCHR(st.st_mode) && st.st_rdev == err.st_rdev) return false;
   }
   return true;
+}
+
+void check_probe_kinds(const TraceOptions& opts) {
+  if (opts.stacks && opts.via == Via::Jump && !opts.stack_size) {
+    throw UsageError(
+        "--stacks with --stack-size 0 needs int3 probes: a jump probe never stops the thread "
+        "to unwind it, and copies no stack at size 0 (give --stack-size above 0 for a jump "
+        "probe's snapshot, or use --via int3)");
+  }
+  if (opts.usdt_args && opts.via == Via::Jump) {
+    throw UsageError(
+        "--usdt-args needs int3 probes: a jump probe never stops the thread to read its "
+        "arguments (use --via int3, or auto, which uses int3 with --usdt-args)");
+  }
+  if (opts.events && opts.via == Via::Int3) {
+    throw UsageError("--events needs jump probes (--via jump or auto)");
+  }
 }
 
 }  // namespace probecost::cli

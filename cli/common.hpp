@@ -8,6 +8,10 @@
 #include <utility>
 #include <vector>
 
+namespace probecost {
+struct TraceOptions;
+}
+
 namespace probecost::cli {
 
 std::vector<double> parse_rates(const std::vector<std::string>& texts);
@@ -61,5 +65,10 @@ std::string render(F&& write) {
   write(out);
   return out.str();
 }
+
+// The combinations of trace and record options that one kind of probe cannot serve
+// (--stacks with no copy on jump probes, --usdt-args on jump probes, --events on int3 ones):
+// UsageError, before anything is traced.
+void check_probe_kinds(const TraceOptions& opts);
 
 }  // namespace probecost::cli

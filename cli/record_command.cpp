@@ -35,7 +35,7 @@ namespace {
 
 // The recording, made when the first image's probes are known, into the place's temporary.
 struct Recording {
-  record::Format format;
+  record::TraceFormat format;
   const TracePlace* place = nullptr;
   std::string path;  // the user's, for errors
   int args = 0;
@@ -48,7 +48,7 @@ struct Recording {
     probes = infos.size();
     record::RunInfo run{infos, args, clock, stacks};
     std::unique_ptr<record::Output> writer;
-    if (format == record::Format::chrome)
+    if (format == record::TraceFormat::chrome)
       writer = std::make_unique<record::ChromeWriter>(place->fd(), path, run);
     else
       writer = std::make_unique<record::CtfWriter>(place->dir(), run);
@@ -253,9 +253,9 @@ int record_command(const std::vector<std::string>& all_args) {
   opts.command = command;
   if (opts.probes.empty()) throw UsageError("no probe: give -b FUNCTION");
   if (output.empty()) throw UsageError("no output: give -o PATH");
-  record::Format chosen = record::choose_format(format, output);
+  record::TraceFormat chosen = record::choose_format(format, output);
   std::string notes;
-  if (format.empty() && chosen == record::Format::chrome && !ends_with(output, ".json"))
+  if (format.empty() && chosen == record::TraceFormat::chrome && !ends_with(output, ".json"))
     notes += "probecost record: -o " + output +
              ": Chrome JSON (the format of a PATH that is no directory; --format ctf for CTF)\n";
   // Before the recording: it is destroyed (finishing its writer) before the place is, whose
@@ -315,6 +315,7 @@ int record_command(const std::vector<std::string>& all_args) {
     let_go = true;
     status.reset();
   };
+  check_probe_kinds(opts);
   TraceReport report = run_trace(opts, std::cerr);
   status.reset();
   // The process ended before any probe went in: an empty recording of the probes asked for.

@@ -190,6 +190,7 @@ int trace_command(const std::vector<std::string>& all_args) {
   opts.announce = !quiet;
   opts.follow_exec = !vm.count("no-follow-exec");
   opts.follow_forks = vm.count("follow-forks") > 0;
+  check_probe_kinds(opts);
   TraceReport report = run_trace(opts, std::cerr);
   std::ostringstream text;
   if (report_format == Format::Json) {

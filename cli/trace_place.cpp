@@ -83,7 +83,7 @@ std::string temp_path(const std::string& dir, const std::string& prefix) {
 
 }  // namespace
 
-TracePlace::TracePlace(const std::string& path, record::Format format, std::string& notes)
+TracePlace::TracePlace(const std::string& path, record::TraceFormat format, std::string& notes)
     : path_(path) {
   if (path.empty()) throw UsageError("no output: give -o PATH");
   struct stat st;
@@ -94,7 +94,7 @@ TracePlace::TracePlace(const std::string& path, record::Format format, std::stri
   if (exists) target_ = fs::canonical(target_).string();
   parent_ = parent_of(target_);
   const std::string base = base_of(target_);
-  if (format == record::Format::chrome) {
+  if (format == record::TraceFormat::chrome) {
     if (exists && S_ISDIR(st.st_mode))
       throw UsageError("-o " + path +
                        ": is a directory (a Chrome JSON trace is a file: give a file name, or "

@@ -34,7 +34,7 @@ class TracePlace {
   // file, a file for a CTF directory, a directory not empty, not writable, on the kernel's file
   // systems, a FIFO without a reader, a block device or a socket) and makes the temporary. Stale
   // temporaries of PATH are removed first, said in `notes`.
-  TracePlace(const std::string& path, record::Format format, std::string& notes);
+  TracePlace(const std::string& path, record::TraceFormat format, std::string& notes);
   // Not committed: the temporary goes (a stream is left as it got it).
   ~TracePlace();
   TracePlace(const TracePlace&) = delete;

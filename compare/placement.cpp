@@ -30,7 +30,7 @@ CpuPlan plan_cpus(Placement p, int cpus) {
     case Placement::SameCpu:
       return {0, 0, {}};
     case Placement::Split:
-      if (cpus < 2) throw UsageError("placement split needs 2 CPUs; this machine has 1");
+      if (cpus < 2) throw Error("placement split needs 2 CPUs; this machine has 1");
       return {0, 1, {}};
     case Placement::Free:
       return {-1, -1, {}};

@@ -61,8 +61,9 @@ CtfEvent ctf_event(EventKind kind) {
 void make_empty_dir(const std::filesystem::path& dir) {
   std::error_code ec;
   if (std::filesystem::exists(dir, ec) && !std::filesystem::is_empty(dir, ec))
-    throw UsageError(dir.string() +
-                     " exists and is not empty: a CTF trace needs a directory of its own");
+    // The command line said so first (cli/trace_place.cpp); here, for any other caller.
+    throw Error(dir.string() +
+                " exists and is not empty: a CTF trace needs a directory of its own");
   std::filesystem::create_directories(dir, ec);
   if (ec) throw Error("cannot create " + dir.string() + ": " + ec.message());
 }

@@ -51,8 +51,8 @@ class CtfWriter : public Output {
   static constexpr std::size_t kMaxString = 1024;
   static constexpr std::size_t kStackTextBytes = 16 * 1024;
 
-  // Creates `dir` (it must not exist, or be empty) and writes its metadata; throws UsageError
-  // when the directory is not empty, Error when it cannot be written.
+  // Creates `dir` (it must not exist, or be empty) and writes its metadata; throws Error when
+  // the directory is not empty (the command line refuses that first) or cannot be written.
   CtfWriter(const std::filesystem::path& dir, const RunInfo& run);
   ~CtfWriter() override;
   CtfWriter(const CtfWriter&) = delete;

@@ -5,8 +5,8 @@
 
 namespace probecost::record {
 
-enum class Format { chrome, ctf };
-inline constexpr auto kFormatNames =
-    name_table<Format>({{Format::chrome, "chrome"}, {Format::ctf, "ctf"}});
+enum class TraceFormat { chrome, ctf };
+inline constexpr auto kTraceFormatNames =
+    name_table<TraceFormat>({{TraceFormat::chrome, "chrome"}, {TraceFormat::ctf, "ctf"}});
 
 }  // namespace probecost::record

@@ -95,14 +95,15 @@ namespace {
 
 const RunInfo& checked(const RunInfo& run) {
   if (run.arg_count < 0 || run.arg_count > kMaxArgs)
-    throw UsageError("--args " + std::to_string(run.arg_count) + ": from 0 to " +
-                     std::to_string(kMaxArgs) + " (the integer argument registers)");
-  if (run.clock.hz == 0) throw UsageError("record: the TSC clock is not calibrated");
+    throw Error("record: " + std::to_string(run.arg_count) + " arguments asked for: from 0 to " +
+                std::to_string(kMaxArgs) + " (the integer argument registers)");
+  if (run.clock.hz == 0) throw Error("record: the TSC clock is not calibrated");
   return run;
 }
 
-std::unique_ptr<Output> make_writer(const RunInfo& run, Format format, const std::string& path) {
-  if (format == Format::chrome) return std::make_unique<ChromeWriter>(path, run);
+std::unique_ptr<Output> make_writer(const RunInfo& run, TraceFormat format,
+                                    const std::string& path) {
+  if (format == TraceFormat::chrome) return std::make_unique<ChromeWriter>(path, run);
   return std::make_unique<CtfWriter>(path, run);
 }
 
@@ -132,21 +133,21 @@ const char* stack_missing_text(StackMissing why) {
   return "unknown";
 }
 
-Format choose_format(const std::string& flag, const std::string& path) {
-  if (auto f = kFormatNames.find(flag)) return *f;
-  if (!flag.empty()) throw UsageError("--format " + flag + ": " + kFormatNames.known());
-  if (ends_with(path, "/")) return Format::ctf;
+TraceFormat choose_format(const std::string& flag, const std::string& path) {
+  if (auto f = kTraceFormatNames.find(flag)) return *f;
+  if (!flag.empty()) throw UsageError("--format " + flag + ": " + kTraceFormatNames.known());
+  if (ends_with(path, "/")) return TraceFormat::ctf;
   struct stat st;
   if (!ends_with(path, ".json") && ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
-    return Format::ctf;
-  return Format::chrome;
+    return TraceFormat::ctf;
+  return TraceFormat::chrome;
 }
 
-const char* format_name(Format format) {
-  return kFormatNames.name(format);
+const char* format_name(TraceFormat format) {
+  return kTraceFormatNames.name(format);
 }
 
-Recorder::Recorder(const RunInfo& run, Format format, const std::string& path)
+Recorder::Recorder(const RunInfo& run, TraceFormat format, const std::string& path)
     : Recorder(run, make_writer(checked(run), format, path)) {}
 
 Recorder::Recorder(const RunInfo& run, std::unique_ptr<Output> writer)

@@ -31,14 +31,14 @@ namespace probecost::record {
 // now: an existing directory, or a name ending in '/', is a CTF trace; anything else (a name
 // ending in .json, any other name, a FIFO, a character device such as /dev/null) Chrome JSON.
 // Throws UsageError for another value.
-Format choose_format(const std::string& flag, const std::string& path);
-const char* format_name(Format format);
+TraceFormat choose_format(const std::string& flag, const std::string& path);
+const char* format_name(TraceFormat format);
 
 class Recorder {
  public:
-  // Throws UsageError for a bad run (arg_count out of 0..6, no clock), Error when the output
-  // cannot be created.
-  Recorder(const RunInfo& run, Format format, const std::string& path);
+  // Throws Error for a bad run (arg_count out of 0..6, no clock: the command line refuses a bad
+  // --args first) or when the output cannot be created.
+  Recorder(const RunInfo& run, TraceFormat format, const std::string& path);
   // With a writer of the caller's (tests).
   Recorder(const RunInfo& run, std::unique_ptr<Output> writer);
   ~Recorder();

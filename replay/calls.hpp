@@ -35,7 +35,7 @@ class Collected : public Sink {
  public:
   explicit Collected(bool keep_args) : keep_args_(keep_args) {}
 
-  void start(Format f) override { format_ = f; }
+  void start(TraceFormat f) override { format_ = f; }
   void function(std::uint32_t index, const std::string& name) override;
   void arg_count(int n) override { arg_count_ = keep_args_ ? n : 0; }
   void call(const Call& c) override;
@@ -47,7 +47,7 @@ class Collected : public Sink {
   // Every thread's calls in tree order; once, after the reading.
   void sort();
 
-  Format format() const { return format_; }
+  TraceFormat format() const { return format_; }
   int arg_count() const { return arg_count_; }
   const std::vector<std::string>& functions() const { return functions_; }
   const std::string& reason(std::uint16_t i) const { return reasons_.at(i); }
@@ -66,7 +66,7 @@ class Collected : public Sink {
  private:
   Thread& thread(std::int32_t pid, std::int32_t tid);
   bool keep_args_;
-  Format format_ = Format::chrome;
+  TraceFormat format_ = TraceFormat::chrome;
   int arg_count_ = 0;
   std::vector<std::string> functions_, reasons_;
   std::map<std::pair<std::int32_t, std::int32_t>, Thread> threads_;

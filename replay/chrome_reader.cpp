@@ -268,7 +268,7 @@ void check_parse(const std::string& path, const Parser& parser,
 }  // namespace
 
 void read_chrome(const std::string& path, Sink& sink) {
-  sink.start(Format::chrome);
+  sink.start(TraceFormat::chrome);
   Parser parser(sink);
   Mapped file(path);
   rapidjson::Reader reader;

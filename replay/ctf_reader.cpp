@@ -385,7 +385,7 @@ std::vector<StreamFile> stream_files(const fs::path& dir) {
 
 void read_ctf(const std::string& dir, Sink& sink) {
   Metadata m = read_metadata(dir);
-  sink.start(Format::ctf);
+  sink.start(TraceFormat::ctf);
   for (std::uint32_t i = 0; i < m.probes.size(); ++i) sink.function(i, m.probes[i]);
   sink.arg_count(m.arg_count);
   ToSink out(sink, m);

@@ -8,15 +8,15 @@
 
 namespace probecost::replay {
 
-Format recording_format(const std::string& path) {
+TraceFormat recording_format(const std::string& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0)
     throw UsageError("cannot read the recording " + path + ": " + std::strerror(errno));
-  return S_ISDIR(st.st_mode) ? Format::ctf : Format::chrome;
+  return S_ISDIR(st.st_mode) ? TraceFormat::ctf : TraceFormat::chrome;
 }
 
 void read_recording(const std::string& path, Sink& sink) {
-  if (recording_format(path) == Format::ctf)
+  if (recording_format(path) == TraceFormat::ctf)
     read_ctf(path, sink);
   else
     read_chrome(path, sink);

@@ -39,14 +39,14 @@ struct Call {
   std::string_view why;                        // unmatched: the reason record gave
 };
 
-using record::Format;  // record/format.hpp: the formats record writes
+using record::TraceFormat;  // record/format.hpp: the formats record writes
 
 class Sink {
  public:
   virtual ~Sink() = default;
   // Before anything else. arg_count: how many arguments each entry has (record's --args); for
   // Chrome JSON, the most any call has.
-  virtual void start(Format /*format*/) {}
+  virtual void start(TraceFormat /*format*/) {}
   // A function's name, the first time it appears (before its first call): index 0, 1, ...
   virtual void function(std::uint32_t /*index*/, const std::string& /*name*/) {}
   virtual void arg_count(int /*n*/) {}
@@ -63,7 +63,7 @@ class Sink {
 // A recording's path: a directory is CTF, a file Chrome JSON. Throws UsageError when PATH is
 // missing or is not a recording of record's (naming PATH and why), Error when it is one but
 // cut short or unreadable (naming the byte or the file where it stops).
-Format recording_format(const std::string& path);
+TraceFormat recording_format(const std::string& path);
 void read_recording(const std::string& path, Sink& sink);
 
 void read_chrome(const std::string& path, Sink& sink);

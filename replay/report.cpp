@@ -173,7 +173,7 @@ void print_report_json(std::ostream& out, const Collected& rec, const Filter& fi
                        {"name", t->name},
                        {"records_lost", t->lost},
                        {"functions", rows_json(rows, rec)}});
-  nlohmann::json j = {{"format", record::kFormatNames.name(rec.format())},
+  nlohmann::json j = {{"format", record::kTraceFormatNames.name(rec.format())},
                       {"records_lost", rec.lost_total()},
                       {"functions", rows_json(s.all, rec)},
                       {"markers", rec.markers()},

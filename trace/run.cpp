@@ -399,20 +399,6 @@ std::vector<UsdtProbe> list_target_usdt(const TraceOptions& opts, const std::str
 }
 
 TraceReport run_trace(const TraceOptions& opts, std::ostream& notes) {
-  if (opts.stacks && opts.via == Via::Jump && !opts.stack_size) {
-    throw UsageError(
-        "--stacks with --stack-size 0 needs int3 probes: a jump probe never stops the thread "
-        "to unwind it, and copies no stack at size 0 (give --stack-size above 0 for a jump "
-        "probe's snapshot, or use --via int3)");
-  }
-  if (opts.usdt_args && opts.via == Via::Jump) {
-    throw UsageError(
-        "--usdt-args needs int3 probes: a jump probe never stops the thread to read its "
-        "arguments (use --via int3, or auto, which uses int3 with --usdt-args)");
-  }
-  if (opts.events && opts.via == Via::Int3) {
-    throw UsageError("--events needs jump probes (--via jump or auto)");
-  }
   return TraceRun(opts, notes).run();
 }
 

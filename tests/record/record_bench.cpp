@@ -64,15 +64,15 @@ int main(int argc, char** argv) try {
                 {"inner", "inner(long, long)", "bench", 0x2000}};
   run.arg_count = 2;
   run.clock = tsc::calibrate();
-  for (Format f : {Format::chrome, Format::ctf}) {
-    std::filesystem::path out = dir / (f == Format::chrome ? "bench.json" : "bench-ctf");
+  for (TraceFormat f : {TraceFormat::chrome, TraceFormat::ctf}) {
+    std::filesystem::path out = dir / (f == TraceFormat::chrome ? "bench.json" : "bench-ctf");
     std::filesystem::remove_all(out);
     Recorder rec(run, f, out.string());
     Cost c = feed(rec, events, run.clock.anchor.tsc);
     auto n = static_cast<double>(events);
     std::printf("%-6s %llu events: %.1f ns/event CPU, %.1f wall, %.1f bytes/event\n",
-                f == Format::chrome ? "chrome" : "ctf", static_cast<unsigned long long>(events),
-                c.cpu_ns / n, c.wall_ns / n,
+                f == TraceFormat::chrome ? "chrome" : "ctf",
+                static_cast<unsigned long long>(events), c.cpu_ns / n, c.wall_ns / n,
                 static_cast<double>(bytes_in(out)) / static_cast<double>(events));
     std::filesystem::remove_all(out);
   }

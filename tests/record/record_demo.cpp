@@ -61,8 +61,9 @@ int main(int argc, char** argv) try {
                 {"fib", "fib(unsigned long)", "demo", 0x401200}};
   run.arg_count = 2;
   run.clock = tsc::calibrate();
-  for (Format format : {Format::chrome, Format::ctf}) {
-    Recorder rec(run, format, dir + (format == Format::chrome ? "/example.json" : "/example-ctf"));
+  for (TraceFormat format : {TraceFormat::chrome, TraceFormat::ctf}) {
+    Recorder rec(run, format,
+                 dir + (format == TraceFormat::chrome ? "/example.json" : "/example-ctf"));
     rec.process_name(4242, "demo-server");
     std::uint64_t start = run.clock.anchor.tsc;
     Feeder a{rec, 4242, start}, b{rec, 4243, start + 1500};
@@ -74,7 +75,7 @@ int main(int argc, char** argv) try {
     }
     rec.lost({4242, 4243, 2, 3});
     rec.finish();
-    if (format == Format::chrome) {
+    if (format == TraceFormat::chrome) {
       rec.summary().print(std::cout);
       rec.summary().write_json(dir + "/example-summary.json");
     }

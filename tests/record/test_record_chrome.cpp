@@ -49,7 +49,7 @@ TEST_F(RecordChrome, OneCompleteEventPerCall) {
   run.clock.hz = 2'500'000'000;
   run.clock.anchor = {1000, 5'000'000'000};
   {
-    Recorder rec(run, Format::chrome, path);
+    Recorder rec(run, TraceFormat::chrome, path);
     rec.process_name(100, "serve");
     rec.thread_name(100, 7, "worker \"one\"", 0);
     rec.add(entry(7, 0, 1000 + 2'500'000, 0, {3, 0xffffffffffffffff, 9}));   // +1 ms
@@ -91,7 +91,7 @@ TEST_F(RecordChrome, OneCompleteEventPerCall) {
 TEST_F(RecordChrome, TsAndDurKeepEveryNanosecondInTheText) {
   RunInfo run = testing::run_of({"f"});
   {
-    Recorder rec(run, Format::chrome, path);
+    Recorder rec(run, TraceFormat::chrome, path);
     rec.add(entry(1, 0, 123'456'789'012'345));  // a day and a half of uptime, in ns
     rec.add(exit(1, 0, 123'456'789'012'346));
   }
@@ -103,7 +103,7 @@ TEST_F(RecordChrome, TsAndDurKeepEveryNanosecondInTheText) {
 TEST_F(RecordChrome, CallsThatNeverReturnedAreBeginEvents) {
   RunInfo run = testing::run_of({"f", "g", "h"}, 1);
   {
-    Recorder rec(run, Format::chrome, path);
+    Recorder rec(run, TraceFormat::chrome, path);
     rec.add(entry(1, 0, 10, 0, {1}));
     rec.add(entry(1, 1, 20, 0, {2}));
     rec.add(entry(1, 2, 30, 0, {3}));
@@ -151,7 +151,7 @@ TEST_F(RecordChrome, EventsInTsOrder) {
     return ts;
   };
   {
-    Recorder rec(run, Format::chrome, path);
+    Recorder rec(run, TraceFormat::chrome, path);
     rec.add(entry(1, 0, 100));  // thread 1: f { g {} g {} }, thread 2: g {} g {} inside
     rec.add(entry(2, 1, 105));
     rec.add(entry(1, 1, 110));
@@ -172,7 +172,7 @@ TEST_F(RecordChrome, EventsInTsOrder) {
   EXPECT_EQ(j["otherData"]["ts_ordered"], true);
   const std::uint64_t n = ChromeWriter::kMaxHeld + 10;
   {
-    Recorder rec(run, Format::chrome, path);
+    Recorder rec(run, TraceFormat::chrome, path);
     rec.add(entry(1, 0, 1));
     for (std::uint64_t i = 0; i < n; ++i) {
       rec.add(entry(2, 1, 10 + 2 * i));
@@ -189,7 +189,7 @@ TEST_F(RecordChrome, EventsInTsOrder) {
 TEST_F(RecordChrome, ValidJsonWhenTheRunEndsByAnException) {
   RunInfo run = testing::run_of({"f"});
   try {
-    Recorder rec(run, Format::chrome, path);
+    Recorder rec(run, TraceFormat::chrome, path);
     rec.add(entry(1, 0, 10));
     rec.add(exit(1, 0, 20));
     rec.add(entry(1, 0, 30));
@@ -204,10 +204,11 @@ TEST_F(RecordChrome, ValidJsonWhenTheRunEndsByAnException) {
 }
 
 TEST_F(RecordChrome, EmptyRunAndUnwritablePath) {
-  { Recorder rec(testing::run_of({"f"}), Format::chrome, path); }
+  { Recorder rec(testing::run_of({"f"}), TraceFormat::chrome, path); }
   EXPECT_EQ(load()["traceEvents"], nlohmann::json::array());
   EXPECT_THROW(
-      Recorder(testing::run_of({"f"}), Format::chrome, (dir / "no/such/dir.json").string()), Error);
+      Recorder(testing::run_of({"f"}), TraceFormat::chrome, (dir / "no/such/dir.json").string()),
+      Error);
 }
 
 TEST(RecordChromeValues, RegistersAsSignedNumbersHexForPointersAndBeyond53Bits) {
@@ -231,20 +232,20 @@ TEST(RecordChromeValues, RegistersAsSignedNumbersHexForPointersAndBeyond53Bits) 
 // path Chrome JSON, as a perf or uftrace user expects of `-o /dev/null`, a FIFO or `t.out`.
 TEST(RecordFormat, ChosenByFlagOrPath) {
   probecost::test::TempDir dir{"probecost-format"};
-  EXPECT_EQ(choose_format("", dir / "out.json"), Format::chrome);
-  EXPECT_EQ(choose_format("", dir / "out"), Format::chrome);
-  EXPECT_EQ(choose_format("", dir / "t.out"), Format::chrome);
-  EXPECT_EQ(choose_format("", dir / "new/"), Format::ctf);
-  EXPECT_EQ(choose_format("", dir.path.string()), Format::ctf);
-  EXPECT_EQ(choose_format("", dir.path.string() + ".json"), Format::chrome);
-  EXPECT_EQ(choose_format("", "/dev/null"), Format::chrome);
+  EXPECT_EQ(choose_format("", dir / "out.json"), TraceFormat::chrome);
+  EXPECT_EQ(choose_format("", dir / "out"), TraceFormat::chrome);
+  EXPECT_EQ(choose_format("", dir / "t.out"), TraceFormat::chrome);
+  EXPECT_EQ(choose_format("", dir / "new/"), TraceFormat::ctf);
+  EXPECT_EQ(choose_format("", dir.path.string()), TraceFormat::ctf);
+  EXPECT_EQ(choose_format("", dir.path.string() + ".json"), TraceFormat::chrome);
+  EXPECT_EQ(choose_format("", "/dev/null"), TraceFormat::chrome);
   ASSERT_EQ(::mkfifo((dir / "fifo").c_str(), 0600), 0);
-  EXPECT_EQ(choose_format("", dir / "fifo"), Format::chrome);
-  EXPECT_EQ(choose_format("chrome", "out/"), Format::chrome);
-  EXPECT_EQ(choose_format("ctf", "x.json"), Format::ctf);
+  EXPECT_EQ(choose_format("", dir / "fifo"), TraceFormat::chrome);
+  EXPECT_EQ(choose_format("chrome", "out/"), TraceFormat::chrome);
+  EXPECT_EQ(choose_format("ctf", "x.json"), TraceFormat::ctf);
   EXPECT_THROW(choose_format("perfetto", "x"), UsageError);
   RunInfo bad = testing::run_of({"f"}, 7);
-  EXPECT_THROW(Recorder(bad, std::make_unique<Output>()), UsageError);
+  EXPECT_THROW(Recorder(bad, std::make_unique<Output>()), Error);
 }
 
 // --stacks: each entry's stack as the Trace Event Format has it: "sf" on the event, naming a
@@ -254,7 +255,7 @@ TEST_F(RecordChrome, StacksAreStackFramesNamedBySf) {
   RunInfo run = testing::run_of({"leaf"});
   run.stacks = true;
   {
-    Recorder rec(run, Format::chrome, path);
+    Recorder rec(run, TraceFormat::chrome, path);
     rec.stack(1, {"main in p", "a in p", "leaf in p"});
     rec.stack(2, {"main in p", "b in p", "leaf in p"});
     Event e1 = entry(7, 0, 1000), e2 = entry(7, 0, 2000), e3 = entry(7, 0, 3000),

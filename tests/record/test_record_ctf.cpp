@@ -81,7 +81,7 @@ constexpr int kLoop = 5000;  // calls on thread 3: ~380 KB of events, several pa
 // Thread 1: f(5, -1) returns 42; thread 2: g unwound; thread 3: kLoop calls of f, 7 records lost.
 void write_trace(const std::filesystem::path& dir) {
   RunInfo run = testing::run_of({"f(long, long)", "g"}, 2);
-  Recorder rec(run, Format::ctf, dir.string());
+  Recorder rec(run, TraceFormat::ctf, dir.string());
   rec.thread_name(100, 1, "main", 900);
   rec.add(entry(1, 0, 1000, 0, {5, static_cast<std::uint64_t>(-1)}));
   rec.add(entry(2, 1, 1050));
@@ -121,7 +121,7 @@ TEST_F(RecordCtf, LossOfNoKnownThreadIsShownWhenItWasCounted) {
   // The tracer's rings count lost records per CPU: their threads are unknown (tid 0).
   RunInfo run = testing::run_of({"f"}, 0);
   {
-    Recorder rec(run, Format::ctf, dir.string());
+    Recorder rec(run, TraceFormat::ctf, dir.string());
     rec.add(entry(1, 0, 1000));
     rec.add(exit(1, 0, 1100, 0));
     rec.lost({100, 0, 0, 5, 3000});
@@ -184,7 +184,7 @@ TEST_F(RecordCtf, EpochTimestampsThroughTheClockOffset) {
 
 TEST_F(RecordCtf, ReusedThreadIdGetsAStreamOfItsOwn) {
   {
-    Recorder rec(testing::run_of({"f"}), Format::ctf, dir.string());
+    Recorder rec(testing::run_of({"f"}), TraceFormat::ctf, dir.string());
     rec.add(entry(5, 0, 100));
     rec.add(exit(5, 0, 200));
     rec.thread_exited(100, 5);
@@ -202,7 +202,7 @@ TEST_F(RecordCtf, ReusedThreadIdGetsAStreamOfItsOwn) {
 TEST_F(RecordCtf, RefusesADirectoryInUse) {
   std::filesystem::create_directories(dir);
   std::ofstream(dir / "something") << "x";
-  EXPECT_THROW(CtfWriter(dir, testing::run_of({"f"})), UsageError);
+  EXPECT_THROW(CtfWriter(dir, testing::run_of({"f"})), Error);
 }
 
 TEST(RecordCtfMetadata, ClockAndProbeNames) {
@@ -228,7 +228,7 @@ TEST_F(RecordCtf, AnEntrysStackIsAFoldedString) {
   RunInfo run = testing::run_of({"leaf"});
   run.stacks = true;
   {
-    Recorder rec(run, Format::ctf, dir.string());
+    Recorder rec(run, TraceFormat::ctf, dir.string());
     rec.stack(1, {"main in p", "a in p", "leaf in p"});
     Event e1 = entry(1, 0, 1000), e2 = entry(1, 0, 2000);
     e1.stack = 1;

@@ -78,7 +78,7 @@ Recorded record_chrome(Feed feed) {
   std::string path = dir / "t.json";
   Recorded out;
   {
-    Recorder rec(python_run(), Format::chrome, path);
+    Recorder rec(python_run(), TraceFormat::chrome, path);
     feed(rec);
     rec.finish();
     out.summary = rec.summary().json();

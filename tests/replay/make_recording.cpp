@@ -16,7 +16,7 @@ int main(int argc, char** argv) try {
     std::fprintf(stderr, "usage: replay_make_recording PATH chrome|ctf [MILLIONS_OF_EVENTS]\n");
     return 2;
   }
-  Format format = choose_format(argv[2], argv[1]);
+  TraceFormat format = choose_format(argv[2], argv[1]);
   auto events = static_cast<std::uint64_t>((argc > 3 ? std::atof(argv[3]) : 10.0) * 1e6);
   RunInfo run;
   run.probes = {{"outer", "outer(long, long)", "bench", 0x1000},

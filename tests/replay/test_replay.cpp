@@ -48,7 +48,7 @@ class Replay : public ::testing::Test {
 
   void SetUp() override {
     for (auto [format, path] :
-         {std::pair{record::Format::chrome, json}, {record::Format::ctf, ctf}}) {
+         {std::pair{record::TraceFormat::chrome, json}, {record::TraceFormat::ctf, ctf}}) {
       record::Recorder rec(run, format, path);
       feed(rec);
     }
@@ -90,7 +90,7 @@ TEST_F(Replay, CountsAndTimesEqualTheSummarys) {
   record::Summary summary(run);
   {
     // The summary of the same stream, as record prints it.
-    record::Recorder rec(run, record::Format::chrome, dir / "again.json");
+    record::Recorder rec(run, record::TraceFormat::chrome, dir / "again.json");
     feed(rec);
     for (std::uint32_t p = 0; p < 2; ++p) {
       for (const std::string& path : {json, ctf}) {

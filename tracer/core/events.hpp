@@ -28,9 +28,11 @@ class EventSource {
  public:
   // The next event of one of `asker`'s tasks, its bookkeeping done (TracedProcess::update_from).
   // Other processes' events that arrive meanwhile are booked to them and kept for the event
-  // loop. Nothing when the wait was interrupted by a signal (errno EINTR: a tick, a stop
-  // request) or no traced task is left (ECHILD).
+  // loop. Nothing when the wait was interrupted by a signal (a tick, a stop request) or no
+  // traced task is left (none_left()).
   virtual std::optional<TaskEvent> next_event_of(TracedProcess& asker) = 0;
+  // The last wait found no traced task left to wait for (ECHILD).
+  virtual bool none_left() const = 0;
   // Keeps `ws` on `task` for the event loop, behind the events kept before it.
   virtual void defer(Task& task, WaitStatus ws) = 0;
   // A fork/vfork/clone event of `parent`, a task of `process`: the new task becomes one of

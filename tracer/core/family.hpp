@@ -78,8 +78,7 @@ class Family final : public EventSource {
   // Nothing when the wait was interrupted (a signal), the event was nobody's yet (an orphan),
   // or no traced task is left (none_left()).
   std::optional<FamilyEvent> next_event();
-  // The last wait found no traced task left to wait for (ECHILD).
-  bool none_left() const { return none_left_; }
+  bool none_left() const override { return none_left_; }
 
   // EventSource, for the members.
   std::optional<TaskEvent> next_event_of(TracedProcess& asker) override;

@@ -155,7 +155,7 @@ std::optional<WaitStatus> TracedProcess::wait_for(Task& target, double deadline)
       // A signal (a tick, a stop request): give up only on a task that cannot report. One
       // that will report does so soon (it is being stepped, or was just resumed).
       Task* t = task(tid);
-      if (!t || errno == ECHILD || !will_report(*t)) return std::nullopt;
+      if (!t || events_.none_left() || !will_report(*t)) return std::nullopt;
       if (deadline > 0 && now_s() >= deadline && t->interrupt()) deadline = 0;
       continue;
     }
@@ -201,7 +201,7 @@ std::vector<pid_t> TracedProcess::stop_all(pid_t except, bool include_listening)
       // A second stop request gives up on threads that still have not stopped a second later:
       // something we cannot see holds them, and the user wants out. Letting go of a thread
       // that is still ours only happens when probecost exits (the kernel detaches it then).
-      if (errno == ECHILD || (force_requested() && ++forced_ticks > 10)) return stopped;
+      if (events_.none_left() || (force_requested() && ++forced_ticks > 10)) return stopped;
       std::erase_if(awaited, [&](pid_t tid) { return !task(tid) || !will_report(*task(tid)); });
       continue;
     }
@@ -353,9 +353,11 @@ void TracedProcess::on_exec(Task& t) {
   pid_t leader = t.tid();
   threads_.erase_if(
       [&](const Task& o) { return o.tid() != leader && o.role() == Task::Role::Thread; });
-  space_.replaced_by_exec();  // the old address space, and our int3 bytes with it, are gone
   if (int3_area_) int3_area_->forget();
   exec_ended_ = true;
+  // The old address space, and our int3 bytes with it, are gone; /proc/PID/mem is opened
+  // afresh (last: it throws when the process is gone too).
+  space_.replaced_by_exec();
   calls_.forget_vdso();
 }
 

@@ -275,7 +275,7 @@ void TracedProcess::kill() {
   sys::kill(pid_, SIGKILL);
   // Reap every task: with __WALL each traced thread reports its own exit, the leader last.
   while (!threads_.empty()) {
-    if (!events_.next_event_of(*this) && (errno == ECHILD || force_requested())) break;
+    if (!events_.next_event_of(*this) && (events_.none_left() || force_requested())) break;
   }
   if (!end_) end_ = WaitStatus(SIGKILL);
   threads_.clear();

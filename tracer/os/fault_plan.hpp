@@ -17,9 +17,8 @@
 //   out).
 // - warm+N: from at_stage("warm") (the call buffer mapped in the process, about to be written
 //   through).
-// - inloop+N: from at_stage("inloop") (RemoteCalls::run_code's code, the warm loop, about to be run
-// by
-//   a thread: +2 dies with the thread's registers set for it:
+// - inloop+N: from at_stage("inloop") (RemoteCalls::run_code's code, the warm loop, about to
+//   be run by a thread: +2 dies with the thread's registers set for it:
 //   tests/trace/test_record_warm_death.cpp).
 // - ifunc+N: from at_stage("ifunc") (an IFUNC resolver about to be called in the tracee; the
 //   attach's end is said as for attach+N).
