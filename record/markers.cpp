@@ -51,17 +51,7 @@ std::vector<MarkerArg> marker_args(const std::string& provider, const std::strin
 }
 
 const char* marker_role_name(MarkerRole role) {
-  switch (role) {
-    case MarkerRole::none:
-      return "";
-    case MarkerRole::instant:
-      return "instant";
-    case MarkerRole::entry:
-      return "entry";
-    case MarkerRole::exit:
-      return "return";
-  }
-  return "";
+  return kMarkerRoleNames.name(role);
 }
 
 std::string marker_pair(const ProbeInfo& p) {

@@ -22,6 +22,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/names.hpp"
 #include "record/output.hpp"
 
 namespace probecost::record {
@@ -33,6 +34,10 @@ std::vector<MarkerArg> marker_args(const std::string& provider, const std::strin
                                    const std::string& specs);
 
 // "instant", "entry", "return" ("" for none).
+inline constexpr auto kMarkerRoleNames = name_table<MarkerRole>({{MarkerRole::none, ""},
+                                                                 {MarkerRole::instant, "instant"},
+                                                                 {MarkerRole::entry, "entry"},
+                                                                 {MarkerRole::exit, "return"}});
 const char* marker_role_name(MarkerRole role);
 
 // Each marker of `probes` (marker != none) an entry, an exit or an instant, as above.

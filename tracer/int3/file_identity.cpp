@@ -1,10 +1,10 @@
-// file_identity (trap_records.hpp), apart from the trap areas' reading: probecost-guard needs it
+// file_identity (file_identity.hpp), apart from the trap areas' reading: probecost-guard needs it
 // and none of the decoder that reading pulls in.
+#include "tracer/int3/file_identity.hpp"
+
 #include <sys/sysmacros.h>
 
 #include <cstdio>
-
-#include "tracer/int3/trap_records.hpp"
 
 namespace probecost {
 

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "breakpoint/in_tracee/semaphore_table.hpp"
-#include "tracer/int3/trap_records.hpp"
+#include "tracer/int3/file_identity.hpp"
 #include "tracer/os/maps.hpp"
 
 namespace probecost::guard {

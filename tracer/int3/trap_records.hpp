@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "breakpoint/in_tracee/trap_area.hpp"
+#include "tracer/int3/file_identity.hpp"
 #include "tracer/os/maps.hpp"
 
 namespace probecost {
@@ -17,10 +18,6 @@ class TraceeMemory;
 std::vector<trap::ParsedArea> read_trap_areas(TraceeMemory& memory,
                                               const std::vector<Mapping>& maps,
                                               std::vector<std::string>& notes);
-
-// The file, and the offset in it, of `at` in mapping `m` (device, inode: all zero for an
-// anonymous mapping).
-trap::FileIdentity file_identity(const Mapping& m, RuntimeAddr at);
 
 // Whose the int3 already at `at` in process `pid` is, for the refusal of a probe there: a
 // probecost's that was killed (a trap area records it: then `probecost restore`), or someone

@@ -7,6 +7,7 @@
 #include <bit>
 
 #include "common/error.hpp"
+#include "common/names.hpp"
 #include "tracer/jump/jump_probes.hpp"
 
 namespace probecost {
@@ -34,8 +35,11 @@ void from_plans(const CallPlans& p, CallInstall& out) {
   count_exits(p, out);
 }
 
+constexpr auto kPlanRoleNames = name_table<PlanRole>(
+    {{PlanRole::Entry, "entry"}, {PlanRole::Exit, "exit"}, {PlanRole::Call, "call"}});
+
 const char* role_name(PlanRole role) {
-  return role == PlanRole::Entry ? "entry" : role == PlanRole::Exit ? "exit" : "call";
+  return kPlanRoleNames.name(role);
 }
 
 constexpr std::uint64_t kCallSubBuffer = 4 << 20;

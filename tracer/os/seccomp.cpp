@@ -41,25 +41,7 @@ std::optional<Program> read_filter(pid_t tid, unsigned long index) {
 }  // namespace
 
 const char* action_name(Action a) {
-  switch (a) {
-    case Action::KillProcess:
-      return "SECCOMP_RET_KILL_PROCESS";
-    case Action::KillThread:
-      return "SECCOMP_RET_KILL_THREAD";
-    case Action::Trap:
-      return "SECCOMP_RET_TRAP";
-    case Action::Errno:
-      return "SECCOMP_RET_ERRNO";
-    case Action::UserNotif:
-      return "SECCOMP_RET_USER_NOTIF";
-    case Action::Trace:
-      return "SECCOMP_RET_TRACE";
-    case Action::Log:
-      return "SECCOMP_RET_LOG";
-    case Action::Allow:
-      return "SECCOMP_RET_ALLOW";
-  }
-  return "?";
+  return kActionNames.name(a);
 }
 
 std::string Verdict::describe() const {

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "common/error.hpp"
+#include "common/names.hpp"
 
 namespace probecost::seccomp {
 
@@ -49,7 +50,17 @@ enum class Action { KillProcess, KillThread, Trap, Errno, UserNotif, Trace, Log,
 // The action of a filter's value; an action the kernel does not know is KillProcess (its
 // __seccomp_filter treats it so).
 Action action_of(std::uint32_t value);
-const char* action_name(Action a);  // "SECCOMP_RET_KILL_PROCESS", ...
+inline constexpr auto kActionNames = name_table<Action>({
+    {Action::KillProcess, "SECCOMP_RET_KILL_PROCESS"},
+    {Action::KillThread, "SECCOMP_RET_KILL_THREAD"},
+    {Action::Trap, "SECCOMP_RET_TRAP"},
+    {Action::Errno, "SECCOMP_RET_ERRNO"},
+    {Action::UserNotif, "SECCOMP_RET_USER_NOTIF"},
+    {Action::Trace, "SECCOMP_RET_TRACE"},
+    {Action::Log, "SECCOMP_RET_LOG"},
+    {Action::Allow, "SECCOMP_RET_ALLOW"},
+});
+const char* action_name(Action a);  // "SECCOMP_RET_KILL_PROCESS", ... (kActionNames)
 
 struct Verdict {
   Action action = Action::Allow;
