@@ -140,10 +140,6 @@ UprobeTarget locate_uprobe_target(pid_t pid, const std::string& symbol) {
   throw Error("no file mapping holds " + symbol + " at " + sym.address.hex());
 }
 
-UprobeCounters::~UprobeCounters() {
-  for (int fd : fds_) ::close(fd);
-}
-
 int UprobeCounters::open(int type, const std::string& path, std::uint64_t offset, pid_t tid,
                          int cpu) {
   perf_event_attr attr{};
@@ -153,7 +149,7 @@ int UprobeCounters::open(int type, const std::string& path, std::uint64_t offset
   attr.config2 = offset;                                         // probe_offset
   long fd = ::syscall(SYS_perf_event_open, &attr, tid, cpu, -1, PERF_FLAG_FD_CLOEXEC);
   if (fd < 0) return -errno;
-  fds_.push_back(static_cast<int>(fd));
+  fds_.emplace_back(static_cast<int>(fd));
   return static_cast<int>(fd);
 }
 
@@ -165,7 +161,7 @@ std::uint64_t UprobeCounters::read(int fd) {
 
 std::uint64_t UprobeCounters::total() const {
   std::uint64_t n = 0;
-  for (int fd : fds_) n += read(fd);
+  for (const Fd& fd : fds_) n += read(fd.get());
   return n;
 }
 

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "common/address.hpp"
+#include "common/fd.hpp"
 
 namespace probecost {
 
@@ -63,7 +64,6 @@ UprobeTarget locate_uprobe_target(pid_t pid, const std::string& symbol);
 class UprobeCounters {
  public:
   UprobeCounters() = default;
-  ~UprobeCounters();
   UprobeCounters(const UprobeCounters&) = delete;
   UprobeCounters& operator=(const UprobeCounters&) = delete;
   // A counting event for a uprobe at `offset` in the file `path` (kept alive by the caller
@@ -76,7 +76,7 @@ class UprobeCounters {
   std::uint64_t total() const;
 
  private:
-  std::vector<int> fds_;
+  std::vector<Fd> fds_;
 };
 
 // Why perf_event_open refused a uprobe, from its errno, in one line.

@@ -14,6 +14,7 @@
 
 #include "common/cpu.hpp"
 #include "common/error.hpp"
+#include "common/fd.hpp"
 #include "tracer/core/cannot_trace.hpp"
 #include "tracer/core/left_loops.hpp"
 #include "tracer/core/process.hpp"
@@ -81,7 +82,7 @@ std::string find_program(const std::string& name) {
                     "cannot launch '" + name + "': no such program in PATH");
 }
 
-pid_t fork_child(const LaunchSpec& spec, bool stop_first, int& report_fd) {
+pid_t fork_child(const LaunchSpec& spec, bool stop_first, Fd& report_fd) {
   if (spec.argv.empty())
     throw CannotTrace(0, CannotTrace::Reason::NoCommand, "no command to launch");
   std::string program = find_program(spec.argv[0]);
@@ -91,21 +92,20 @@ pid_t fork_child(const LaunchSpec& spec, bool stop_first, int& report_fd) {
   argv.push_back(nullptr);
   int report[2];
   if (::pipe2(report, O_CLOEXEC) < 0) throw Error::from_errno("pipe2");
+  Fd read_end(report[0]), write_end(report[1]);
   pid_t pid = ::fork();
   if (pid < 0) throw Error::from_errno("fork");
   if (pid == 0) child_exec(spec, stop_first, argv.data(), report[1]);
-  ::close(report[1]);
-  report_fd = report[0];
-  return pid;
+  report_fd = std::move(read_end);
+  return pid;  // our copy of the write end closed: the exec closes the child's
 }
 
 // Reads the child's report: nothing (EOF) means its exec succeeded.
-void check_exec_report(int fd, pid_t pid, const LaunchSpec& spec) {
+void check_exec_report(const Fd& fd, pid_t pid, const LaunchSpec& spec) {
   int msg[2];
   ssize_t n;
-  do n = ::read(fd, msg, sizeof msg);
+  do n = ::read(fd.get(), msg, sizeof msg);
   while (n < 0 && errno == EINTR);
-  ::close(fd);
   if (n != static_cast<ssize_t>(sizeof msg)) return;
   sys::kill(pid, SIGKILL);
   int status;
@@ -146,7 +146,7 @@ void check_attachable(pid_t pid) {
 }  // namespace
 
 pid_t spawn(const LaunchSpec& spec) {
-  int report;
+  Fd report;
   pid_t pid = fork_child(spec, false, report);
   check_exec_report(report, pid, spec);
   return pid;
@@ -173,7 +173,7 @@ std::unique_ptr<TracedProcess> TracedProcess::follower(pid_t pid, EventSource& e
 
 std::unique_ptr<TracedProcess> TracedProcess::launch(const LaunchSpec& spec, EventSource& events) {
   double children_cpu = children_cpu_seconds();
-  int report;
+  Fd report;
   pid_t pid = fork_child(spec, true, report);
   int status = 0;
   // Retried on EINTR: a stop request now must not read the exec report of a child that is
@@ -208,7 +208,7 @@ std::unique_ptr<TracedProcess> TracedProcess::launch(const LaunchSpec& spec, Eve
     long sig = ws.signal_stop() ? ws.stop_signal() : 0;
     sys::ptrace_call(PTRACE_CONT, pid, nullptr, reinterpret_cast<void*>(sig));
   }
-  ::close(report);  // the exec closed the child's end without writing: success
+  report = Fd();  // the exec closed the child's end without writing: success
   // The exec event is reported from inside execve, which still stores its return value in
   // RAX when resumed: registers changed now (to inject a system call) would be overwritten.
   // Go on to execve's syscall-exit-stop, after which register changes hold.

@@ -13,21 +13,22 @@
 #include <string_view>
 #include <vector>
 
+#include "common/fd.hpp"
+
 namespace probecost {
 
 std::string proc_text(pid_t pid, const char* file) {
   std::string path = "/proc/" + std::to_string(pid) + "/" + file;
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return {};
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) return {};
   std::string text;
   char buf[4096];
   for (;;) {
-    ssize_t n = ::read(fd, buf, sizeof buf);
+    ssize_t n = ::read(fd.get(), buf, sizeof buf);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
     text.append(buf, static_cast<std::size_t>(n));
   }
-  ::close(fd);
   return text;
 }
 
