@@ -1,5 +1,5 @@
 #pragma once
-// The per-CPU buffers that call-recording trampolines (`probecost record`) write entry and exit
+// The per-CPU buffers that call-recording trampolines write entry and exit
 // records into, and the reader that drains them from the tracer while the process runs. One
 // memfd per process, mapped read-write by the tracee (anywhere: the trampolines load its address)
 // and by the tracer.

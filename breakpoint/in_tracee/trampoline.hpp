@@ -12,7 +12,7 @@
 //                                 rseq: no locked instruction, see PerCpuCounter)
 //   or lock xadd hits + record    events: the same counter gives the record's slot; rdtsc,
 //                                 24-byte record (event_ring.hpp)
-//   or a call record              `probecost record`: {tsc, thread pointer, sp, args} into the
+//   or a call record              calls: {tsc, thread pointer, sp, args} into the
 //                                 CPU's buffer in a restartable sequence (call_buffer.hpp)
 //   [pops]; pop %rax; add $0x7f,%al; sahf; pop %rax; lea 128(%rsp),%rsp
 //   the displaced instructions, relocated
@@ -83,7 +83,7 @@ struct TrampolineSpec {
   // Call records instead of counting: an entry, exit or both records by the plan's role (the
   // hit counter is not touched).
   std::optional<CallRecordTarget> calls;
-  // `probecost record --stacks`: with `calls`, each entry first writes a stack snapshot into
+  // With `calls`, each entry first writes a stack snapshot into
   // this buffer (its layout's stack_bytes > 0), then its entry record (the reader matches the
   // two by thread, stack slot and probe: the snapshot is the thread's last one before it).
   std::optional<CallRecordTarget> stacks;

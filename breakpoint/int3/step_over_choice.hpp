@@ -1,7 +1,7 @@
 #pragma once
 // The step-over strategies by name, from --step-over to every report that names one: small
-// enough for the floors above (compare's mechanisms, overhead's calibration) to include
-// without the strategies themselves (step_over.hpp).
+// enough for the floors above (whatever names a strategy in a report) to include without the
+// strategies themselves (step_over.hpp).
 #include "common/names.hpp"
 
 namespace probecost {

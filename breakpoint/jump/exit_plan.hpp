@@ -1,5 +1,5 @@
 #pragma once
-// Planning call probes (`probecost record`): a function's entry and every way out of it, each
+// Planning call probes: a function's entry and every way out of it, each
 // under a patch of its own, so that no return address is ever replaced (uretprobes and uftrace
 // replace it, and an unwinder, a C++ exception's included, then meets an address it has no
 // unwind information for).

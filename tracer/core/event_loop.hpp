@@ -4,7 +4,7 @@
 // events it looks at the flags probecost's signal handlers set, the deadline and the tick, so
 // a process that hits a probe without pause cannot keep it from seeing them.
 //
-// Tracing one process is a family of one with one Session (run_session); `probecost trace`
+// Tracing one process is a family of one with one Session (run_session); a trace of several
 // runs the same loop over every process it follows, with a Session each.
 #include <functional>
 #include <optional>

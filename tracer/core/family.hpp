@@ -1,6 +1,6 @@
 #pragma once
 // Family: the one owner of tracer events. It holds the traced processes of one trace (the one
-// started or attached to, and, with `trace --follow-forks`, the processes it forks that we
+// started or attached to, and, when following forks, the processes it forks that we
 // follow, each a TracedProcess with its own memory, sites and jumps) and the one event stream
 // for them all: the single wait for any task (waitid(P_ALL, __WALL)), the map from a task to its
 // process, the events kept for the event loop (deferred) and the first stops of tasks nobody knew
@@ -52,7 +52,7 @@ class Family final : public EventSource {
   // TracedProcess::launch and attach, as the root of a new family.
   static std::unique_ptr<Family> launch(const LaunchSpec& spec);
   static std::unique_ptr<Family> attach(pid_t pid, bool with_guardian = false);
-  // Another process to trace, attached as attach() does (`trace -p 1 -p 2`): a member of its
+  // Another process to trace, attached as attach() does (several PIDs): a member of its
   // own, with no parent, never handed out by take_new_members() (its tracer sets it up).
   TracedProcess& attach_another(pid_t pid, bool with_guardian = false);
   ~Family();

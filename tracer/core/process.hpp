@@ -175,15 +175,15 @@ class TracedProcess final : public RemoteProcess {
   // False when the task is held or gone (nothing for the caller to resume).
   bool on_first_stop(Task& task);
   // Called with each new thread (or task sharing our memory) and its thread pointer (fs_base)
-  // at its parent's clone event, before it runs anything (`probecost record`); and with a
-  // thread back from vfork() at its PTRACE_EVENT_VFORK_DONE stop, before it runs again: the
+  // at its parent's clone event, before it runs anything (per-thread state of call probes); and
+  // with a thread back from vfork() at its PTRACE_EVENT_VFORK_DONE stop, before it runs again: the
   // child that ran on its thread pointer meanwhile has exec'd or exited.
   void set_new_thread_observer(std::function<void(pid_t, std::uint64_t)> f) {
     new_thread_ = std::move(f);
   }
   // Called with each new thread, its thread pointer and the stack pointer it starts with (the
   // clone's stack argument; 0 when the clone gave none), at its parent's clone event, before
-  // it runs anything (`trace --stacks`: its stack bounds for the jump probes' snapshots).
+  // it runs anything (its stack bounds, for the jump probes' stack snapshots).
   void set_new_stack_observer(std::function<void(pid_t, std::uint64_t, std::uint64_t)> f) {
     new_stack_ = std::move(f);
   }
@@ -191,7 +191,7 @@ class TracedProcess final : public RemoteProcess {
   // report_thread_exits() has asked for those stops; it is resumed after, as any event stop.
   void set_thread_exit_observer(std::function<void(pid_t)> f) { thread_exit_ = std::move(f); }
   // From now on every thread stops at its exit (PTRACE_O_TRACEEXIT, on each stopped task and
-  // inherited by the threads they make): `probecost record` takes the thread's name there.
+  // inherited by the threads they make): a thread's name can be read there.
   void report_thread_exits();
 
   // This process is a fork child of `parent`: wait for its first stop unless it came

@@ -20,7 +20,7 @@ struct SessionStats {
 };
 
 // Puts an int3 probe at `at` (its site named `label`) and readies `step_over` for its hits: the
-// one way in for int3 probes (trace, and compare's traced runs). The process's trap area
+// one way in for int3 probes. The process's trap area
 // (tracer/int3/int3_area.hpp) is mapped with its first int3 and records each one before it is
 // written. A second probe at the same address is the same site. Error naming `what` (by default
 // the label and address) and the process when the address holds an int3 already, saying whose:
@@ -50,8 +50,8 @@ class Session {
   // After an exec: the new image's strategy (the old one's plans and pages are gone).
   void set_step_over(StepOver& step_over) { step_over_ = &step_over; }
   // Called first on every SIGTRAP stop, with nothing read from the thread yet. True: handled
-  // (the thread is resumed as it is, nothing delivered, no site looked up). compare's ptrace
-  // floor counts compiled-in int3 this way: one stop, waitpid + PTRACE_CONT per hit.
+  // (the thread is resumed as it is, nothing delivered, no site looked up): what counting
+  // int3 bytes compiled into the program costs at least, one stop, waitpid + PTRACE_CONT per hit.
   void set_trap_hook(std::function<bool(Task&)> hook) { trap_hook_ = std::move(hook); }
   // Called on every hit with the thread stopped and its RIP still one past the int3 (stacks).
   void set_hit_observer(std::function<void(pid_t, StoppedThread&, BreakpointSite&)> f) {

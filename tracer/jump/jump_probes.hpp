@@ -36,7 +36,7 @@ namespace probecost {
 
 class ModuleCode;
 
-// Call probes (`probecost record`): entry and exit records in the process's call buffer.
+// Call probes: entry and exit records of every call in the process's call buffer.
 inline constexpr std::uint64_t kCallBufferTotal = 256 << 20;
 struct CallOptions {
   int args = 0;  // arguments per entry record, 0 to 6
@@ -304,7 +304,7 @@ class JumpProbes {
   jump::CallBufferLayout call_layout_;
   std::unique_ptr<jump::CallReader> call_reader_;
   std::string calls_refused_;
-  // Stack snapshots' buffer: `trace --stacks`' only buffer, `record --stacks`' second one.
+  // Stack snapshots' buffer: the only one of probes that take stacks, the second beside calls.
   CallBuffer stack_buffer_;
   jump::CallBufferLayout stack_layout_;
   std::unique_ptr<jump::CallReader> stack_reader_;

@@ -1,9 +1,9 @@
 #pragma once
 // Every ptrace request, wait and signal the tracer makes on a tracee goes through these
 // wrappers (and every access to its memory through ProcMemory, which counts itself), so that
-// the count per hit is a measured figure (see `probecost compare -v`), not a guess. Children
-// that are no tracee wait with plain waitpid: compare's untraced inferior (compare/child.cpp)
-// and the guardian's middle process (tracer/int3/guardian.cpp).
+// the count per hit is a measured figure, not a guess. Children that are no tracee (an
+// untraced run's child, the guardian's middle process: tracer/int3/guardian.cpp) wait with
+// plain waitpid.
 #include <signal.h>
 #include <sys/ptrace.h>
 #include <sys/types.h>
